@@ -1,0 +1,77 @@
+// CUDA runtime queries used to size launches, each cached per device for the process.
+#pragma once
+
+#include <mllm_kernel/utils.cuh>
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstddef>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+namespace mllm_kernel::host::runtime {
+
+namespace detail {
+/// One cache slot per device, -1 until first queried.
+struct AttributeCache {
+  std::atomic<int> values[host::detail::kMaxDevices];
+  AttributeCache() {
+    for (auto& v : values) v.store(-1);
+  }
+};
+inline int query(cudaDeviceAttr attr, int device_id, AttributeCache& cache) {
+  return host::detail::cached_device_attribute(attr, device_id, cache.values);
+}
+inline int current_device() {
+  int device = 0;
+  RuntimeDeviceCheck(cudaGetDevice(&device));
+  return device;
+}
+}  // namespace detail
+
+/// Number of streaming multiprocessors of `device_id` (the current device by default).
+inline int get_sm_count(int device_id = detail::current_device()) {
+  static detail::AttributeCache cache;
+  return detail::query(cudaDevAttrMultiProcessorCount, device_id, cache);
+}
+
+/// Major compute capability (9 on an H100).
+inline int get_cc_major(int device_id = detail::current_device()) {
+  return host::detail::compute_capability_major(device_id);
+}
+
+/// The CUDA runtime version, e.g. 13000 for 13.0.
+inline int get_runtime_version() {
+  static const int version = [] {
+    int v = 0;
+    RuntimeDeviceCheck(cudaRuntimeGetVersion(&v));
+    return v;
+  }();
+  return version;
+}
+
+/// Dynamic shared memory a block may opt into on `device_id`, in bytes.
+inline int get_available_dynamic_smem_per_block(int device_id = detail::current_device()) {
+  static detail::AttributeCache cache;
+  return detail::query(cudaDevAttrMaxSharedMemoryPerBlockOptin, device_id, cache);
+}
+
+/// Resident blocks of `kernel` per SM for a block size and dynamic shared memory on the
+/// current device; the answer is cached per (kernel, device, block size, smem).
+template <typename... KernelArgs>
+inline int get_blocks_per_sm(void (*kernel)(KernelArgs...), int block_size, std::size_t dynamic_smem = 0) {
+  using Key = std::tuple<const void*, int, int, std::size_t>;
+  static std::mutex mutex;
+  static std::map<Key, int> cache;
+  const Key key{reinterpret_cast<const void*>(kernel), detail::current_device(), block_size, dynamic_smem};
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  int blocks = 0;
+  RuntimeDeviceCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, block_size, dynamic_smem));
+  cache.emplace(key, blocks);
+  return blocks;
+}
+
+}  // namespace mllm_kernel::host::runtime

@@ -1,0 +1,389 @@
+// TensorMatcher: declarative checks of a tensor's shape, strides, dtype and device.
+//
+//   SymbolicSize T{"num_tokens"}, D{"hidden"};
+//   SymbolicDType dtype;
+//   SymbolicDevice device;
+//   TensorMatcher({T, D})                       // 2-D, contiguous
+//       .with_dtype<float, fp16_t, bf16_t>(dtype)
+//       .with_device<kDLCUDA>(device)
+//       .verify(input, "input")
+//       .verify(out, "out");                    // same T, D, dtype, device as input
+//   TensorMatcher({D}).with_dtype(dtype).with_device(device).verify(weight, "weight");
+//
+// A symbol binds to the first value it sees and every later use must match it; `unwrap()`
+// returns the bound value. A failed check throws PanicError (a Python ValueError) whose message
+// names the tensor, the dimension or stride, the symbol, what was expected, where a bound value
+// came from, and what was given:
+//   "residual: dim 1 (hidden) must be 4096 as bound by input, got 4095"
+// The kernel's entry point adds the op name in front (see ffi_export.hpp).
+//
+// A TensorMatcher is a temporary: build it, verify, and let it go.
+#pragma once
+
+#include <mllm_kernel/dtype.hpp>
+#include <mllm_kernel/source_location.hpp>
+#include <mllm_kernel/utils.hpp>
+
+#include <dlpack/dlpack.h>
+#include <tvm/ffi/container/tensor.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mllm_kernel::host {
+
+namespace detail {
+
+/// Where a symbol got its value, for "as bound by ..." in messages.
+struct Binding {
+  std::string origin;
+};
+
+/// A named holder for a DLDataType: nvcc 13 in C++20 mode crashes (internal error in
+/// std::destroy_at) on a std::vector of DLPack's anonymous typedef'd struct.
+struct DTypeSlot {
+  DLDataType value;
+};
+
+inline std::string join_dtypes(const std::vector<DTypeSlot>& dtypes) {
+  std::string out;
+  for (std::size_t i = 0; i < dtypes.size(); ++i) {
+    if (i) out += ", ";
+    out += dtype_name(dtypes[i].value);
+  }
+  return out;
+}
+
+inline std::string join_device_types(const std::vector<int>& types) {
+  std::string out;
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    if (i) out += " or ";
+    out += device_type_name(types[i]);
+  }
+  return out;
+}
+
+}  // namespace detail
+
+/// A named size (or stride) that binds on first sight and must match afterwards.
+class SymbolicSize {
+ public:
+  explicit SymbolicSize(std::string_view name = "") : name_(name) {}
+  SymbolicSize(const SymbolicSize&) = delete;
+  SymbolicSize& operator=(const SymbolicSize&) = delete;
+
+  /// The symbol's name as given ("hidden"), used in messages.
+  const std::string& name() const { return name_; }
+  /// Whether a value has been bound.
+  bool has_value() const { return value_.has_value(); }
+  /// The bound value, if any.
+  std::optional<std::int64_t> get() const { return value_; }
+  /// Where the value was bound ("input", "bound by the caller").
+  const std::string& origin() const { return binding_.origin; }
+
+  /// Binds a value before any tensor is verified (e.g. a size that comes from an argument).
+  void bind(std::int64_t value, std::string origin = "the caller") {
+    value_ = value;
+    binding_.origin = std::move(origin);
+  }
+
+  /// The bound value; a ValueError when nothing bound it.
+  std::int64_t unwrap(source_location loc = source_location::current()) const {
+    if (!value_) {
+      detail::throw_panic("ValueError", "symbol '" + name_ + "' was never bound by a verified tensor", loc);
+    }
+    return *value_;
+  }
+
+ private:
+  std::string name_;
+  std::optional<std::int64_t> value_;
+  detail::Binding binding_;
+};
+
+/// A dtype that binds on first sight; an optional allowed set comes from `with_dtype<Ts...>`.
+class SymbolicDType {
+ public:
+  SymbolicDType() = default;
+  SymbolicDType(const SymbolicDType&) = delete;
+  SymbolicDType& operator=(const SymbolicDType&) = delete;
+
+  bool has_value() const { return value_.has_value(); }
+  std::optional<DLDataType> get() const { return value_; }
+  const std::string& origin() const { return origin_; }
+
+  /// The bound dtype; a ValueError when nothing bound it.
+  DLDataType unwrap(source_location loc = source_location::current()) const {
+    if (!value_) detail::throw_panic("ValueError", "dtype symbol was never bound by a verified tensor", loc);
+    return *value_;
+  }
+  /// Whether the bound dtype is that of the C++ type T.
+  template <typename T>
+  bool is_type() const {
+    return value_ && same_dtype(*value_, dl_dtype<T>::value);
+  }
+
+  void bind(DLDataType value, std::string origin) {
+    value_ = value;
+    origin_ = std::move(origin);
+  }
+
+ private:
+  std::optional<DLDataType> value_;
+  std::string origin_;
+};
+
+/// A device that binds on first sight.
+class SymbolicDevice {
+ public:
+  SymbolicDevice() = default;
+  SymbolicDevice(const SymbolicDevice&) = delete;
+  SymbolicDevice& operator=(const SymbolicDevice&) = delete;
+
+  bool has_value() const { return value_.has_value(); }
+  std::optional<DLDevice> get() const { return value_; }
+  const std::string& origin() const { return origin_; }
+
+  /// The bound device; a ValueError when nothing bound it.
+  DLDevice unwrap(source_location loc = source_location::current()) const {
+    if (!value_) detail::throw_panic("ValueError", "device symbol was never bound by a verified tensor", loc);
+    return *value_;
+  }
+
+  void bind(DLDevice value, std::string origin) {
+    value_ = value;
+    origin_ = std::move(origin);
+  }
+
+ private:
+  std::optional<DLDevice> value_;
+  std::string origin_;
+};
+
+/// One expected size or stride: a symbol, a fixed value, or -1 for "anything".
+class SizeSpec {
+ public:
+  SizeSpec(SymbolicSize& symbol) : symbol_(&symbol) {}  // NOLINT(google-explicit-constructor)
+  SizeSpec(std::int64_t value) : value_(value) {}        // NOLINT(google-explicit-constructor)
+  SizeSpec(int value) : value_(value) {}                 // NOLINT(google-explicit-constructor)
+
+  bool is_any() const { return symbol_ == nullptr && value_ == -1; }
+  SymbolicSize* symbol() const { return symbol_; }
+  std::int64_t value() const { return value_; }
+
+  /// "hidden", "4096" or "*", for the expected-shape text of messages.
+  std::string describe() const {
+    if (symbol_) return symbol_->name().empty() ? std::string("?") : symbol_->name();
+    return is_any() ? std::string("*") : std::to_string(value_);
+  }
+
+ private:
+  SymbolicSize* symbol_ = nullptr;
+  std::int64_t value_ = -1;
+};
+
+/// Declarative tensor check; see the file comment.
+class TensorMatcher {
+ public:
+  TensorMatcher(std::initializer_list<SizeSpec> shape) : shape_(shape) {}
+  TensorMatcher(const TensorMatcher&) = delete;
+  TensorMatcher& operator=(const TensorMatcher&) = delete;
+
+  /// Expected strides (symbols, values, -1). Without this call the tensor must be contiguous.
+  TensorMatcher&& with_strides(std::initializer_list<SizeSpec> strides) && {
+    strides_ = std::vector<SizeSpec>(strides);
+    return std::move(*this);
+  }
+
+  /// Restricts the dtype to one of Ts... and binds it to `symbol` (if given).
+  template <typename... Ts>
+  TensorMatcher&& with_dtype(SymbolicDType& symbol) && {
+    allowed_dtypes_ = {detail::DTypeSlot{dl_dtype<Ts>::value}...};
+    dtype_ = &symbol;
+    return std::move(*this);
+  }
+  /// Restricts the dtype to one of Ts... (at least one type).
+  template <typename T, typename... Ts>
+  TensorMatcher&& with_dtype() && {
+    allowed_dtypes_ = {detail::DTypeSlot{dl_dtype<T>::value}, detail::DTypeSlot{dl_dtype<Ts>::value}...};
+    return std::move(*this);
+  }
+
+  /// Restricts the device type to one of kTypes... and binds the device to `symbol`.
+  template <DLDeviceType... kTypes>
+  TensorMatcher&& with_device(SymbolicDevice& symbol) && {
+    allowed_devices_ = {static_cast<int>(kTypes)...};
+    device_ = &symbol;
+    return std::move(*this);
+  }
+  /// Restricts the device type to one of kTypes... (at least one type).
+  template <DLDeviceType kType, DLDeviceType... kTypes>
+  TensorMatcher&& with_device() && {
+    allowed_devices_ = {static_cast<int>(kType), static_cast<int>(kTypes)...};
+    return std::move(*this);
+  }
+
+  /// Checks `tensor`, called `name` in messages, and binds unbound symbols to its values.
+  TensorMatcher&& verify(tvm::ffi::TensorView tensor, std::string_view name,
+                         source_location loc = source_location::current()) && {
+    check(tensor, std::string(name), loc);
+    return std::move(*this);
+  }
+  /// As above, for an unnamed tensor: messages name it by the verify call's location.
+  TensorMatcher&& verify(tvm::ffi::TensorView tensor,
+                         source_location loc = source_location::current()) && {
+    check(tensor, std::string("tensor verified at ") + short_file_name(loc.file_name()) + ":" +
+                      std::to_string(loc.line()),
+          loc);
+    return std::move(*this);
+  }
+
+ private:
+  static std::string shape_text(const std::int64_t* values, int ndim) {
+    std::string out = "[";
+    for (int i = 0; i < ndim; ++i) {
+      if (i) out += ", ";
+      out += std::to_string(values[i]);
+    }
+    return out + "]";
+  }
+  static std::string spec_text(const std::vector<SizeSpec>& specs) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      if (i) out += ", ";
+      out += specs[i].describe();
+    }
+    return out + "]";
+  }
+
+  /// Checks one size or stride against its spec, binding a symbol on first sight.
+  static void match_value(const SizeSpec& spec, std::int64_t actual, const std::string& tensor,
+                          const char* what, int index, const source_location& loc) {
+    if (spec.is_any()) return;
+    const std::string where = tensor + ": " + what + " " + std::to_string(index);
+    if (SymbolicSize* sym = spec.symbol()) {
+      if (!sym->has_value()) {
+        sym->bind(actual, tensor);
+        return;
+      }
+      if (*sym->get() != actual) {
+        detail::throw_panic("ValueError",
+                            detail::concat(where, " (", sym->name(), ") must be ", *sym->get(),
+                                           " as bound by ", sym->origin(), ", got ", actual),
+                            loc);
+      }
+      return;
+    }
+    if (spec.value() != actual) {
+      detail::throw_panic("ValueError", detail::concat(where, " must be ", spec.value(), ", got ", actual), loc);
+    }
+  }
+
+  void check(tvm::ffi::TensorView tensor, const std::string& name, const source_location& loc) {
+    const int ndim = tensor.ndim();
+    const std::int64_t* shape = tensor.shape().data();
+    const int expected_ndim = static_cast<int>(shape_.size());
+    if (ndim != expected_ndim) {
+      detail::throw_panic("ValueError",
+                          detail::concat(name, ": must have ", expected_ndim, " dims ", spec_text(shape_),
+                                         ", got ", ndim, " dims ", shape_text(shape, ndim)),
+                          loc);
+    }
+    // Dtype and device first: a wrong dtype explains odd sizes better than the sizes do.
+    check_dtype(tensor.dtype(), name, loc);
+    check_device(tensor.device(), name, loc);
+    if (tensor.byte_offset() != 0) {
+      detail::throw_panic("ValueError", detail::concat(name, ": byte_offset must be 0, got ", tensor.byte_offset()),
+                          loc);
+    }
+    for (int i = 0; i < ndim; ++i) match_value(shape_[i], shape[i], name, "dim", i, loc);
+
+    // tvm-ffi views always carry strides (a DLPack producer's NULL is filled in on import).
+    const std::int64_t* strides = ndim == 0 ? nullptr : tensor.strides().data();
+    if (strides_) {
+      if (static_cast<int>(strides_->size()) != ndim) {
+        detail::throw_panic("ValueError",
+                            detail::concat(name, ": the matcher gives ", strides_->size(),
+                                           " strides for ", ndim, " dims"),
+                            loc);
+      }
+      for (int i = 0; i < ndim; ++i) match_value((*strides_)[i], strides[i], name, "stride", i, loc);
+      return;
+    }
+    // Contiguous in PyTorch's sense: the stride of a dimension of size 1 is never used.
+    std::int64_t contiguous = 1;
+    for (int i = ndim - 1; i >= 0; --i) {
+      if (shape[i] != 1 && strides[i] != contiguous) {
+        std::vector<std::int64_t> want(ndim);
+        std::int64_t s = 1;
+        for (int j = ndim - 1; j >= 0; --j) {
+          want[j] = s;
+          s *= shape[j];
+        }
+        detail::throw_panic("ValueError",
+                            detail::concat(name, ": must be contiguous (strides ", shape_text(want.data(), ndim),
+                                           "), got strides ", shape_text(strides, ndim)),
+                            loc);
+      }
+      contiguous *= shape[i];
+    }
+  }
+
+  void check_dtype(DLDataType actual, const std::string& name, const source_location& loc) {
+    if (!allowed_dtypes_.empty()) {
+      bool ok = false;
+      for (const auto& d : allowed_dtypes_) ok = ok || same_dtype(d.value, actual);
+      if (!ok) {
+        detail::throw_panic("ValueError",
+                            detail::concat(name, ": dtype must be ",
+                                           allowed_dtypes_.size() == 1 ? "" : "one of ",
+                                           detail::join_dtypes(allowed_dtypes_), ", got ", dtype_name(actual)),
+                            loc);
+      }
+    }
+    if (dtype_ == nullptr) return;
+    if (!dtype_->has_value()) {
+      dtype_->bind(actual, name);
+    } else if (!same_dtype(*dtype_->get(), actual)) {
+      detail::throw_panic("ValueError",
+                          detail::concat(name, ": dtype must be ", dtype_name(*dtype_->get()), " as bound by ",
+                                         dtype_->origin(), ", got ", dtype_name(actual)),
+                          loc);
+    }
+  }
+
+  void check_device(DLDevice actual, const std::string& name, const source_location& loc) {
+    if (!allowed_devices_.empty()) {
+      bool ok = false;
+      for (int d : allowed_devices_) ok = ok || d == actual.device_type;
+      if (!ok) {
+        detail::throw_panic("ValueError",
+                            detail::concat(name, ": device must be ", detail::join_device_types(allowed_devices_),
+                                           ", got ", device_name(actual)),
+                            loc);
+      }
+    }
+    if (device_ == nullptr) return;
+    if (!device_->has_value()) {
+      device_->bind(actual, name);
+    } else if (!same_device(*device_->get(), actual)) {
+      detail::throw_panic("ValueError",
+                          detail::concat(name, ": device must be ", device_name(*device_->get()), " as bound by ",
+                                         device_->origin(), ", got ", device_name(actual)),
+                          loc);
+    }
+  }
+
+  std::vector<SizeSpec> shape_;
+  std::optional<std::vector<SizeSpec>> strides_;
+  std::vector<detail::DTypeSlot> allowed_dtypes_;
+  SymbolicDType* dtype_ = nullptr;
+  std::vector<int> allowed_devices_;
+  SymbolicDevice* device_ = nullptr;
+};
+
+}  // namespace mllm_kernel::host

@@ -1,0 +1,208 @@
+// CUDA essentials shared by host launchers and device code: element type aliases, warp
+// constants, programmatic dependent launch (PDL) helpers, device error checks and
+// `LaunchKernel`, which launches on the stream PyTorch is using.
+#pragma once
+
+#include <mllm_kernel/dtype.hpp>
+#include <mllm_kernel/source_location.hpp>
+#include <mllm_kernel/utils.hpp>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+#include <dlpack/dlpack.h>
+#include <tvm/ffi/extra/c_env_api.h>
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+/// Marks a function that runs on the device only, always inlined.
+#define MLLM_DEVICE __device__ __forceinline__
+/// Marks a function callable from host and device, always inlined.
+#define MLLM_HOST_DEVICE __host__ __device__ __forceinline__
+
+namespace mllm_kernel {
+
+/// CUDA's element types under the names the kernels and `make_cpp_args` use.
+using fp32_t = float;
+using fp16_t = __half;
+using bf16_t = __nv_bfloat16;
+using fp8_e4m3_t = __nv_fp8_e4m3;
+using fp8_e5m2_t = __nv_fp8_e5m2;
+
+template <>
+struct dl_dtype<__half> : dl_dtype<fp16_storage> {};
+template <>
+struct dl_dtype<__nv_bfloat16> : dl_dtype<bf16_storage> {};
+template <>
+struct dl_dtype<__nv_fp8_e4m3> : dl_dtype<fp8_e4m3_storage> {};
+template <>
+struct dl_dtype<__nv_fp8_e5m2> : dl_dtype<fp8_e5m2_storage> {};
+
+}  // namespace mllm_kernel
+
+namespace mllm_kernel::device {
+
+using mllm_kernel::bf16_t;
+using mllm_kernel::fp16_t;
+using mllm_kernel::fp32_t;
+using mllm_kernel::fp8_e4m3_t;
+using mllm_kernel::fp8_e5m2_t;
+
+/// Threads in a warp.
+inline constexpr int kWarpThreads = 32;
+/// Shuffle mask with every lane of a warp taking part.
+inline constexpr unsigned kFullMask = 0xffffffffu;
+
+/// PDL: wait until the previous kernel in the stream has finished writing its results.
+/// A no-op below sm_90 or when kUsePDL is false.
+template <bool kUsePDL = true>
+MLLM_DEVICE void pdl_wait_primary() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (kUsePDL) asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/// PDL: let the next kernel in the stream start its prologue while this one finishes.
+/// A no-op below sm_90 or when kUsePDL is false.
+template <bool kUsePDL = true>
+MLLM_DEVICE void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (kUsePDL) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+}  // namespace mllm_kernel::device
+
+namespace mllm_kernel::host {
+
+/// Throws a RuntimeError naming the CUDA error when `status` is not cudaSuccess.
+struct RuntimeDeviceCheck {
+  /// Checks (and clears) the last error of the calling thread, e.g. after a launch.
+  explicit RuntimeDeviceCheck(source_location loc = source_location::current())
+      : RuntimeDeviceCheck(cudaGetLastError(), loc) {}
+  explicit RuntimeDeviceCheck(cudaError_t status, source_location loc = source_location::current()) {
+    if (status != cudaSuccess) [[unlikely]] {
+      detail::throw_panic("RuntimeError",
+                          detail::concat("CUDA error ", cudaGetErrorName(status), ": ", cudaGetErrorString(status)),
+                          loc);
+    }
+  }
+};
+
+namespace detail {
+
+inline constexpr int kMaxDevices = 64;
+
+/// A device attribute, queried once per device and process.
+inline int cached_device_attribute(cudaDeviceAttr attr, int device_id, std::atomic<int>* cache) {
+  RuntimeCheck(device_id >= 0 && device_id < kMaxDevices, "device id ", device_id, " out of range");
+  int value = cache[device_id].load(std::memory_order_relaxed);
+  if (value < 0) {
+    RuntimeDeviceCheck(cudaDeviceGetAttribute(&value, attr, device_id));
+    cache[device_id].store(value, std::memory_order_relaxed);
+  }
+  return value;
+}
+
+inline int compute_capability_major(int device_id) {
+  static std::atomic<int> cache[kMaxDevices] = {};
+  static const bool init = [] {
+    for (auto& c : cache) c.store(-1);
+    return true;
+  }();
+  (void)init;
+  return cached_device_attribute(cudaDevAttrComputeCapabilityMajor, device_id, cache);
+}
+
+/// Makes `device_id` current for the launch and restores the caller's device after.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device_id) {
+    RuntimeDeviceCheck(cudaGetDevice(&previous_));
+    if (previous_ != device_id) RuntimeDeviceCheck(cudaSetDevice(device_id));
+    target_ = device_id;
+  }
+  ~DeviceGuard() {
+    if (previous_ != target_) cudaSetDevice(previous_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+  int target_ = 0;
+};
+
+}  // namespace detail
+
+/// Launches a kernel on the caller's current stream and checks the launch:
+///
+///   LaunchKernel(grid, block, device)(kernel, args...);
+///   LaunchKernel(grid, block, device, dynamic_smem).enable_pdl(true)(kernel, args...);
+///
+/// With a DLDevice, the stream is the one tvm-ffi's environment holds for that device, which
+/// is PyTorch's current stream when the op was called with torch tensors. Dynamic shared
+/// memory above 48 KB raises the kernel's limit first. `enable_pdl(true)` launches with
+/// programmatic stream serialization on sm_90 and newer (ignored below).
+class LaunchKernel {
+ public:
+  LaunchKernel(dim3 grid, dim3 block, DLDevice device, std::size_t dynamic_smem = 0,
+               source_location loc = source_location::current())
+      : grid_(grid), block_(block), smem_(dynamic_smem), device_id_(device.device_id),
+        stream_(resolve_device(device)), loc_(loc) {}
+  LaunchKernel(dim3 grid, dim3 block, cudaStream_t stream, std::size_t dynamic_smem = 0,
+               source_location loc = source_location::current())
+      : grid_(grid), block_(block), smem_(dynamic_smem), device_id_(-1), stream_(stream), loc_(loc) {}
+
+  /// The stream tvm-ffi's environment holds for `device` (PyTorch's current stream).
+  static cudaStream_t resolve_device(DLDevice device) {
+    return static_cast<cudaStream_t>(TVMFFIEnvGetStream(device.device_type, device.device_id));
+  }
+
+  /// Requests programmatic dependent launch (sm_90+); the kernel should call the PDL helpers.
+  LaunchKernel& enable_pdl(bool enable = true) {
+    pdl_ = enable;
+    return *this;
+  }
+
+  template <typename... KernelArgs, typename... Args>
+  void operator()(void (*kernel)(KernelArgs...), Args&&... args) const {
+    int device_id = device_id_;
+    if (device_id < 0) RuntimeDeviceCheck(cudaGetDevice(&device_id), loc_);
+    detail::DeviceGuard guard(device_id);
+    if (smem_ > 48 * 1024) {
+      RuntimeDeviceCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(smem_)),
+                         loc_);
+    }
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid_;
+    config.blockDim = block_;
+    config.dynamicSmemBytes = smem_;
+    config.stream = stream_;
+    cudaLaunchAttribute attribute[1];
+    if (pdl_ && detail::compute_capability_major(device_id) >= 9) {
+      attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attribute[0].val.programmaticStreamSerializationAllowed = 1;
+      config.attrs = attribute;
+      config.numAttrs = 1;
+    }
+    RuntimeDeviceCheck(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), loc_);
+  }
+
+ private:
+  dim3 grid_;
+  dim3 block_;
+  std::size_t smem_;
+  int device_id_;
+  cudaStream_t stream_;
+  bool pdl_ = false;
+  source_location loc_;
+};
+
+}  // namespace mllm_kernel::host

@@ -1,0 +1,126 @@
+"""``load_cpu_jit`` and ``load_cuda_jit``: compile (or load from the cache) one module variant."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from mllm_kernel.jit_utils import toolchain
+from mllm_kernel.jit_utils.build import BuildSpec, TranslationUnit
+from mllm_kernel.jit_utils.cache import load_module
+from mllm_kernel.jit_utils.errors import ToolchainNotFoundError
+from mllm_kernel.jit_utils.paths import CPU_CSRC_DIR, CUDA_CSRC_DIR
+
+Wrappers = Sequence[tuple[str, str]]
+
+
+def resolve_source(name: str | Path, search_dirs: Sequence[Path]) -> Path:
+    """An absolute path as it is; a bare name looked up in the package's csrc folders."""
+    path = Path(name).expanduser()
+    if path.is_absolute():
+        if not path.is_file():
+            raise FileNotFoundError(f"kernel source {path} does not exist")
+        return path.resolve()
+    for folder in search_dirs:
+        if (folder / path).is_file():
+            return (folder / path).resolve()
+    raise FileNotFoundError(
+        f"kernel source {str(name)!r} not found in {', '.join(str(d) for d in search_dirs)}; "
+        "pass an absolute path for a file of your own"
+    )
+
+
+def _check_wrappers(wrappers: Wrappers, kind: str) -> tuple[tuple[str, str], ...]:
+    out = []
+    for item in wrappers or ():
+        if not (isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(s, str) for s in item)):
+            raise TypeError(f"{kind} entries must be (export_name, cpp_symbol) string pairs, got {item!r}")
+        if not item[0].isidentifier():
+            raise ValueError(f"{kind}: export name {item[0]!r} is not a valid identifier")
+        out.append((item[0], item[1]))
+    return tuple(out)
+
+
+def _variant_args(args: Sequence[object]) -> tuple[str, ...]:
+    return tuple(str(a) for a in args)
+
+
+def _highway_or_none() -> toolchain.HighwayConfig | None:
+    try:
+        return toolchain.find_highway()
+    except ToolchainNotFoundError:
+        # Kernels that include Highway fail to compile with the install hint appended.
+        return None
+
+
+def load_cpu_jit(
+    name: str,
+    *args: object,
+    cpp_files: Sequence[str | Path],
+    cpp_wrappers: Wrappers,
+    extra_cflags: Sequence[str] | None = None,
+    extra_ldflags: Sequence[str] | None = None,
+    extra_include_paths: Sequence[str | Path] | None = None,
+):
+    """Compiles (first call) or loads (later calls, any process) a CPU module and returns it.
+
+    ``args`` are the strings that tell variants of ``name`` apart (usually ``make_cpp_args``);
+    ``cpp_files`` are resolved against ``mllm_kernel/cpu/csrc`` unless absolute;
+    ``cpp_wrappers`` pairs each Python name with the C++ function it calls:
+    ``[("add_constant", "mllm_kernel::cpu::add_constant<16>")]`` gives ``module.add_constant``.
+    """
+    files = tuple(resolve_source(f, [CPU_CSRC_DIR]) for f in cpp_files)
+    if not files:
+        raise ValueError(f"load_cpu_jit({name!r}): cpp_files is empty")
+    spec = BuildSpec(
+        name=name,
+        device="cpu",
+        args=_variant_args(args),
+        units=(TranslationUnit("cpp", files, _check_wrappers(cpp_wrappers, "cpp_wrappers")),),
+        extra_cflags=tuple(extra_cflags or ()),
+        extra_ldflags=tuple(extra_ldflags or ()),
+        extra_include_paths=tuple(str(p) for p in extra_include_paths or ()),
+        highway=_highway_or_none(),
+    )
+    return load_module(spec)
+
+
+def load_cuda_jit(
+    name: str,
+    *args: object,
+    cuda_files: Sequence[str | Path],
+    cuda_wrappers: Wrappers,
+    cpp_files: Sequence[str | Path] | None = None,
+    cpp_wrappers: Wrappers | None = None,
+    extra_cflags: Sequence[str] | None = None,
+    extra_cuda_cflags: Sequence[str] | None = None,
+    extra_ldflags: Sequence[str] | None = None,
+    extra_include_paths: Sequence[str | Path] | None = None,
+):
+    """Compiles (first call) or loads a CUDA module and returns it.
+
+    ``cuda_files`` (``.cuh``/``.cu``) resolve against ``mllm_kernel/cuda/csrc`` and are built by
+    nvcc with ``cuda_wrappers`` exported; optional host-only ``cpp_files`` go through the C++
+    compiler with ``cpp_wrappers``. The target architectures come from
+    ``toolchain.cuda_arch_list()`` (visible GPUs, overrides, or the no-GPU default).
+    """
+    cuda = tuple(resolve_source(f, [CUDA_CSRC_DIR]) for f in cuda_files)
+    if not cuda:
+        raise ValueError(f"load_cuda_jit({name!r}): cuda_files is empty")
+    units = [TranslationUnit("cuda", cuda, _check_wrappers(cuda_wrappers, "cuda_wrappers"))]
+    if cpp_files:
+        cpp = tuple(resolve_source(f, [CUDA_CSRC_DIR, CPU_CSRC_DIR]) for f in cpp_files)
+        units.append(TranslationUnit("cpp", cpp, _check_wrappers(cpp_wrappers or (), "cpp_wrappers")))
+    toolchain.find_nvcc()  # a clear message before anything else when CUDA is missing
+    spec = BuildSpec(
+        name=name,
+        device="cuda",
+        args=_variant_args(args),
+        units=tuple(units),
+        extra_cflags=tuple(extra_cflags or ()),
+        extra_cuda_cflags=tuple(extra_cuda_cflags or ()),
+        extra_ldflags=tuple(extra_ldflags or ()),
+        extra_include_paths=tuple(str(p) for p in extra_include_paths or ()),
+        cuda_archs=toolchain.cuda_arch_list(),
+    )
+    return load_module(spec)

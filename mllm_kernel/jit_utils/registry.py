@@ -1,0 +1,44 @@
+"""The registry of ``@jit`` kernels, read by ``python -m mllm_kernel show-config``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mllm_kernel.jit_utils.cache import MANIFEST
+from mllm_kernel.jit_utils.paths import cache_root
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    """One decorated kernel: its module name, the devices it builds for and its variant args."""
+
+    name: str
+    devices: tuple[str, ...]
+    args: tuple[str, ...]
+    files: tuple[str, ...]
+
+    def cache_folders(self, device: str) -> list[Path]:
+        """Cache folders of this kernel on ``device`` that hold a published build."""
+        prefix = "_".join([device, self.name, *self.args]) + "_"
+        root = cache_root()
+        if not root.is_dir():
+            return []
+        return sorted(p for p in root.glob(prefix + "*")
+                      if (p / MANIFEST).is_file() and len(p.name) == len(prefix) + 16)
+
+
+_REGISTRY: dict[tuple, KernelRecord] = {}
+
+
+def register(record: KernelRecord) -> None:
+    _REGISTRY[(record.name, record.devices, record.args)] = record
+
+
+def registered_kernels() -> list[KernelRecord]:
+    """Every kernel registered so far in this process, sorted by name."""
+    return sorted(_REGISTRY.values(), key=lambda r: (r.name, r.args))
+
+
+def folder_size(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())

@@ -1,0 +1,260 @@
+"""Finding the tools a build needs: the C++ compiler, the CUDA toolkit and its target
+architectures, Google Highway and tvm-ffi.
+
+Everything here runs on the cached-load path too, so it only stats and reads small files; no
+subprocess is started unless a build needs one (pkg-config is a last resort for Highway).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mllm_kernel.jit_utils.errors import ToolchainNotFoundError
+
+#: Architectures a CUDA module is built for when no GPU is visible and no override is set:
+#: Hopper, the project's target, so CUDA kernels still compile (and are checked) anywhere.
+DEFAULT_CUDA_ARCHS = ("9.0",)
+CUDA_ARCH_ENV = "MLLM_KERNEL_CUDA_ARCH_LIST"
+TVM_FFI_CUDA_ARCH_ENV = "TVM_FFI_CUDA_ARCH_LIST"
+HWY_ROOT_ENV = "MLLM_KERNEL_HWY_ROOT"
+
+HIGHWAY_INSTALL_HINT = (
+    "Google Highway was not found. Install it with `apt-get install libhwy-dev` (Debian/Ubuntu), "
+    "`dnf install highway-devel` (Fedora) or `brew install highway` (macOS), or point "
+    f"{HWY_ROOT_ENV} at a Highway install prefix or source tree."
+)
+
+
+def file_identity(path: str | Path) -> str:
+    """A cheap fingerprint of a binary (resolved path, size, mtime) that changes when it is
+    upgraded or replaced, without running it."""
+    real = os.path.realpath(path)
+    st = os.stat(real)
+    return f"{real}:{st.st_size}:{st.st_mtime_ns}"
+
+
+@functools.lru_cache(maxsize=None)
+def find_cxx() -> str:
+    """The host C++ compiler: ``$CXX`` or ``c++``/``g++``/``clang++`` on PATH."""
+    for candidate in (os.environ.get("CXX"), "c++", "g++", "clang++"):
+        if candidate and (path := shutil.which(candidate)):
+            return path
+    raise ToolchainNotFoundError(
+        "no C++ compiler found: install g++ (`apt-get install g++`) or set CXX to a C++20 compiler"
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def find_cuda_home() -> Path | None:
+    """The CUDA toolkit: ``$CUDA_HOME``/``$CUDA_PATH``, else the folder above ``nvcc`` on PATH,
+    else ``/usr/local/cuda``; the first that holds both ``bin/nvcc`` and ``include/cuda_runtime.h``
+    (an ``nvcc`` that is a wrapper script elsewhere is skipped), or None."""
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        candidates.append(str(Path(os.path.realpath(nvcc)).parent.parent))
+    candidates.append("/usr/local/cuda")
+    for c in candidates:
+        if c and (Path(c) / "bin" / "nvcc").exists() and (Path(c) / "include" / "cuda_runtime.h").exists():
+            return Path(c)
+    return None
+
+
+def cuda_library_dir() -> Path:
+    """The toolkit folder holding ``libcudart``."""
+    home = Path(find_nvcc()).parent.parent
+    for sub in ("lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib", "lib/x64"):
+        if any((home / sub).glob("libcudart.so*")):
+            return home / sub
+    raise ToolchainNotFoundError(f"no libcudart in the CUDA toolkit at {home}")
+
+
+def find_nvcc() -> str:
+    """Path of nvcc; ToolchainNotFoundError saying what to install when there is none."""
+    home = find_cuda_home()
+    if home is None:
+        raise ToolchainNotFoundError(
+            "nvcc was not found: install the CUDA toolkit (or the PyPI wheels nvidia-cuda-nvcc, "
+            "nvidia-cuda-runtime and nvidia-cuda-cccl) and set CUDA_HOME to its folder"
+        )
+    return str(home / "bin" / "nvcc")
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_toolkit_version() -> str | None:
+    """The toolkit's version from its ``version.json`` (no subprocess), e.g. ``"13.0.88"``."""
+    home = find_cuda_home()
+    if home is None:
+        return None
+    try:
+        import json
+
+        data = json.loads((home / "version.json").read_text())
+        return data.get("cuda_nvcc", data.get("cuda", {})).get("version")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _parse_arch_list(text: str) -> tuple[str, ...]:
+    archs = tuple(a for a in re.split(r"[\s;,]+", text.strip()) if a)
+    for arch in archs:
+        if not re.fullmatch(r"\d+\.\d+[af]?", arch):
+            raise ValueError(f"invalid CUDA architecture {arch!r} (expected forms like 8.0, 9.0 or 9.0a)")
+    return archs
+
+
+def cuda_arch_list() -> tuple[str, ...]:
+    """The architectures CUDA modules are built for, in this order of precedence:
+    ``$MLLM_KERNEL_CUDA_ARCH_LIST``, ``$TVM_FFI_CUDA_ARCH_LIST`` (both "8.0 9.0" or "8.0;9.0"),
+    the visible GPUs, and DEFAULT_CUDA_ARCHS when no GPU is visible."""
+    for env in (CUDA_ARCH_ENV, TVM_FFI_CUDA_ARCH_ENV):
+        if os.environ.get(env, "").strip():
+            return _parse_arch_list(os.environ[env])
+    return _visible_gpu_archs() or DEFAULT_CUDA_ARCHS
+
+
+@functools.lru_cache(maxsize=None)
+def _visible_gpu_archs() -> tuple[str, ...]:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            caps = {torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())}
+            return tuple(f"{major}.{minor}" for major, minor in sorted(caps))
+    except Exception:  # noqa: BLE001 - a broken CUDA setup means "no GPU visible"
+        pass
+    return ()
+
+
+def gencode_flags(archs: tuple[str, ...]) -> list[str]:
+    """nvcc flags building SASS for each architecture and PTX for the newest (forward compatible)."""
+    flags = []
+    for arch in archs:
+        num = arch.replace(".", "")
+        flags.append(f"-gencode=arch=compute_{num},code=sm_{num}")
+    newest = archs[-1].replace(".", "")
+    flags.append(f"-gencode=arch=compute_{newest},code=compute_{newest}")
+    return flags
+
+
+@dataclass(frozen=True)
+class HighwayConfig:
+    """How to compile and link against Google Highway."""
+
+    include_dirs: tuple[str, ...] = ()
+    library_dirs: tuple[str, ...] = ()
+    libraries: tuple[str, ...] = ()
+    #: Highway sources compiled into the module (a source tree without a built library).
+    sources: tuple[str, ...] = ()
+    header: str = ""
+    origin: str = ""
+    extra: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def version(self) -> str | None:
+        return highway_version(self.header)
+
+
+_MULTIARCH_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
+                       "/usr/local/lib", "/usr/local/lib64", "/opt/homebrew/lib")
+_DEFAULT_INCLUDE_DIRS = ("/usr/include", "/usr/local/include", "/opt/homebrew/include")
+
+
+def _env_paths(*names: str) -> list[str]:
+    out = []
+    for name in names:
+        out += [p for p in os.environ.get(name, "").split(os.pathsep) if p]
+    return out
+
+
+def _find_lib(dirs: list[str]) -> str | None:
+    for d in dirs:
+        if any((Path(d) / f).exists() for f in ("libhwy.so", "libhwy.dylib", "libhwy.a")):
+            return d
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def find_highway() -> HighwayConfig:
+    """Locates Highway: ``$MLLM_KERNEL_HWY_ROOT`` (an install prefix or a source tree), then the
+    compiler's search paths (CPLUS_INCLUDE_PATH, CPATH, /usr/include, ...), then pkg-config.
+
+    Debian's libhwy-dev ships no ``hwy/targets.cc``, so modules link the system ``libhwy``; a
+    source tree without a built library has its runtime sources compiled into the module.
+    """
+    root = os.environ.get(HWY_ROOT_ENV)
+    if root:
+        root_path = Path(root).expanduser().resolve()
+        for inc in (root_path / "include", root_path):
+            if (inc / "hwy" / "highway.h").exists():
+                lib = _find_lib([str(root_path / "lib"), str(root_path / "lib64"), str(root_path / "build")])
+                if lib:
+                    return HighwayConfig((str(inc),), (lib,), ("hwy",), (), str(inc / "hwy/highway.h"),
+                                         f"{HWY_ROOT_ENV}={root}")
+                sources = tuple(str(inc / "hwy" / f) for f in ("targets.cc", "per_target.cc", "abort.cc",
+                                                               "print.cc") if (inc / "hwy" / f).exists())
+                if not any(s.endswith("targets.cc") for s in sources):
+                    raise ToolchainNotFoundError(
+                        f"{HWY_ROOT_ENV}={root} has Highway headers but neither a built libhwy nor "
+                        "hwy/targets.cc to compile. " + HIGHWAY_INSTALL_HINT
+                    )
+                return HighwayConfig((str(inc),), (), (), sources, str(inc / "hwy/highway.h"),
+                                     f"{HWY_ROOT_ENV}={root} (source tree)")
+        raise ToolchainNotFoundError(f"{HWY_ROOT_ENV}={root} holds no hwy/highway.h. " + HIGHWAY_INSTALL_HINT)
+
+    env_includes = _env_paths("CPLUS_INCLUDE_PATH", "CPATH")
+    for inc in env_includes + list(_DEFAULT_INCLUDE_DIRS):
+        header = Path(inc) / "hwy" / "highway.h"
+        if header.exists():
+            lib = _find_lib(_env_paths("LIBRARY_PATH") + [str(Path(inc).parent / "lib")] + list(_MULTIARCH_LIB_DIRS))
+            if lib is None:
+                raise ToolchainNotFoundError(f"found {header} but no libhwy library. " + HIGHWAY_INSTALL_HINT)
+            # Directories the compiler searches already are not repeated (-I/usr/include breaks
+            # #include_next in the C++ standard library).
+            extra_inc = () if inc in env_includes or inc == "/usr/include" else (inc,)
+            return HighwayConfig(extra_inc, (lib,), ("hwy",), (), str(header), f"headers in {inc}")
+
+    if shutil.which("pkg-config"):
+        try:
+            cflags = subprocess.run(["pkg-config", "--cflags-only-I", "libhwy"], capture_output=True,
+                                    text=True, check=True).stdout.split()
+            libdirs = subprocess.run(["pkg-config", "--libs-only-L", "libhwy"], capture_output=True,
+                                     text=True, check=True).stdout.split()
+            incs = tuple(f[2:] for f in cflags)
+            header = next((str(Path(i) / "hwy/highway.h") for i in incs if (Path(i) / "hwy/highway.h").exists()), "")
+            return HighwayConfig(incs, tuple(f[2:] for f in libdirs), ("hwy",), (), header, "pkg-config libhwy")
+        except subprocess.CalledProcessError:
+            pass
+    raise ToolchainNotFoundError(HIGHWAY_INSTALL_HINT)
+
+
+def highway_version(header: str) -> str | None:
+    """Highway's version from the HWY_MAJOR/MINOR/PATCH macros of ``hwy/highway.h``."""
+    try:
+        text = Path(header).read_text(errors="replace")
+    except OSError:
+        return None
+    parts = [re.search(rf"#define HWY_{k}\s+(\d+)", text) for k in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(m.group(1) for m in parts) if all(parts) else None
+
+
+@functools.lru_cache(maxsize=None)
+def tvm_ffi_paths() -> tuple[tuple[str, ...], str]:
+    """tvm-ffi's include folders (its own and DLPack's) and the folder of ``libtvm_ffi``."""
+    from tvm_ffi import libinfo
+
+    includes = tuple(dict.fromkeys([libinfo.find_include_path(), libinfo.find_dlpack_include_path()]))
+    return includes, str(Path(libinfo.find_libtvm_ffi()).parent)
+
+
+@functools.lru_cache(maxsize=None)
+def tvm_ffi_version() -> str:
+    import tvm_ffi
+
+    return tvm_ffi.__version__
