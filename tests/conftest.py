@@ -1,0 +1,67 @@
+"""Shared pytest fixtures: an isolated cache and a user kernel folder for JIT-layer tests."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+requires_cuda = pytest.mark.skipif(
+    not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU (compile-only tests cover CI)"
+)
+
+USER_KERNEL = """
+// A user's kernel outside the package: dst = src * kScale + offset (header constant).
+#include <mllm_kernel/tensor.hpp>
+#include <mllm_kernel/utils.hpp>
+#include <tvm/ffi/container/tensor.h>
+#include "scale_params.h"
+
+namespace user {
+template <int kScale>
+void scale(tvm::ffi::TensorView dst, tvm::ffi::TensorView src) {
+  using namespace mllm_kernel::host;
+  SymbolicSize n{"n"};
+  (void)TensorMatcher({n}).with_dtype<float>().with_device<kDLCPU>().verify(src, "src").verify(dst, "dst");
+  auto* d = static_cast<float*>(dst.data_ptr());
+  const auto* s = static_cast<const float*>(src.data_ptr());
+  for (int64_t i = 0; i < n.unwrap(); ++i) d[i] = s[i] * kScale + kOffset + EXTRA_OFFSET;
+}
+}  // namespace user
+"""
+
+
+@pytest.fixture
+def isolated_cache(tmp_path, monkeypatch):
+    """A fresh cache root for this test only."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv("MLLM_KERNEL_CACHE_DIR", str(root))
+    return root
+
+
+@pytest.fixture
+def user_kernel(tmp_path):
+    """A kernel folder of a user's own: scale.cpp and include/scale_params.h."""
+    folder = tmp_path / "my_kernels"
+    (folder / "include").mkdir(parents=True)
+    (folder / "scale.cpp").write_text(textwrap.dedent(USER_KERNEL))
+    (folder / "include" / "scale_params.h").write_text(
+        "#pragma once\n#ifndef EXTRA_OFFSET\n#define EXTRA_OFFSET 0\n#endif\nconstexpr float kOffset = 1.0f;\n"
+    )
+    return folder
+
+
+def subprocess_env(**extra: str) -> dict:
+    """The environment for a child Python that imports this checkout."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.update(extra)
+    return env
+
+
+PYTHON = sys.executable
