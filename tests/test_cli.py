@@ -1,0 +1,67 @@
+"""python -m mllm_kernel: show-env, show-config, show-clangd-recommend-config."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from conftest import PYTHON, subprocess_env
+
+
+def run_cli(*args: str, cwd=None, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([PYTHON, "-m", "mllm_kernel", *args], capture_output=True, text=True, cwd=cwd,
+                          env=subprocess_env(**env), timeout=300)
+
+
+def test_show_env_reports_everything(tmp_path):
+    out = run_cli("show-env", cwd=tmp_path, MLLM_KERNEL_CACHE_DIR=str(tmp_path / "c"))
+    assert out.returncode == 0, out.stderr
+    for key in ("CUDA_HOME:", "nvcc:", "CUDA version (nvcc):", "nvidia-smi:", "PyTorch:", "OS:", "Python:",
+                "CPU:", "CPU cores:", "Highway:", "Highway targets (CPU):", "Highway target in use:",
+                "apache-tvm-ffi:", "CUDA archs for builds:"):
+        assert key in out.stdout, key
+
+
+def test_show_env_without_cuda_says_what_is_missing(tmp_path):
+    # PATH without nvcc/nvidia-smi and a CUDA_HOME that holds nothing: still works.
+    out = run_cli("show-env", "--no-probe", cwd=tmp_path, PATH="/usr/bin:/bin", CUDA_HOME=str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    if "not found (install the CUDA toolkit" not in out.stdout:
+        pytest.skip("/usr/local/cuda provides a toolkit on this machine")
+
+
+def test_show_config_lists_kernels_and_cache_state(tmp_path):
+    cache = tmp_path / "cache"
+    warm = subprocess.run([PYTHON, "-c", "import torch; from mllm_kernel.cpu.jit import add_constant;"
+                           "add_constant(torch.ones(4), 2)"], env=subprocess_env(MLLM_KERNEL_CACHE_DIR=str(cache)),
+                          capture_output=True, text=True)
+    assert warm.returncode == 0, warm.stderr
+    out = run_cli("show-config", "--no-probe", cwd=tmp_path, MLLM_KERNEL_CACHE_DIR=str(cache))
+    assert out.returncode == 0, out.stderr
+    assert f"cache root {cache}" in out.stdout
+    lines = out.stdout.splitlines()
+    cpu_start = lines.index(next(line for line in lines if line.strip().startswith("cpu:")))
+    cuda_start = lines.index(next(line for line in lines if line.strip().startswith("cuda:")))
+    cpu_rows = lines[cpu_start + 1:cuda_start]
+    assert any("add_constant[2]" in r and "cached (1 build" in r for r in cpu_rows), cpu_rows
+    assert any("add_constant[16]" in r and "not compiled yet" in r for r in cpu_rows), cpu_rows
+    assert any("add_constant[8]" in r for r in lines[cuda_start:])
+
+
+def test_clangd_config_written_once(tmp_path):
+    out = run_cli("show-clangd-recommend-config", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    text = (tmp_path / ".clangd").read_text()
+    assert "mllm_kernel/include" in text and "tvm_ffi/include" in text and "-std=c++20" in text
+    (tmp_path / ".clangd").write_text("mine\n")
+    again = run_cli("show-clangd-recommend-config", cwd=tmp_path)
+    assert again.returncode == 1
+    assert "already exists" in again.stderr
+    assert (tmp_path / ".clangd").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("command", ["show-env", "show-config", "show-clangd-recommend-config"])
+def test_help(command):
+    out = run_cli(command, "--help")
+    assert out.returncode == 0 and "usage:" in out.stdout
