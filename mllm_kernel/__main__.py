@@ -1,4 +1,4 @@
-"""``python -m mllm_kernel``: show-env, show-config, show-clangd-recommend-config."""
+"""``python -m mllm_kernel``: show-env, show-config, show-clangd-recommend-config, demo."""
 
 from __future__ import annotations
 
@@ -64,6 +64,12 @@ def cmd_clangd(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    from mllm_kernel.demo import run_demo
+
+    return run_demo(args.cache_dir)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m mllm_kernel", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -83,6 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "CUDA_PATH or detection. Refuses to overwrite an existing .clangd.")
     p.add_argument("--directory", default=".", help="where to write .clangd (default: current folder)")
     p.set_defaults(func=cmd_clangd)
+    p = sub.add_parser("demo", help="compile, load and run every kernel, checked against PyTorch",
+                       description="Build every kernel into a fresh cache (CPU, and CUDA when a GPU is there), "
+                                   "reload it in a new process, time it, compare with PyTorch, print a table.")
+    p.add_argument("--cache-dir", default=None, help="cache folder to build into (default: a new temp folder)")
+    p.set_defaults(func=cmd_demo)
     return parser
 
 
