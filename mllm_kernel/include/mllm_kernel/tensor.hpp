@@ -27,6 +27,7 @@
 #include <dlpack/dlpack.h>
 #include <tvm/ffi/container/tensor.h>
 
+#include <concepts>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -168,8 +169,9 @@ class SymbolicDevice {
 class SizeSpec {
  public:
   SizeSpec(SymbolicSize& symbol) : symbol_(&symbol) {}  // NOLINT(google-explicit-constructor)
-  SizeSpec(std::int64_t value) : value_(value) {}        // NOLINT(google-explicit-constructor)
-  SizeSpec(int value) : value_(value) {}                 // NOLINT(google-explicit-constructor)
+  /// A fixed value of any integer type (-1 means any size).
+  template <std::integral T>
+  SizeSpec(T value) : value_(static_cast<std::int64_t>(value)) {}  // NOLINT(google-explicit-constructor)
 
   bool is_any() const { return symbol_ == nullptr && value_ == -1; }
   SymbolicSize* symbol() const { return symbol_; }
@@ -271,8 +273,9 @@ class TensorMatcher {
         return;
       }
       if (*sym->get() != actual) {
+        const std::string label = sym->name().empty() ? std::string() : " (" + sym->name() + ")";
         detail::throw_panic("ValueError",
-                            detail::concat(where, " (", sym->name(), ") must be ", *sym->get(),
+                            detail::concat(where, label, " must be ", *sym->get(),
                                            " as bound by ", sym->origin(), ", got ", actual),
                             loc);
       }
@@ -314,7 +317,11 @@ class TensorMatcher {
       for (int i = 0; i < ndim; ++i) match_value((*strides_)[i], strides[i], name, "stride", i, loc);
       return;
     }
-    // Contiguous in PyTorch's sense: the stride of a dimension of size 1 is never used.
+    // Contiguous in PyTorch's sense: the stride of a dimension of size 1 is never used, and a
+    // tensor with no elements is contiguous whatever its strides.
+    for (int i = 0; i < ndim; ++i) {
+      if (shape[i] == 0) return;
+    }
     std::int64_t contiguous = 1;
     for (int i = ndim - 1; i >= 0; --i) {
       if (shape[i] != 1 && strides[i] != contiguous) {

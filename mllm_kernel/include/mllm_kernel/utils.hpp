@@ -82,7 +82,9 @@ Panic(Args&&...) -> Panic<Args...>;
 template <typename A, typename B>
 constexpr auto div_ceil(A a, B b) -> std::common_type_t<A, B> {
   using T = std::common_type_t<A, B>;
-  return (static_cast<T>(a) + static_cast<T>(b) - 1) / static_cast<T>(b);
+  // Quotient plus one for a remainder: `(a + b - 1) / b` overflows near T's maximum.
+  const T quotient = static_cast<T>(a) / static_cast<T>(b);
+  return static_cast<T>(quotient + (static_cast<T>(a) % static_cast<T>(b) != 0 ? 1 : 0));
 }
 
 /// A half-open integer range [begin, end) for range-for loops: `for (auto i : irange(n))`.

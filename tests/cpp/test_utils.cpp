@@ -1,0 +1,371 @@
+// Tests of utils.hpp, dtype.hpp and source_location.hpp: checked errors and their messages
+// (including the caller's file:line), integer helpers, and dtype/device names.
+#include <mllm_kernel/dtype.hpp>
+#include <mllm_kernel/source_location.hpp>
+#include <mllm_kernel/utils.hpp>
+
+#include <dlpack/dlpack.h>
+#include <gtest/gtest.h>
+#include <tvm/ffi/error.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+using mllm_kernel::host::Panic;
+using mllm_kernel::host::PanicError;
+using mllm_kernel::host::RuntimeCheck;
+
+/// " [at test_utils.cpp:<line>]", the suffix every failed check appends.
+std::string at(int line) { return " [at test_utils.cpp:" + std::to_string(line) + "]"; }
+
+/// Runs `fn`, which must throw PanicError, and returns the error.
+template <typename F>
+PanicError expect_panic(F&& fn) {
+  try {
+    fn();
+  } catch (const PanicError& error) {
+    return error;
+  }
+  ADD_FAILURE() << "expected a PanicError";
+  return PanicError("None", "");
+}
+
+template <typename T>
+std::vector<T> collect(mllm_kernel::host::IntegerRange<T> range) {
+  std::vector<T> out;
+  for (T value : range) out.push_back(value);
+  return out;
+}
+
+DLDataType make_dtype(int code, int bits, int lanes = 1) {
+  return DLDataType{static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(bits),
+                    static_cast<std::uint16_t>(lanes)};
+}
+
+// ----------------------------------------------------------------------------------------------
+// RuntimeCheck / Panic
+
+TEST(RuntimeCheck, PassingConditionDoesNotThrow) {
+  EXPECT_NO_THROW(RuntimeCheck(true, "never shown"));
+  EXPECT_NO_THROW(RuntimeCheck(1 + 1 == 2, "a", 1, "b"));
+}
+
+TEST(RuntimeCheck, MessageKindAndCallerLocation) {
+  const std::int64_t n = -3;
+  int line = 0;
+  const PanicError error = expect_panic([&] {
+    line = __LINE__; RuntimeCheck(n > 0, "n must be positive, got ", n);
+  });
+  EXPECT_EQ(error.kind(), "ValueError");
+  EXPECT_EQ(error.message(), "n must be positive, got -3" + at(line));
+}
+
+TEST(RuntimeCheck, StreamsMixedArguments) {
+  const std::string name = "hidden";
+  const std::string_view view = "view";
+  const double ratio = 0.5;
+  int line = 0;
+  const PanicError error = expect_panic([&] {
+    line = __LINE__; RuntimeCheck(false, name, '/', view, ": ", 7u, ' ', std::int64_t{-9000000000}, ' ', ratio);
+  });
+  EXPECT_EQ(error.message(), "hidden/view: 7 -9000000000 0.5" + at(line));
+}
+
+TEST(RuntimeCheck, EmptyMessageStillNamesTheLocation) {
+  int line = 0;
+  const PanicError error = expect_panic([&] {
+    line = __LINE__; RuntimeCheck(false);
+  });
+  EXPECT_EQ(error.message(), at(line));
+}
+
+TEST(RuntimeCheck, IsATvmFfiError) {
+  // Kernels rely on tvm-ffi turning the error into a Python ValueError: it must be an ffi::Error.
+  static_assert(std::is_base_of_v<tvm::ffi::Error, PanicError>);
+  int line = 0;
+  try {
+    line = __LINE__; RuntimeCheck(false, "via ffi::Error");
+    FAIL() << "RuntimeCheck(false) did not throw";
+  } catch (const tvm::ffi::Error& error) {
+    EXPECT_EQ(error.kind(), "ValueError");
+    EXPECT_EQ(error.message(), "via ffi::Error" + at(line));
+  }
+}
+
+TEST(RuntimeCheck, LocationIsTheCallNotAHelper) {
+  // Two checks on different lines must report different lines: the location is the caller's.
+  int first = 0;
+  int second = 0;
+  const PanicError a = expect_panic([&] {
+    first = __LINE__; RuntimeCheck(false, "first");
+  });
+  const PanicError b = expect_panic([&] {
+    second = __LINE__; RuntimeCheck(false, "second");
+  });
+  ASSERT_NE(first, second);
+  EXPECT_EQ(a.message(), "first" + at(first));
+  EXPECT_EQ(b.message(), "second" + at(second));
+}
+
+[[noreturn]] void always_panics(int value, int* line) {
+  *line = __LINE__; Panic("unsupported value ", value);
+}
+
+int returns_or_panics(int value, int* line) {
+  if (value > 0) return value;
+  // [[noreturn]] lets a function end in Panic without a return statement.
+  *line = __LINE__; Panic("value must be positive, got ", value);
+}
+
+TEST(Panic, AlwaysThrowsWithMessageAndLocation) {
+  int line = 0;
+  const PanicError error = expect_panic([&] { always_panics(42, &line); });
+  EXPECT_EQ(error.kind(), "ValueError");
+  EXPECT_EQ(error.message(), "unsupported value 42" + at(line));
+}
+
+TEST(Panic, NoReturnInValueFunction) {
+  int line = 0;
+  EXPECT_EQ(returns_or_panics(5, &line), 5);
+  const PanicError error = expect_panic([&] { returns_or_panics(-1, &line); });
+  EXPECT_EQ(error.message(), "value must be positive, got -1" + at(line));
+}
+
+TEST(PanicError, KeepsKindAndMessage) {
+  const PanicError error("RuntimeError", "device failed");
+  EXPECT_EQ(error.kind(), "RuntimeError");
+  EXPECT_EQ(error.message(), "device failed");
+}
+
+// ----------------------------------------------------------------------------------------------
+// source_location helpers
+
+TEST(SourceLocation, ShortFileName) {
+  using mllm_kernel::short_file_name;
+  static_assert(std::string_view(short_file_name("a/b/c.cpp")) == "c.cpp");
+  EXPECT_STREQ(short_file_name("/abs/path/to/kernel.cuh"), "kernel.cuh");
+  EXPECT_STREQ(short_file_name("kernel.cuh"), "kernel.cuh");
+  EXPECT_STREQ(short_file_name("dir\\win\\file.cpp"), "file.cpp");
+  EXPECT_STREQ(short_file_name("dir/"), "");
+  EXPECT_STREQ(short_file_name(""), "");
+}
+
+TEST(SourceLocation, CurrentNamesThisLine) {
+  const int line = __LINE__; const auto loc = mllm_kernel::source_location::current();
+  EXPECT_EQ(static_cast<int>(loc.line()), line);
+  EXPECT_STREQ(mllm_kernel::short_file_name(loc.file_name()), "test_utils.cpp");
+}
+
+// ----------------------------------------------------------------------------------------------
+// div_ceil
+
+TEST(DivCeil, SmallValues) {
+  using mllm_kernel::host::div_ceil;
+  static_assert(div_ceil(0, 4) == 0);
+  static_assert(div_ceil(1, 4) == 1);
+  static_assert(div_ceil(4, 4) == 1);
+  static_assert(div_ceil(5, 4) == 2);
+  static_assert(div_ceil(4097, 128) == 33);
+  EXPECT_EQ(div_ceil(7, 1), 7);
+  EXPECT_EQ(div_ceil(4096, 4096), 1);
+  EXPECT_EQ(div_ceil(4095, 4096), 1);
+  EXPECT_EQ(div_ceil(8193, 4096), 3);
+}
+
+TEST(DivCeil, ResultTypeIsTheCommonType) {
+  using mllm_kernel::host::div_ceil;
+  static_assert(std::is_same_v<decltype(div_ceil(1, 2)), int>);
+  static_assert(std::is_same_v<decltype(div_ceil(std::int64_t{1}, 2)), std::int64_t>);
+  static_assert(std::is_same_v<decltype(div_ceil(1, std::int64_t{2})), std::int64_t>);
+  static_assert(std::is_same_v<decltype(div_ceil(std::size_t{1}, 2u)), std::size_t>);
+}
+
+TEST(DivCeil, LargeInt64) {
+  using mllm_kernel::host::div_ceil;
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  // Values past 2^31 must not be truncated to int.
+  EXPECT_EQ(div_ceil(std::int64_t{1} << 40, 3), ((std::int64_t{1} << 40) + 2) / 3);
+  EXPECT_EQ(div_ceil(std::int64_t{5000000000}, 1024), 4882813);
+  EXPECT_EQ(div_ceil(std::int64_t{5000000000}, std::int64_t{5000000000}), 1);
+  // Near the top of the range a + b - 1 would overflow; the quotient itself does not.
+  EXPECT_EQ(div_ceil(kMax, std::int64_t{2}), std::int64_t{1} << 62);
+  EXPECT_EQ(div_ceil(kMax, kMax), 1);
+  EXPECT_EQ(div_ceil(kMax - 1, kMax), 1);
+  EXPECT_EQ(div_ceil(kMax, std::int64_t{1}), kMax);
+  EXPECT_EQ(div_ceil(kMax, std::int64_t{1} << 62), 2);
+  static_assert(div_ceil(kMax, std::int64_t{2}) == (std::int64_t{1} << 62));
+}
+
+TEST(DivCeil, LargeUnsigned) {
+  using mllm_kernel::host::div_ceil;
+  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+  EXPECT_EQ(div_ceil(kMax, std::uint64_t{2}), std::uint64_t{1} << 63);
+  EXPECT_EQ(div_ceil(kMax, kMax), 1u);
+  EXPECT_EQ(div_ceil(std::uint32_t{0xffffffffu}, std::uint32_t{16}), 0x10000000u);
+}
+
+// ----------------------------------------------------------------------------------------------
+// irange
+
+TEST(IRange, ZeroToN) {
+  using mllm_kernel::host::irange;
+  EXPECT_EQ(collect(irange(5)), (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(irange(5).size(), 5);
+  EXPECT_EQ(collect(irange(1)), (std::vector<int>{0}));
+  static_assert(std::is_same_v<decltype(irange(std::int64_t{3})), mllm_kernel::host::IntegerRange<std::int64_t>>);
+  EXPECT_EQ(collect(irange(std::int64_t{3})), (std::vector<std::int64_t>{0, 1, 2}));
+}
+
+TEST(IRange, EmptyAndNegativeN) {
+  using mllm_kernel::host::irange;
+  EXPECT_TRUE(collect(irange(0)).empty());
+  EXPECT_EQ(irange(0).size(), 0);
+  EXPECT_TRUE(collect(irange(-3)).empty());
+  EXPECT_EQ(irange(-3).size(), 0);
+}
+
+TEST(IRange, BeginEnd) {
+  using mllm_kernel::host::irange;
+  EXPECT_EQ(collect(irange(2, 6)), (std::vector<int>{2, 3, 4, 5}));
+  EXPECT_EQ(irange(2, 6).size(), 4);
+  EXPECT_EQ(collect(irange(-3, 2)), (std::vector<int>{-3, -2, -1, 0, 1}));
+  EXPECT_EQ(collect(irange(-5, -2)), (std::vector<int>{-5, -4, -3}));
+  // Mixed argument types use their common type.
+  static_assert(std::is_same_v<decltype(irange(1, std::int64_t{4})), mllm_kernel::host::IntegerRange<std::int64_t>>);
+  const std::int64_t big = std::int64_t{1} << 40;
+  EXPECT_EQ(collect(irange(big, big + 2)), (std::vector<std::int64_t>{big, big + 1}));
+}
+
+TEST(IRange, EmptyBeginEndRanges) {
+  using mllm_kernel::host::irange;
+  EXPECT_TRUE(collect(irange(4, 4)).empty());
+  EXPECT_EQ(irange(4, 4).size(), 0);
+  EXPECT_TRUE(collect(irange(6, 2)).empty());  // end before begin: empty, not a long walk
+  EXPECT_EQ(irange(6, 2).size(), 0);
+  EXPECT_TRUE(collect(irange(-1, -7)).empty());
+  EXPECT_EQ(irange(-1, -7).size(), 0);
+}
+
+constexpr int constexpr_sum(int n) {
+  int total = 0;
+  for (int i : mllm_kernel::host::irange(n)) total += i;
+  return total;
+}
+
+TEST(IRange, UsableInConstantExpressions) {
+  static_assert(constexpr_sum(5) == 10);
+  static_assert(constexpr_sum(0) == 0);
+  static_assert(mllm_kernel::host::irange(3, 10).size() == 7);
+}
+
+// ----------------------------------------------------------------------------------------------
+// dtype.hpp and dtype_bytes / dtype_name
+
+template <typename T>
+void expect_dtype(int code, int bits, std::int64_t bytes, const std::string& name) {
+  constexpr DLDataType dtype = mllm_kernel::dl_dtype<T>::value;
+  EXPECT_EQ(dtype.code, code) << name;
+  EXPECT_EQ(dtype.bits, bits) << name;
+  EXPECT_EQ(dtype.lanes, 1) << name;
+  EXPECT_EQ(mllm_kernel::host::dtype_bytes(dtype), bytes) << name;
+  EXPECT_EQ(mllm_kernel::host::dtype_name(dtype), name);
+}
+
+TEST(DType, EverySupportedType) {
+  expect_dtype<float>(kDLFloat, 32, 4, "float32");
+  expect_dtype<double>(kDLFloat, 64, 8, "float64");
+  expect_dtype<mllm_kernel::fp16_storage>(kDLFloat, 16, 2, "float16");
+  expect_dtype<mllm_kernel::bf16_storage>(kDLBfloat, 16, 2, "bfloat16");
+  expect_dtype<mllm_kernel::fp8_e4m3_storage>(kDLFloat8_e4m3fn, 8, 1, "float8_e4m3fn");
+  expect_dtype<mllm_kernel::fp8_e5m2_storage>(kDLFloat8_e5m2, 8, 1, "float8_e5m2");
+  expect_dtype<std::int8_t>(kDLInt, 8, 1, "int8");
+  expect_dtype<std::int16_t>(kDLInt, 16, 2, "int16");
+  expect_dtype<std::int32_t>(kDLInt, 32, 4, "int32");
+  expect_dtype<std::int64_t>(kDLInt, 64, 8, "int64");
+  expect_dtype<std::uint8_t>(kDLUInt, 8, 1, "uint8");
+  expect_dtype<bool>(kDLBool, 8, 1, "bool");
+}
+
+TEST(DType, BytesIncludeLanes) {
+  using mllm_kernel::host::dtype_bytes;
+  static_assert(dtype_bytes(DLDataType{kDLFloat, 32, 4}) == 16);
+  EXPECT_EQ(dtype_bytes(make_dtype(kDLFloat, 16, 2)), 4);
+  EXPECT_EQ(dtype_bytes(make_dtype(kDLBfloat, 16, 8)), 16);
+  EXPECT_EQ(dtype_bytes(make_dtype(kDLInt, 64, 2)), 16);
+  EXPECT_EQ(dtype_bytes(make_dtype(kDLFloat8_e4m3fn, 8, 4)), 4);
+  // Sub-byte elements round up to whole bytes.
+  EXPECT_EQ(dtype_bytes(make_dtype(kDLInt, 4, 1)), 1);
+  EXPECT_EQ(dtype_bytes(make_dtype(kDLInt, 4, 2)), 1);
+  EXPECT_EQ(dtype_bytes(make_dtype(kDLInt, 4, 3)), 2);
+  EXPECT_EQ(dtype_bytes(make_dtype(kDLUInt, 1, 1)), 1);
+  EXPECT_EQ(dtype_bytes(make_dtype(kDLFloat, 32, 65535)), std::int64_t{4} * 65535);
+}
+
+TEST(DType, NamesOfOtherCodes) {
+  using mllm_kernel::host::dtype_name;
+  EXPECT_EQ(dtype_name(make_dtype(kDLFloat, 32, 4)), "float32x4");
+  EXPECT_EQ(dtype_name(make_dtype(kDLBfloat, 16, 2)), "bfloat16x2");
+  EXPECT_EQ(dtype_name(make_dtype(kDLBfloat, 32)), "bfloat32");
+  EXPECT_EQ(dtype_name(make_dtype(kDLUInt, 16)), "uint16");
+  EXPECT_EQ(dtype_name(make_dtype(kDLUInt, 32)), "uint32");
+  EXPECT_EQ(dtype_name(make_dtype(kDLComplex, 64)), "complex64");
+  EXPECT_EQ(dtype_name(make_dtype(kDLFloat8_e4m3fnuz, 8)), "float8_e4m3fnuz");
+  EXPECT_EQ(dtype_name(make_dtype(kDLFloat8_e5m2fnuz, 8)), "float8_e5m2fnuz");
+  EXPECT_EQ(dtype_name(make_dtype(kDLFloat8_e8m0fnu, 8)), "float8_e8m0fnu");
+  EXPECT_EQ(dtype_name(make_dtype(200, 8)), "dtype(code=200, bits=8)");
+  EXPECT_EQ(dtype_name(make_dtype(200, 8, 2)), "dtype(code=200, bits=8)x2");
+}
+
+TEST(DType, SameDType) {
+  using mllm_kernel::host::same_dtype;
+  static_assert(same_dtype(DLDataType{kDLFloat, 32, 1}, mllm_kernel::dl_dtype<float>::value));
+  EXPECT_FALSE(same_dtype(make_dtype(kDLFloat, 16), make_dtype(kDLBfloat, 16)));
+  EXPECT_FALSE(same_dtype(make_dtype(kDLFloat, 32), make_dtype(kDLFloat, 64)));
+  EXPECT_FALSE(same_dtype(make_dtype(kDLFloat, 32), make_dtype(kDLFloat, 32, 2)));
+  EXPECT_FALSE(same_dtype(make_dtype(kDLInt, 8), make_dtype(kDLUInt, 8)));
+}
+
+// ----------------------------------------------------------------------------------------------
+// Device names
+
+TEST(Device, Names) {
+  using mllm_kernel::host::device_name;
+  EXPECT_EQ(device_name(DLDevice{kDLCPU, 0}), "cpu");
+  EXPECT_EQ(device_name(DLDevice{kDLCPU, 3}), "cpu");  // PyTorch has a single cpu device
+  EXPECT_EQ(device_name(DLDevice{kDLCUDA, 0}), "cuda:0");
+  EXPECT_EQ(device_name(DLDevice{kDLCUDA, 1}), "cuda:1");
+  EXPECT_EQ(device_name(DLDevice{kDLCUDAHost, 0}), "cuda_host:0");
+  EXPECT_EQ(device_name(DLDevice{kDLCUDAManaged, 2}), "cuda_managed:2");
+  EXPECT_EQ(device_name(DLDevice{kDLROCM, 7}), "rocm:7");
+  EXPECT_EQ(device_name(DLDevice{static_cast<DLDeviceType>(99), 1}), "device_type(99):1");
+}
+
+TEST(Device, TypeNames) {
+  using mllm_kernel::host::device_type_name;
+  EXPECT_EQ(device_type_name(kDLCPU), "cpu");
+  EXPECT_EQ(device_type_name(kDLCUDA), "cuda");
+  EXPECT_EQ(device_type_name(kDLCUDAHost), "cuda_host");
+  EXPECT_EQ(device_type_name(kDLCUDAManaged), "cuda_managed");
+  EXPECT_EQ(device_type_name(kDLROCM), "rocm");
+  EXPECT_EQ(device_type_name(kDLROCMHost), "rocm_host");
+  EXPECT_EQ(device_type_name(kDLOpenCL), "opencl");
+  EXPECT_EQ(device_type_name(kDLVulkan), "vulkan");
+  EXPECT_EQ(device_type_name(kDLMetal), "metal");
+  EXPECT_EQ(device_type_name(kDLOneAPI), "oneapi");
+  EXPECT_EQ(device_type_name(99), "device_type(99)");
+}
+
+TEST(Device, SameDevice) {
+  using mllm_kernel::host::same_device;
+  static_assert(same_device(DLDevice{kDLCUDA, 1}, DLDevice{kDLCUDA, 1}));
+  EXPECT_FALSE(same_device(DLDevice{kDLCUDA, 0}, DLDevice{kDLCUDA, 1}));
+  EXPECT_FALSE(same_device(DLDevice{kDLCPU, 0}, DLDevice{kDLCUDA, 0}));
+}
+
+}  // namespace
