@@ -40,6 +40,9 @@ def main() -> None:
     args = parser.parse_args()
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")])
+    # Installed packages have their bytecode compiled; a checkout gets it on first import
+    # unless PYTHONDONTWRITEBYTECODE forbids that, which would time the Python compiler instead.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     subprocess.run([sys.executable, "-c", CHILD], env=env, check=True, capture_output=True)  # build + warm
     runs = [json.loads(subprocess.run([sys.executable, "-c", CHILD], env=env, check=True, capture_output=True,
                                       text=True).stdout.strip().splitlines()[-1]) for _ in range(args.samples)]
