@@ -1,5 +1,26 @@
-"""CPU kernels (Highway SIMD), compiled on first call."""
+"""CPU kernels (Highway SIMD, multithreaded on one reusable pool per module), compiled on first call."""
 
+from mllm_kernel.cpu.jit.activation import gelu_and_mul, silu_and_mul
 from mllm_kernel.cpu.jit.add_constant import add_constant, add_constant_runtime
+from mllm_kernel.cpu.jit.kv_cache import store_kv_cache
+from mllm_kernel.cpu.jit.norm import fused_add_rmsnorm, qknorm, qknorm_across_heads, rmsnorm
+from mllm_kernel.cpu.jit.quant import per_token_group_quant_fp8, per_token_group_quant_int8, per_token_quant_int8
+from mllm_kernel.cpu.jit.rope import apply_rope
+from mllm_kernel.cpu.jit.softmax import softmax
 
-__all__ = ["add_constant", "add_constant_runtime"]
+__all__ = [
+    "add_constant",
+    "add_constant_runtime",
+    "apply_rope",
+    "fused_add_rmsnorm",
+    "gelu_and_mul",
+    "per_token_group_quant_fp8",
+    "per_token_group_quant_int8",
+    "per_token_quant_int8",
+    "qknorm",
+    "qknorm_across_heads",
+    "rmsnorm",
+    "silu_and_mul",
+    "softmax",
+    "store_kv_cache",
+]

@@ -8,6 +8,7 @@
 namespace mllm_kernel {
 
 /// Highway's storage types for half precision: converted with PromoteTo/DemoteTo in kernels.
+using fp32_t = float;
 using fp16_t = hwy::float16_t;
 using bf16_t = hwy::bfloat16_t;
 

@@ -1,0 +1,227 @@
+"""Benchmark of the CPU kernels (mllm_kernel.cpu.jit) against PyTorch eager and torch.compile.
+
+For each op, dtype (float32, bfloat16) and shape (4096 rows and 1 row) it prints the time per
+call and the effective bandwidth (bytes the op must read and write / time) of this kernel,
+PyTorch eager (the reference formula), and torch.compile of that same formula (Inductor's C++
+backend), plus the machine's copy bandwidth (a large torch.clone) for scale. Threads = the
+core count unless --threads says otherwise.
+
+    python benchmarks/bench_cpu.py                      # everything
+    python benchmarks/bench_cpu.py --ops rmsnorm,softmax --repeats 10 --no-compile
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
+
+import mllm_kernel.cpu.jit as K  # noqa: E402
+
+HIDDEN = 4096
+ROWS = 4096
+HEADS_Q, HEADS_K, HEAD_DIM = 32, 8, 128
+
+
+def _time(fn, repeats: int) -> float:
+    """Median seconds per call over `repeats` timed calls (after warm-up)."""
+    for _ in range(3):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+# ---------------------------------------------------------------- eager references
+def ref_rmsnorm(x, w, eps=1e-6):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype)
+
+
+def ref_fused_add_rmsnorm(x, r, w, eps=1e-6):
+    s = (x.float() + r.float()).to(x.dtype)
+    r.copy_(s)
+    x.copy_(ref_rmsnorm(s, w, eps))
+
+
+def ref_qknorm(q, k, qw, kw, eps=1e-6):
+    q.copy_(ref_rmsnorm(q, qw, eps))
+    k.copy_(ref_rmsnorm(k, kw, eps))
+
+
+def ref_rope(pos, q, k, cache):
+    rot = cache.shape[1]
+    c = cache[pos]
+    cos, sin = c[:, None, : rot // 2], c[:, None, rot // 2 :]
+    for x in (q, k):
+        xf = x.float()
+        x1, x2 = xf[..., : rot // 2], xf[..., rot // 2 :]
+        x.copy_(torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1))
+
+
+def ref_silu_and_mul(x):
+    d = x.shape[-1] // 2
+    xf = x.float()
+    return (F.silu(xf[..., :d]) * xf[..., d:]).to(x.dtype)
+
+
+def ref_gelu_and_mul(x):
+    d = x.shape[-1] // 2
+    xf = x.float()
+    return (F.gelu(xf[..., :d]) * xf[..., d:]).to(x.dtype)
+
+
+def ref_per_token_quant_int8(x):
+    xf = x.float()
+    s = xf.abs().amax(-1, keepdim=True) / 127.0
+    return (xf / s).round().clamp(-128, 127).to(torch.int8), s
+
+
+def ref_group_quant_int8(x, group=128, eps=1e-10):
+    xf = x.float().view(x.shape[0], -1, group)
+    s = xf.abs().amax(-1, keepdim=True).clamp_min(eps) / 127.0
+    return (xf / s).round().clamp(-128, 127).to(torch.int8).view(x.shape), s.squeeze(-1)
+
+
+def ref_group_quant_fp8(x, group=128, eps=1e-10):
+    xf = x.float().view(x.shape[0], -1, group)
+    s = xf.abs().amax(-1, keepdim=True).clamp_min(eps) / 448.0
+    return (xf / s).clamp(-448, 448).to(torch.float8_e4m3fn).view(x.shape), s.squeeze(-1)
+
+
+def ref_softmax(x):
+    return torch.softmax(x.float(), dim=-1).to(x.dtype)
+
+
+def ref_store_kv_cache(k, v, kc, vc, slots):
+    kc[slots] = k
+    vc[slots] = v
+
+
+# ---------------------------------------------------------------- cases
+def make_case(op: str, dtype: torch.dtype, rows: int):
+    """(kernel thunk, eager fn, eager args, bytes moved) for one op/dtype/row count."""
+    e = torch.tensor([], dtype=dtype).element_size()
+    g = torch.Generator().manual_seed(0)
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=g).to(dtype)
+
+    if op == "rmsnorm":
+        x, w = rnd(rows, HIDDEN), rnd(HIDDEN)
+        out = torch.empty_like(x)
+        return (lambda: K.rmsnorm(x, w, out=out)), ref_rmsnorm, (x, w), 2 * rows * HIDDEN * e
+    if op == "fused_add_rmsnorm":
+        x, r, w = rnd(rows, HIDDEN), rnd(rows, HIDDEN), torch.ones(HIDDEN, dtype=dtype)  # see qknorm
+        return (lambda: K.fused_add_rmsnorm(x, r, w)), ref_fused_add_rmsnorm, (x, r, w), 4 * rows * HIDDEN * e
+    if op == "qknorm":
+        q, k = rnd(rows, HEADS_Q, HEAD_DIM), rnd(rows, HEADS_K, HEAD_DIM)
+        # Unit weights keep repeated in-place calls from drifting into denormals (which would
+        # time the FPU's slow path, not the kernel).
+        qw, kw = torch.ones(HEAD_DIM, dtype=dtype), torch.ones(HEAD_DIM, dtype=dtype)
+        return (lambda: K.qknorm(q, k, qw, kw)), ref_qknorm, (q, k, qw, kw), 2 * (q.numel() + k.numel()) * e
+    if op == "apply_rope":
+        q, k = rnd(rows, HEADS_Q, HEAD_DIM), rnd(rows, HEADS_K, HEAD_DIM)
+        angles = torch.rand(8192, HEAD_DIM // 2, generator=g) * 6.28  # a true rotation: norms stay put
+        cache = torch.cat([angles.cos(), angles.sin()], dim=-1)
+        pos = torch.randint(0, 8192, (rows,), generator=g)
+        return (lambda: K.apply_rope(pos, q, k, cache)), ref_rope, (pos, q, k, cache), 2 * (q.numel() + k.numel()) * e
+    if op in ("silu_and_mul", "gelu_and_mul"):
+        x = rnd(rows, 2 * HIDDEN)
+        out = torch.empty(rows, HIDDEN, dtype=dtype)
+        kern = K.silu_and_mul if op == "silu_and_mul" else K.gelu_and_mul
+        ref = ref_silu_and_mul if op == "silu_and_mul" else ref_gelu_and_mul
+        return (lambda: kern(x, out=out)), ref, (x,), 3 * rows * HIDDEN * e
+    if op == "per_token_quant_int8":
+        x = rnd(rows, HIDDEN)
+        return (lambda: K.per_token_quant_int8(x)), ref_per_token_quant_int8, (x,), rows * HIDDEN * (e + 1)
+    if op == "per_token_group_quant_int8":
+        x = rnd(rows, HIDDEN)
+        return (lambda: K.per_token_group_quant_int8(x)), ref_group_quant_int8, (x,), rows * HIDDEN * (e + 1)
+    if op == "per_token_group_quant_fp8":
+        x = rnd(rows, HIDDEN)
+        return (lambda: K.per_token_group_quant_fp8(x)), ref_group_quant_fp8, (x,), rows * HIDDEN * (e + 1)
+    if op == "softmax":
+        x = rnd(rows, HIDDEN)
+        out = torch.empty_like(x)
+        return (lambda: K.softmax(x, out=out)), ref_softmax, (x,), 2 * rows * HIDDEN * e
+    if op == "store_kv_cache":
+        k, v = rnd(rows, HEADS_K, HEAD_DIM), rnd(rows, HEADS_K, HEAD_DIM)
+        kc = torch.zeros(2 * rows, HEADS_K, HEAD_DIM, dtype=dtype)
+        vc = torch.zeros_like(kc)
+        slots = torch.randperm(2 * rows, generator=g)[:rows]
+        return (lambda: K.store_kv_cache(k, v, kc, vc, slots)), ref_store_kv_cache, (k, v, kc, vc, slots), \
+            4 * k.numel() * e
+    raise ValueError(f"unknown op {op!r}")
+
+
+OPS = ["rmsnorm", "fused_add_rmsnorm", "qknorm", "apply_rope", "silu_and_mul", "gelu_and_mul", "per_token_quant_int8",
+       "per_token_group_quant_int8", "per_token_group_quant_fp8", "softmax", "store_kv_cache"]
+
+
+def copy_bandwidth(repeats: int) -> tuple[float, float]:
+    """GB/s (read + write) of torch.clone of 256 MiB (fresh pages each time) and of copy_
+    into a preallocated buffer."""
+    x = torch.empty(64 * 1024 * 1024, dtype=torch.float32).normal_()
+    y = torch.empty_like(x)
+    t_clone = _time(lambda: x.clone(), max(3, repeats // 4))
+    t_copy = _time(lambda: y.copy_(x), max(3, repeats // 4))
+    return 2 * x.nbytes / t_clone / 1e9, 2 * x.nbytes / t_copy / 1e9
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", default=",".join(OPS))
+    parser.add_argument("--dtypes", default="float32,bfloat16")
+    parser.add_argument("--rows", default=f"{ROWS},1")
+    parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    print(f"threads={torch.get_num_threads()}  torch {torch.__version__}  repeats={args.repeats}")
+    clone_bw, copy_bw = copy_bandwidth(args.repeats)
+    print(f"memory bandwidth, 256 MiB: torch.clone {clone_bw:.1f} GB/s, copy_ into a preallocated buffer "
+          f"{copy_bw:.1f} GB/s")
+    head = f"{'op':28s} {'dtype':9s} {'rows':>5s} | {'kernel us':>10s} {'GB/s':>6s} | {'eager us':>10s} {'GB/s':>6s} | " \
+           f"{'compile us':>10s} {'GB/s':>6s} | {'vs eager':>8s} {'vs comp':>7s}"
+    print(head)
+    print("-" * len(head))
+    for op in args.ops.split(","):
+        for dname in args.dtypes.split(","):
+            dtype = getattr(torch, dname)
+            for rows in (int(r) for r in args.rows.split(",")):
+                kern, ref, ref_args, nbytes = make_case(op, dtype, rows)
+                reps = args.repeats if rows > 1 else args.repeats * 20
+                t_k = _time(kern, reps)
+                t_e = _time(lambda: ref(*ref_args), reps)
+                t_c = math.nan
+                if not args.no_compile:
+                    torch._dynamo.reset()
+                    compiled = torch.compile(ref, dynamic=False)
+                    try:
+                        t_c = _time(lambda: compiled(*ref_args), reps)
+                    except Exception as error:  # an Inductor failure is a result too, not a crash
+                        print(f"  torch.compile failed for {op}/{dname}/{rows}: {type(error).__name__}: "
+                              f"{str(error).splitlines()[0][:100]}")
+                gbs = lambda t: nbytes / t / 1e9  # noqa: E731
+                print(f"{op:28s} {dname:9s} {rows:5d} | {t_k * 1e6:10.1f} {gbs(t_k):6.1f} | {t_e * 1e6:10.1f} "
+                      f"{gbs(t_e):6.1f} | {t_c * 1e6:10.1f} {gbs(t_c):6.1f} | {t_e / t_k:7.2f}x {t_c / t_k:6.2f}x",
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+// CPU store_kv_cache: copies each token's k and v heads into the paged caches at its slot.
+// Pure data movement (memcpy per token), no Highway body; tokens split over the module's
+// thread pool.
+#include <mllm_kernel/cpu/thread_pool.hpp>
+#include <mllm_kernel/cpu/types.hpp>
+#include <mllm_kernel/tensor.hpp>
+#include <mllm_kernel/utils.hpp>
+
+#include <tvm/ffi/container/tensor.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace mllm_kernel::cpu {
+
+namespace detail {
+
+/// Reads slot_mapping as int64 and checks every slot is negative (skip) or below num_slots.
+template <typename Index>
+void check_slots(const Index* slots, std::int64_t count, std::int64_t num_slots) {
+  for (std::int64_t i = 0; i < count; ++i) {
+    host::RuntimeCheck(slots[i] < num_slots, "slot_mapping[", i, "] = ", static_cast<std::int64_t>(slots[i]),
+                       " is out of range for a cache of ", num_slots, " slots");
+  }
+}
+
+/// One token's heads ([H, D], heads `head_stride` bytes apart) into a dense cache slot.
+inline void copy_heads(std::uint8_t* dst, const std::uint8_t* src, std::int64_t heads, std::int64_t head_stride,
+                       std::int64_t head_bytes) {
+  if (head_stride == head_bytes) {
+    std::memcpy(dst, src, heads * head_bytes);
+    return;
+  }
+  for (std::int64_t h = 0; h < heads; ++h) std::memcpy(dst + h * head_bytes, src + h * head_stride, head_bytes);
+}
+
+}  // namespace detail
+
+/// k_cache[slot_mapping[t]] = k[t] and v_cache[slot_mapping[t]] = v[t] for every token t with a
+/// non-negative slot. k, v: [T, H, D] (token and head strides free); caches: [num_slots, H, D]
+/// contiguous, same dtype; slot_mapping: [T] int32 or int64.
+inline void store_kv_cache(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
+                           tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping, std::int64_t num_threads) {
+  using namespace host;
+  SymbolicSize T{"num_tokens"}, H{"num_kv_heads"}, D{"head_dim"}, N{"num_slots"};
+  SymbolicSize Sk{"k_token_stride"}, Shk{"k_head_stride"}, Sv{"v_token_stride"}, Shv{"v_head_stride"};
+  SymbolicDType dtype, index_dtype;
+  SymbolicDevice device;
+  (void)TensorMatcher({T, H, D})
+      .with_strides({Sk, Shk, 1})
+      .with_dtype<float, fp16_t, bf16_t>(dtype)
+      .with_device<kDLCPU>(device)
+      .verify(k, "k");
+  (void)TensorMatcher({T, H, D}).with_strides({Sv, Shv, 1}).with_dtype(dtype).with_device(device).verify(v, "v");
+  (void)TensorMatcher({N, H, D})
+      .with_dtype(dtype)
+      .with_device(device)
+      .verify(k_cache, "k_cache")
+      .verify(v_cache, "v_cache");
+  (void)TensorMatcher({T})
+      .with_dtype<std::int32_t, std::int64_t>(index_dtype)
+      .with_device(device)
+      .verify(slot_mapping, "slot_mapping");
+  RuntimeCheck(T.unwrap() > 0 && H.unwrap() > 0 && D.unwrap() > 0, "k and v must not be empty");
+  const bool int64_slots = index_dtype.is_type<std::int64_t>();
+  if (int64_slots) {
+    detail::check_slots(static_cast<const std::int64_t*>(slot_mapping.data_ptr()), T.unwrap(), N.unwrap());
+  } else {
+    detail::check_slots(static_cast<const std::int32_t*>(slot_mapping.data_ptr()), T.unwrap(), N.unwrap());
+  }
+
+  const std::int64_t elem = dtype_bytes(dtype.unwrap());
+  const std::int64_t heads = H.unwrap(), head_bytes = D.unwrap() * elem, slot_bytes = heads * head_bytes;
+  const auto* k_src = static_cast<const std::uint8_t*>(k.data_ptr());
+  const auto* v_src = static_cast<const std::uint8_t*>(v.data_ptr());
+  auto* k_dst = static_cast<std::uint8_t*>(k_cache.data_ptr());
+  auto* v_dst = static_cast<std::uint8_t*>(v_cache.data_ptr());
+  const void* slots = slot_mapping.data_ptr();
+  const std::int64_t k_tok = Sk.unwrap() * elem, k_head = Shk.unwrap() * elem;
+  const std::int64_t v_tok = Sv.unwrap() * elem, v_head = Shv.unwrap() * elem;
+  parallel_for(T.unwrap(), 4 * slot_bytes, num_threads, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t t = begin; t < end; ++t) {
+      const std::int64_t slot = int64_slots ? static_cast<const std::int64_t*>(slots)[t]
+                                            : static_cast<const std::int32_t*>(slots)[t];
+      if (slot < 0) continue;
+      detail::copy_heads(k_dst + slot * slot_bytes, k_src + t * k_tok, heads, k_head, head_bytes);
+      detail::copy_heads(v_dst + slot * slot_bytes, v_src + t * v_tok, heads, v_head, head_bytes);
+    }
+  });
+}
+
+}  // namespace mllm_kernel::cpu

@@ -1,0 +1,99 @@
+"""CPU per-token(-group) quantization: ``per_token_quant_int8``, ``per_token_group_quant_int8``,
+``per_token_group_quant_fp8``.
+
+Inputs are float32, float16 or bfloat16 ``[..., hidden]`` (leading dims flattened into rows,
+rows may be strided); all arithmetic is float32 and rounding is to nearest even, so results
+match ``(x / scale).round().clamp(...)`` (int8) or ``(x / scale).clamp(-448, 448).to(float8_e4m3fn)``
+computed in float32.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mllm_kernel.cpu.jit._rows import as_rows
+from mllm_kernel.cpu.jit._threads import num_threads
+from mllm_kernel.jit_utils import jit
+
+FP8_E4M3_MAX = 448.0
+INT8_MAX = 127.0
+
+
+@jit(
+    device="cpu",
+    cpp_files=["quant.cpp"],
+    # One C++ entry per format, exported under each public name so errors name the op called.
+    cpp_wrappers=[
+        ("per_token_quant_int8", "mllm_kernel::cpu::quant_int8"),
+        ("per_token_group_quant_int8", "mllm_kernel::cpu::quant_int8"),
+        ("per_token_group_quant_fp8", "mllm_kernel::cpu::quant_fp8"),
+    ],
+    func_name="cpu_quant",
+)
+def _quant_module(compiled_module):
+    return compiled_module
+
+
+def _check_group_size(op: str, group_size: object) -> int:
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size <= 0:
+        raise ValueError(f"{op}: group_size must be a positive int, got {group_size!r}")
+    return group_size
+
+
+def per_token_quant_int8(input: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric int8 per row: ``scale = amax / 127`` (float32 ``[..., 1]``),
+    ``q = round_half_even(x / scale)``; an all-zero row gets scale 0 and zeros."""
+    x = as_rows(input, "per_token_quant_int8", "input")
+    out = torch.empty(input.shape, dtype=torch.int8, device=input.device)
+    scales = torch.empty((*input.shape[:-1], 1), dtype=torch.float32, device=input.device)
+    _quant_module.module("cpu").per_token_quant_int8(
+        as_rows(out, "per_token_quant_int8", "out"), scales.view(-1, 1), x, x.shape[-1], 0.0, num_threads()
+    )
+    return out, scales
+
+
+def per_token_group_quant_int8(
+    input: torch.Tensor, group_size: int = 128, eps: float = 1e-10
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric int8 per group of ``group_size`` elements of each row:
+    ``scale = max(amax, eps) / 127`` (float32 ``[..., hidden / group_size]``)."""
+    op = "per_token_group_quant_int8"
+    group_size = _check_group_size(op, group_size)
+    x = as_rows(input, op, "input")
+    out = torch.empty(input.shape, dtype=torch.int8, device=input.device)
+    scales = torch.empty((*input.shape[:-1], input.shape[-1] // group_size), dtype=torch.float32, device=input.device)
+    _quant_module.module("cpu").per_token_group_quant_int8(
+        as_rows(out, op, "out"), scales.view(-1, scales.shape[-1]), x, group_size, float(eps), num_threads()
+    )
+    return out, scales
+
+
+def per_token_group_quant_fp8(
+    input: torch.Tensor,
+    group_size: int = 128,
+    eps: float = 1e-10,
+    column_major_scales: bool = False,
+    scale_ue8m0: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """float8_e4m3fn per group: ``scale = max(amax, eps) / 448`` (rounded up to a power of two
+    with ``scale_ue8m0``), ``q = e4m3(clamp(x / scale, -448, 448))``.
+
+    Scales are float32 ``[..., hidden / group_size]``; with ``column_major_scales`` they are
+    the transpose view of a ``[hidden / group_size, rows]`` buffer (rows = leading dims
+    flattened, so the result is 2-D).
+    """
+    op = "per_token_group_quant_fp8"
+    group_size = _check_group_size(op, group_size)
+    x = as_rows(input, op, "input")
+    out = torch.empty(input.shape, dtype=torch.float8_e4m3fn, device=input.device)
+    groups = input.shape[-1] // group_size
+    if column_major_scales:
+        scales = torch.empty((groups, x.shape[0]), dtype=torch.float32, device=input.device).t()
+        scales_2d = scales
+    else:
+        scales = torch.empty((*input.shape[:-1], groups), dtype=torch.float32, device=input.device)
+        scales_2d = scales.view(-1, groups)
+    _quant_module.module("cpu").per_token_group_quant_fp8(
+        as_rows(out, op, "out"), scales_2d, x, group_size, float(eps), bool(scale_ue8m0), num_threads()
+    )
+    return out, scales
