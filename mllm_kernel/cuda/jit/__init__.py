@@ -1,5 +1,17 @@
 """CUDA kernels, compiled with nvcc on first call. Importing needs no GPU."""
 
+from mllm_kernel.cuda.jit.activation import gelu_and_mul, silu_and_mul
 from mllm_kernel.cuda.jit.add_constant import add_constant
+from mllm_kernel.cuda.jit.norm import fused_add_rmsnorm, qknorm, qknorm_across_heads, rmsnorm
+from mllm_kernel.cuda.jit.rope import apply_rope
 
-__all__ = ["add_constant"]
+__all__ = [
+    "add_constant",
+    "apply_rope",
+    "fused_add_rmsnorm",
+    "gelu_and_mul",
+    "qknorm",
+    "qknorm_across_heads",
+    "rmsnorm",
+    "silu_and_mul",
+]

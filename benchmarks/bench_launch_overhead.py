@@ -1,0 +1,93 @@
+"""Host time per eager call from Python, on a 1-token input (loop of calls, synchronised once):
+
+- ``mllm_kernel rmsnorm``: our op through the Python wrapper and tvm-ffi;
+- ``torch.mul(out=)``: a one-kernel PyTorch eager op;
+- ``ctypes launch floor``: a ctypes call into an nvcc-built shared library that launches a
+  trivial kernel with raw pointers (built in a temporary folder by this script).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+import harness
+
+_FLOOR_SOURCE = r"""
+#include <cuda_runtime.h>
+__global__ void touch(float* p, int n) { if (threadIdx.x < n) p[threadIdx.x] += 1.0f; }
+extern "C" int launch_floor(void* ptr, int n, void* stream) {
+  touch<<<1, 32, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<float*>(ptr), n);
+  return static_cast<int>(cudaGetLastError());
+}
+"""
+
+
+def _build_floor(folder: Path) -> ctypes.CDLL:
+    from mllm_kernel.jit_utils import toolchain
+
+    src = folder / "floor.cu"
+    lib = folder / "libfloor.so"
+    src.write_text(_FLOOR_SOURCE)
+    arch = toolchain.cuda_arch_list()[-1].replace(".", "").rstrip("af")
+    subprocess.run([toolchain.find_nvcc(), "-O2", "-shared", "-Xcompiler", "-fPIC", f"-arch=sm_{arch}",
+                    "-o", str(lib), str(src), "-lcudart"], check=True, capture_output=True, text=True)
+    dll = ctypes.CDLL(str(lib))
+    dll.launch_floor.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    dll.launch_floor.restype = ctypes.c_int
+    return dll
+
+
+def _per_call_us(fn, iters: int) -> float:
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize()
+        best = min(best, (time.perf_counter() - start) / iters * 1e6)
+    return best
+
+
+def run() -> list[tuple[str, float]]:
+    from mllm_kernel.cuda.jit import rmsnorm
+
+    iters = 2000 if harness.ci() else 20000
+    x = torch.randn(1, 4096, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty_like(x)
+    y = torch.empty_like(x)
+    buf = torch.zeros(32, device="cuda")
+    results = [
+        ("mllm_kernel rmsnorm", _per_call_us(lambda: rmsnorm(x, w, 1e-6, out=out), iters)),
+        ("torch.mul(out=)", _per_call_us(lambda: torch.mul(x, 2, out=y), iters)),
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        dll = _build_floor(Path(tmp))
+        ptr = buf.data_ptr()
+        stream = torch.cuda.current_stream().cuda_stream
+        results.append(("ctypes launch floor", _per_call_us(lambda: dll.launch_floor(ptr, 32, stream), iters)))
+    return results
+
+
+def print_results(results) -> None:
+    print("\n== host time per eager call (1 token, bf16 [1, 4096])")
+    for name, us in results:
+        print(f"{name:<24} {us:7.2f} us")
+
+
+def main() -> None:
+    harness.require_cuda()
+    print_results(run())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""RMSNorm: mllm_kernel vs PyTorch eager vs torch.compile (bf16, hidden 4096)."""
+
+from __future__ import annotations
+
+import torch
+
+import harness
+
+HIDDEN = 4096
+DTYPE = torch.bfloat16
+
+
+def reference(x, w, eps=1e-6):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w
+
+
+def run() -> list:
+    from mllm_kernel.cuda.jit import rmsnorm
+
+    rows = []
+    w = torch.randn(HIDDEN, device="cuda", dtype=DTYPE)
+    for t in harness.token_counts():
+        nbytes = (2 * t * HIDDEN + HIDDEN) * 2
+
+        def make():
+            x = torch.randn(t, HIDDEN, device="cuda", dtype=DTYPE)
+            return x, w, torch.empty_like(x)
+
+        rows.append(harness.measure("rmsnorm", f"[{t}, {HIDDEN}]", nbytes, make,
+                                    lambda x, w, o: rmsnorm(x, w, 1e-6, out=o),
+                                    lambda x, w, o: reference(x, w)))
+    return rows
+
+
+def main() -> None:
+    harness.require_cuda()
+    harness.print_table("rmsnorm bf16", run(), harness.copy_bandwidth_gbps())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""Rotary embedding (NeoX, full rotary): mllm_kernel (in place) vs eager vs torch.compile
+(bf16 q/k with 32 + 8 heads of 128, int64 positions, fp32 cos/sin cache)."""
+
+from __future__ import annotations
+
+import torch
+
+import harness
+
+HQ, HK, D = 32, 8, 128
+MAX_POS = 32768
+DTYPE = torch.bfloat16
+
+
+def _cache():
+    inv_freq = 1.0 / 10000.0 ** (torch.arange(0, D, 2, dtype=torch.float32, device="cuda") / D)
+    freqs = torch.outer(torch.arange(MAX_POS, dtype=torch.float32, device="cuda"), inv_freq)
+    return torch.cat([freqs.cos(), freqs.sin()], dim=-1)
+
+
+def reference(positions, q, k, cache):
+    cos, sin = cache[positions].chunk(2, dim=-1)
+    cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)
+
+    def rot(x):
+        x1, x2 = x.float().chunk(2, dim=-1)
+        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+
+    return rot(q), rot(k)
+
+
+def run() -> list:
+    from mllm_kernel.cuda.jit import apply_rope
+
+    rows = []
+    cache = _cache()
+    for t in harness.token_counts():
+        nbytes = 2 * t * (HQ + HK) * D * 2 + t * 8 + t * D * 4
+
+        def make():
+            return (torch.randint(0, MAX_POS, (t,), device="cuda"),
+                    torch.randn(t, HQ, D, device="cuda", dtype=DTYPE),
+                    torch.randn(t, HK, D, device="cuda", dtype=DTYPE), cache)
+
+        rows.append(harness.measure("rope", f"[{t}, {HQ}+{HK}, {D}] neox", nbytes, make,
+                                    lambda p, q, k, c: apply_rope(p, q, k, c, True), reference))
+    return rows
+
+
+def main() -> None:
+    harness.require_cuda()
+    harness.print_table("apply_rope bf16", run(), harness.copy_bandwidth_gbps())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,173 @@
+"""Shared CUDA benchmark harness: CUDA-graph timing, L2-defeating input rotation, bandwidth.
+
+Every case is timed three ways in the same process: our kernel, the PyTorch eager reference,
+and ``torch.compile`` of that same reference. Each is captured in a CUDA graph that calls it
+once per input set, cycling through enough independent input sets that the bytes touched
+exceed twice the L2 size (so L2 does not flatter large shapes; small shapes measure latency).
+The graph is replayed several times and the median per-call time reported, with the achieved
+bandwidth for ``bytes = inputs read once + outputs written once``.
+
+``CI=true`` in the environment shrinks shapes and repetitions (the numbers are then only a
+smoke test).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+
+# Run from a checkout without installing: make `mllm_kernel` importable.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+#: Bytes the rotated input sets must exceed so L2 (50 MB on H100) cannot hold them.
+ROTATE_BYTES = 100 * 2**20
+#: Most input sets per case (small shapes: rotation matters little, latency dominates).
+MAX_SETS = 64 if CI else 200
+REPLAYS = 5 if CI else 15
+
+
+def ci() -> bool:
+    return CI
+
+
+@dataclass
+class Timing:
+    us: float  # median microseconds per call
+    graph: bool  # measured under a CUDA graph (False: eager loop fallback)
+
+    def gbps(self, nbytes: int) -> float:
+        return nbytes / (self.us * 1e-6) / 1e9
+
+
+def num_sets(bytes_per_call: int) -> int:
+    """Input sets to rotate through for a call touching ``bytes_per_call`` bytes."""
+    return max(1, min(MAX_SETS, math.ceil(ROTATE_BYTES / max(1, bytes_per_call))))
+
+
+def _median_replay_us(run: Callable[[], None], calls: int, replays: int) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(replays):
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / calls)
+    return statistics.median(times)
+
+
+def time_calls(fn: Callable, arg_sets: Sequence[tuple], replays: int = REPLAYS) -> Timing:
+    """Median time of ``fn(*args)`` per call, cycling through ``arg_sets`` inside one CUDA graph.
+
+    Falls back to a timed eager loop (``graph=False``) when capture fails."""
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for args in arg_sets[:3]:  # warm up (JIT builds, autotuning, lazy init) outside capture
+            fn(*args)
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    try:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for args in arg_sets:
+                fn(*args)
+        graph.replay()
+        torch.cuda.synchronize()
+        return Timing(_median_replay_us(graph.replay, len(arg_sets), replays), True)
+    except Exception as error:  # noqa: BLE001 - report and fall back to eager timing
+        print(f"  [harness] CUDA graph capture failed ({type(error).__name__}: {error}); timing eagerly",
+              file=sys.stderr)
+        torch.cuda.synchronize()
+
+        def loop():
+            for args in arg_sets:
+                fn(*args)
+
+        return Timing(_median_replay_us(loop, len(arg_sets), replays), False)
+
+
+_COMPILED: dict = {}
+
+
+def compiled(fn: Callable) -> Callable:
+    """``torch.compile(fn)`` once per function (static shapes: each shape gets its own kernels)."""
+    if fn not in _COMPILED:
+        import torch._dynamo
+
+        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+        _COMPILED[fn] = torch.compile(fn, dynamic=False)
+    return _COMPILED[fn]
+
+
+@dataclass
+class Row:
+    op: str
+    shape: str
+    nbytes: int
+    ours: Timing
+    eager: Timing | None
+    compiled: Timing | None
+    notes: list = field(default_factory=list)
+
+
+def measure(op: str, shape: str, nbytes: int, make_args: Callable[[], tuple], ours: Callable,
+            reference: Callable | None, with_compile: bool = True) -> Row:
+    """Times ``ours`` and (when given) ``reference`` eager and compiled, on fresh input sets."""
+    sets = [make_args() for _ in range(num_sets(nbytes))]
+    t_ours = time_calls(ours, sets)
+    t_eager = time_calls(reference, sets) if reference is not None else None
+    t_comp = time_calls(compiled(reference), sets) if reference is not None and with_compile else None
+    del sets
+    torch.cuda.empty_cache()
+    return Row(op, shape, nbytes, t_ours, t_eager, t_comp)
+
+
+def copy_bandwidth_gbps(nbytes: int = 1 << 30) -> float:
+    """Device-to-device copy bandwidth (read + write counted), the practical ceiling."""
+    src = torch.empty(nbytes // 2, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    t = time_calls(lambda: dst.copy_(src), [()], replays=REPLAYS)
+    del src, dst
+    torch.cuda.empty_cache()
+    return t.gbps(nbytes)
+
+
+def _fmt(t: Timing | None, nbytes: int) -> str:
+    if t is None:
+        return f"{'-':>9} {'-':>7}"
+    mark = "" if t.graph else "*"
+    return f"{t.us:8.2f}{mark:1} {t.gbps(nbytes):7.0f}"
+
+
+def print_table(title: str, rows: Sequence[Row], copy_gbps: float | None = None) -> None:
+    """A short table: µs and GB/s for ours, eager and compiled, and our speedup over compile."""
+    print(f"\n== {title}" + (f"  (D2D copy: {copy_gbps:.0f} GB/s)" if copy_gbps else ""))
+    print(f"{'shape':<28} {'MB':>8} | {'ours us':>9} {'GB/s':>7} | {'eager us':>9} {'GB/s':>7} | "
+          f"{'compile us':>9} {'GB/s':>7} | {'vs compile':>10}")
+    for r in rows:
+        speed = f"{r.compiled.us / r.ours.us:9.2f}x" if r.compiled else f"{'-':>10}"
+        print(f"{r.shape:<28} {r.nbytes / 2**20:8.2f} | {_fmt(r.ours, r.nbytes)} | {_fmt(r.eager, r.nbytes)} | "
+              f"{_fmt(r.compiled, r.nbytes)} | {speed}")
+    if any(not t.graph for r in rows for t in (r.ours, r.eager, r.compiled) if t is not None):
+        print("  * = timed eagerly (CUDA graph capture failed)")
+
+
+def token_counts() -> list[int]:
+    """Token counts every op is measured at: decode-sized batches and a large prefill."""
+    return [1, 64, 2048] if CI else [1, 16, 64, 1024, 16384]
+
+
+def require_cuda() -> None:
+    if not torch.cuda.is_available():
+        print("CUDA is not available: nothing to benchmark.")
+        raise SystemExit(0)

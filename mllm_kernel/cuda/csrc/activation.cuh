@@ -1,0 +1,148 @@
+// CUDA gated activations, one module per element type T (fp32_t, fp16_t, bf16_t):
+//   silu_and_mul<T>(out, input, enable_pdl)       out = silu(input[:, :d]) * input[:, d:]
+//   gelu_and_mul<T>(out, input, approximate_tanh, enable_pdl)
+//                                                 exact (erf) or tanh-approximated GELU gate
+// input is [N, 2d] (any row stride, unit stride within a row), out is [N, d] (any row stride).
+// The gate and the product are computed in fp32 and rounded once. Each thread handles one
+// 16-byte vector of the gate half and the matching vector of the up half when pointers,
+// strides and d allow it, one element otherwise.
+#pragma once
+
+#include <mllm_kernel/math.cuh>
+#include <mllm_kernel/tensor.hpp>
+#include <mllm_kernel/type.cuh>
+#include <mllm_kernel/utils.cuh>
+#include <mllm_kernel/utils.hpp>
+#include <mllm_kernel/vec.cuh>
+
+#include <dlpack/dlpack.h>
+#include <tvm/ffi/container/tensor.h>
+
+#include <cstdint>
+
+namespace {
+
+using mllm_kernel::bf16_t;
+using mllm_kernel::fp16_t;
+using mllm_kernel::fp32_t;
+
+/// The gate functions (fp32 in, fp32 out).
+struct SiLU {
+  static __device__ __forceinline__ float apply(float x) { return mllm_kernel::device::math::silu(x); }
+};
+struct GeLU {
+  static __device__ __forceinline__ float apply(float x) { return mllm_kernel::device::math::gelu(x); }
+};
+struct GeLUTanh {
+  static __device__ __forceinline__ float apply(float x) { return mllm_kernel::device::math::gelu_tanh(x); }
+};
+
+template <typename T>
+struct ActParams {
+  T* out;
+  const T* in;
+  std::int64_t rows;
+  std::int64_t d_vecs;  // vectors per half row
+  std::int64_t in_stride;
+  std::int64_t out_stride;
+  std::int64_t d;  // elements per half row
+  bool pdl;        // launched with programmatic dependent launch: run the PDL instructions
+};
+
+constexpr int kActBlock = 256;
+
+/// Thread i handles vector (i % d_vecs) of row (i / d_vecs). 32-bit division when the index
+/// space fits, which it does for any realistic shape.
+template <typename T, int kVec, typename Act, bool kIndex32>
+__global__ void __launch_bounds__(kActBlock) act_and_mul_kernel(const __grid_constant__ ActParams<T> p) {
+  using namespace mllm_kernel::device;
+  using Vec = AlignedVector<T, kVec>;
+  if (p.pdl) pdl_wait_primary();
+  std::int64_t row, col;
+  if constexpr (kIndex32) {
+    const unsigned i = blockIdx.x * kActBlock + threadIdx.x;
+    const unsigned dv = static_cast<unsigned>(p.d_vecs);
+    row = i / dv;
+    col = i - static_cast<unsigned>(row) * dv;
+  } else {
+    const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kActBlock + threadIdx.x;
+    row = i / p.d_vecs;
+    col = i - row * p.d_vecs;
+  }
+  if (row < p.rows) {
+    const T* in_row = p.in + row * p.in_stride;
+    Vec gate, up, out;
+    gate.load(in_row, col);
+    up.load(in_row + p.d, col);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) out[j] = cast<T>(Act::apply(cast<float>(gate[j])) * cast<float>(up[j]));
+    out.store(p.out + row * p.out_stride, col);
+  }
+  if (p.pdl) pdl_launch_dependents();
+}
+
+template <typename T, int kVec, typename Act>
+void launch(ActParams<T> p, DLDevice device, bool enable_pdl) {
+  using namespace mllm_kernel::host;
+  p.d_vecs = p.d / kVec;
+  p.pdl = enable_pdl;
+  const std::int64_t threads = p.rows * p.d_vecs;
+  const std::int64_t blocks = div_ceil(threads, kActBlock);
+  RuntimeCheck(blocks <= 0x7fffffff, "input too large: ", p.rows, " rows of ", 2 * p.d);
+  if (blocks * kActBlock <= 0xffffffffLL) {
+    LaunchKernel(static_cast<unsigned>(blocks), kActBlock, device)
+        .enable_pdl(enable_pdl)(act_and_mul_kernel<T, kVec, Act, true>, p);
+  } else {
+    LaunchKernel(static_cast<unsigned>(blocks), kActBlock, device)
+        .enable_pdl(enable_pdl)(act_and_mul_kernel<T, kVec, Act, false>, p);
+  }
+}
+
+/// Checks the tensors and launches with the widest usable vector.
+template <typename T, typename Act>
+void act_and_mul(tvm::ffi::TensorView out, tvm::ffi::TensorView input, bool enable_pdl) {
+  using namespace mllm_kernel::host;
+  SymbolicSize N{"num_tokens"}, D2{"2 * d"}, D{"d"}, in_stride{"input_row_stride"}, out_stride{"out_row_stride"};
+  SymbolicDType dtype;
+  SymbolicDevice device;
+  (void)TensorMatcher({N, D2})  //
+      .with_strides({in_stride, 1})
+      .with_device<kDLCUDA>(device)
+      .with_dtype<T>(dtype)
+      .verify(input, "input");
+  RuntimeCheck(D2.unwrap() % 2 == 0, "input: last dim must be even (gate and up halves), got ", D2.unwrap());
+  D.bind(D2.unwrap() / 2, "input (half its last dim)");
+  (void)TensorMatcher({N, D})  //
+      .with_strides({out_stride, 1})
+      .with_device(device)
+      .with_dtype(dtype)
+      .verify(out, "out");
+  RuntimeCheck(N.unwrap() > 0 && D.unwrap() > 0, "input must not be empty, got shape [", N.unwrap(), ", ",
+               D2.unwrap(), "]");
+  ActParams<T> p{static_cast<T*>(out.data_ptr()), static_cast<const T*>(input.data_ptr()), N.unwrap(), 0,
+                 in_stride.unwrap(), out_stride.unwrap(), D.unwrap(), false};
+  constexpr int kVec = mllm_kernel::device::kVecElems<T>;
+  VectorizeCheck check(kVec, sizeof(T));
+  check.pointer(p.in).pointer(p.out).length(p.d).stride(p.in_stride, p.rows).stride(p.out_stride, p.rows);
+  if (check.ok()) {
+    launch<T, kVec, Act>(p, device.unwrap(), enable_pdl);
+  } else {
+    launch<T, 1, Act>(p, device.unwrap(), enable_pdl);
+  }
+}
+
+template <typename T>
+void silu_and_mul(tvm::ffi::TensorView out, tvm::ffi::TensorView input, bool enable_pdl) {
+  act_and_mul<T, SiLU>(out, input, enable_pdl);
+}
+/// Exact (erf) GELU gate, or the tanh approximation when `approximate_tanh`.
+template <typename T>
+void gelu_and_mul(tvm::ffi::TensorView out, tvm::ffi::TensorView input, bool approximate_tanh, bool enable_pdl) {
+  if (approximate_tanh) {
+    act_and_mul<T, GeLUTanh>(out, input, enable_pdl);
+  } else {
+    act_and_mul<T, GeLU>(out, input, enable_pdl);
+  }
+}
+
+}  // namespace

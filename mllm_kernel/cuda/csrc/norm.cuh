@@ -1,0 +1,345 @@
+// CUDA RMSNorm family, one module per element type T (fp32_t, fp16_t, bf16_t):
+//   rmsnorm<T>(out, input, weight, eps, enable_pdl)              out = rmsnorm(input) * weight
+//   fused_add_rmsnorm<T>(input, residual, weight, eps, enable_pdl)
+//       residual = input + residual (fp32 sum, stored in T); input = rmsnorm(residual) * weight
+//   qknorm<T>(q, k, q_weight, k_weight, eps, enable_pdl)          per-head norm over head_dim, in place
+//   qknorm_across_heads<T>(q, k, q_weight, k_weight, eps, enable_pdl)
+//       per-token norm over all heads * head_dim, in place
+//
+// Every op is "normalise a set of rows": a row is addressed as base + (r / heads) * s0 +
+// (r % heads) * s1, so row-strided inputs (slices of a fused QKV projection) need no copy, and
+// q and k run in one launch as two row sets. Rows of at most 128 vectors go to the lane-group
+// path (8/16/32 lanes per row, several rows per block), longer rows to the CTA path. The
+// 16-byte vector kernels run when every pointer, stride and the row length allow it, the scalar
+// kernels otherwise.
+#pragma once
+
+#include <mllm_kernel/impl/norm.cuh>
+#include <mllm_kernel/tensor.hpp>
+#include <mllm_kernel/type.cuh>
+#include <mllm_kernel/utils.cuh>
+#include <mllm_kernel/utils.hpp>
+#include <mllm_kernel/vec.cuh>
+
+#include <dlpack/dlpack.h>
+#include <tvm/ffi/container/tensor.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace {
+
+using mllm_kernel::bf16_t;
+using mllm_kernel::fp16_t;
+using mllm_kernel::fp32_t;
+
+/// Largest row (elements) any norm here accepts: one block of 512 threads holds it in registers.
+constexpr std::int64_t kMaxHidden = 16384;
+
+/// A set of rows sharing one weight: row r lives at base + (r / heads) * s0 + (r % heads) * s1.
+template <typename T>
+struct RowSet {
+  T* out;
+  const T* in;
+  T* residual;
+  const T* weight;
+  std::int64_t rows;
+  std::int64_t heads;
+  std::int64_t in_s0, in_s1;
+  std::int64_t out_s0, out_s1;
+  std::int64_t res_s0;
+  int hidden;
+};
+
+/// Up to two row sets (q and k) normalised by one launch; rows of set 1 follow those of set 0.
+template <typename T>
+struct NormParams {
+  RowSet<T> set0;
+  RowSet<T> set1;
+  std::int64_t total_rows;
+  float eps;
+  bool pdl;  // launched with programmatic dependent launch: run the PDL instructions
+};
+
+/// The pointers of global row `r`; a row past the end gets hidden = 0 (no memory touched), so
+/// lanes that share shuffles with valid rows stay in step.
+template <typename T>
+__device__ __forceinline__ mllm_kernel::device::norm::Row<T> locate_row(const NormParams<T>& p, std::int64_t r) {
+  mllm_kernel::device::norm::Row<T> row{};
+  if (r >= p.total_rows) return row;
+  const bool first = r < p.set0.rows;
+  const RowSet<T>& s = first ? p.set0 : p.set1;
+  if (!first) r -= p.set0.rows;
+  const std::int64_t outer = s.heads == 1 ? r : r / s.heads;
+  const std::int64_t inner = s.heads == 1 ? 0 : r - outer * s.heads;
+  row.in = s.in + outer * s.in_s0 + inner * s.in_s1;
+  row.out = s.out + outer * s.out_s0 + inner * s.out_s1;
+  row.residual = s.residual + outer * s.res_s0;
+  row.weight = s.weight;
+  row.hidden = s.hidden;
+  return row;
+}
+
+/// Lane-group path: kWidth lanes per row, 128 / kWidth rows per block.
+template <typename T, int kVec, int kWidth, int kItems, bool kFusedAdd>
+__global__ void __launch_bounds__(mllm_kernel::host::norm::kGroupBlockThreads)
+    rmsnorm_group_kernel(const __grid_constant__ NormParams<T> p) {
+  using namespace mllm_kernel::device;
+  if (p.pdl) pdl_wait_primary();
+  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / kWidth) + threadIdx.x / kWidth;
+  norm::rms_group_row<T, kVec, kWidth, kItems, kFusedAdd>(locate_row(p, r), p.eps);
+  if (p.pdl) pdl_launch_dependents();
+}
+
+/// CTA path: one row per block of blockDim.x (a multiple of 32) threads.
+template <typename T, int kVec, int kItems, bool kFusedAdd>
+__global__ void __launch_bounds__(mllm_kernel::host::norm::kCtaMaxThreads) rmsnorm_cta_kernel(const __grid_constant__ NormParams<T> p) {
+  using namespace mllm_kernel::device;
+  __shared__ float scratch[cta::kScratchSize];
+  if (p.pdl) pdl_wait_primary();
+  norm::rms_cta_row<T, kVec, kItems, kFusedAdd>(locate_row(p, blockIdx.x), p.eps, scratch);
+  if (p.pdl) pdl_launch_dependents();
+}
+
+/// Picks the path and launches for one vector width.
+template <typename T, int kVec, bool kFusedAdd>
+void launch_width(const NormParams<T>& p, std::int64_t max_hidden, DLDevice device, bool enable_pdl) {
+  namespace hn = mllm_kernel::host::norm;
+  using mllm_kernel::host::LaunchKernel;
+  // Vectors per thread that fit the longest row in one block of kCtaMaxThreads.
+  constexpr int kLargeItems = static_cast<int>(kMaxHidden / hn::kCtaMaxThreads / kVec);
+  static_assert(kLargeItems >= hn::kCtaItemsSmall);
+  const hn::Plan plan = hn::plan(max_hidden / kVec, kLargeItems);
+  const std::int64_t blocks = mllm_kernel::host::div_ceil(p.total_rows, plan.rows_per_block());
+  mllm_kernel::host::RuntimeCheck(blocks <= 0x7fffffff, "too many rows: ", p.total_rows);
+  const dim3 grid(static_cast<unsigned>(blocks));
+  const dim3 block(static_cast<unsigned>(plan.block_threads()));
+  switch (plan.group_width) {
+    case 8:
+      LaunchKernel(grid, block, device).enable_pdl(enable_pdl)(rmsnorm_group_kernel<T, kVec, 8, 1, kFusedAdd>, p);
+      break;
+    case 16:
+      LaunchKernel(grid, block, device).enable_pdl(enable_pdl)(rmsnorm_group_kernel<T, kVec, 16, 1, kFusedAdd>, p);
+      break;
+    case 32:
+      LaunchKernel(grid, block, device)
+          .enable_pdl(enable_pdl)(rmsnorm_group_kernel<T, kVec, 32, hn::kGroupItems, kFusedAdd>, p);
+      break;
+    default:
+      if (plan.cta_items == hn::kCtaItemsSmall) {
+        LaunchKernel(grid, block, device)
+            .enable_pdl(enable_pdl)(rmsnorm_cta_kernel<T, kVec, hn::kCtaItemsSmall, kFusedAdd>, p);
+      } else {
+        LaunchKernel(grid, block, device)
+            .enable_pdl(enable_pdl)(rmsnorm_cta_kernel<T, kVec, kLargeItems, kFusedAdd>, p);
+      }
+  }
+}
+
+/// Whether the 16-byte kernels can serve every row of `s`.
+template <typename T>
+void check_set(mllm_kernel::host::VectorizeCheck& check, const RowSet<T>& s, bool fused) {
+  const std::int64_t outer = s.heads == 0 ? 0 : s.rows / s.heads;
+  check.pointer(s.in).pointer(s.out).pointer(s.weight).length(s.hidden);
+  check.stride(s.in_s0, outer).stride(s.in_s1, s.heads).stride(s.out_s0, outer).stride(s.out_s1, s.heads);
+  if (fused) check.pointer(s.residual).stride(s.res_s0, outer);
+}
+
+/// Launches the 16-byte kernels when possible, the scalar ones otherwise.
+template <typename T, bool kFusedAdd>
+void launch(NormParams<T> p, DLDevice device, bool enable_pdl) {
+  p.pdl = enable_pdl;
+  constexpr int kVec = mllm_kernel::device::kVecElems<T>;
+  mllm_kernel::host::VectorizeCheck check(kVec, sizeof(T));
+  check_set(check, p.set0, kFusedAdd);
+  std::int64_t max_hidden = p.set0.hidden;
+  if (p.set1.rows > 0) {
+    check_set(check, p.set1, kFusedAdd);
+    max_hidden = std::max<std::int64_t>(max_hidden, p.set1.hidden);
+  }
+  if (check.ok()) {
+    launch_width<T, kVec, kFusedAdd>(p, max_hidden, device, enable_pdl);
+  } else {
+    launch_width<T, 1, kFusedAdd>(p, max_hidden, device, enable_pdl);
+  }
+}
+
+void check_eps(double eps) {
+  mllm_kernel::host::RuntimeCheck(std::isfinite(eps) && eps >= 0.0, "eps must be finite and >= 0, got ", eps);
+}
+
+void check_hidden(std::int64_t hidden, const char* what) {
+  mllm_kernel::host::RuntimeCheck(hidden <= kMaxHidden, what, " must be at most ", kMaxHidden, ", got ", hidden);
+}
+
+/// out[N, D] = rmsnorm(input[N, D]) * weight[D]. input and out may have any row stride
+/// (unit stride within a row).
+template <typename T>
+void rmsnorm(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::ffi::TensorView weight, double eps,
+             bool enable_pdl) {
+  using namespace mllm_kernel::host;
+  SymbolicSize N{"num_tokens"}, D{"hidden"}, in_stride{"input_row_stride"}, out_stride{"out_row_stride"};
+  SymbolicDType dtype;
+  SymbolicDevice device;
+  (void)TensorMatcher({N, D})  //
+      .with_strides({in_stride, 1})
+      .with_device<kDLCUDA>(device)
+      .with_dtype<T>(dtype)
+      .verify(input, "input");
+  (void)TensorMatcher({N, D})  //
+      .with_strides({out_stride, 1})
+      .with_dtype(dtype)
+      .with_device(device)
+      .verify(out, "out");
+  (void)TensorMatcher({D}).with_dtype(dtype).with_device(device).verify(weight, "weight");
+  RuntimeCheck(N.unwrap() > 0 && D.unwrap() > 0, "input must not be empty, got shape [", N.unwrap(), ", ",
+               D.unwrap(), "]");
+  check_hidden(D.unwrap(), "hidden");
+  check_eps(eps);
+  NormParams<T> p{};
+  p.set0 = RowSet<T>{static_cast<T*>(out.data_ptr()),
+                     static_cast<const T*>(input.data_ptr()),
+                     nullptr,
+                     static_cast<const T*>(weight.data_ptr()),
+                     N.unwrap(),
+                     1,
+                     in_stride.unwrap(),
+                     0,
+                     out_stride.unwrap(),
+                     0,
+                     0,
+                     static_cast<int>(D.unwrap())};
+  p.total_rows = N.unwrap();
+  p.eps = static_cast<float>(eps);
+  launch<T, false>(p, device.unwrap(), enable_pdl);
+}
+
+/// residual = input + residual; input = rmsnorm(residual) * weight, both [N, D], in place.
+template <typename T>
+void fused_add_rmsnorm(tvm::ffi::TensorView input, tvm::ffi::TensorView residual, tvm::ffi::TensorView weight,
+                       double eps, bool enable_pdl) {
+  using namespace mllm_kernel::host;
+  SymbolicSize N{"num_tokens"}, D{"hidden"}, in_stride{"input_row_stride"}, res_stride{"residual_row_stride"};
+  SymbolicDType dtype;
+  SymbolicDevice device;
+  (void)TensorMatcher({N, D})  //
+      .with_strides({in_stride, 1})
+      .with_device<kDLCUDA>(device)
+      .with_dtype<T>(dtype)
+      .verify(input, "input");
+  (void)TensorMatcher({N, D})  //
+      .with_strides({res_stride, 1})
+      .with_dtype(dtype)
+      .with_device(device)
+      .verify(residual, "residual");
+  (void)TensorMatcher({D}).with_dtype(dtype).with_device(device).verify(weight, "weight");
+  RuntimeCheck(N.unwrap() > 0 && D.unwrap() > 0, "input must not be empty, got shape [", N.unwrap(), ", ",
+               D.unwrap(), "]");
+  check_hidden(D.unwrap(), "hidden");
+  check_eps(eps);
+  RuntimeCheck(N.unwrap() == 1 || in_stride.unwrap() != 0, "input: row stride must not be 0 (written in place)");
+  RuntimeCheck(N.unwrap() == 1 || res_stride.unwrap() != 0, "residual: row stride must not be 0 (written in place)");
+  T* in_ptr = static_cast<T*>(input.data_ptr());
+  NormParams<T> p{};
+  p.set0 = RowSet<T>{in_ptr,
+                     in_ptr,
+                     static_cast<T*>(residual.data_ptr()),
+                     static_cast<const T*>(weight.data_ptr()),
+                     N.unwrap(),
+                     1,
+                     in_stride.unwrap(),
+                     0,
+                     in_stride.unwrap(),
+                     0,
+                     res_stride.unwrap(),
+                     static_cast<int>(D.unwrap())};
+  p.total_rows = N.unwrap();
+  p.eps = static_cast<float>(eps);
+  launch<T, true>(p, device.unwrap(), enable_pdl);
+}
+
+/// An in-place row set over a [T, H, D] tensor view.
+template <typename T>
+RowSet<T> head_rows(tvm::ffi::TensorView x, tvm::ffi::TensorView weight, std::int64_t tokens, std::int64_t heads,
+                    std::int64_t s0, std::int64_t s1, std::int64_t hidden) {
+  T* ptr = static_cast<T*>(x.data_ptr());
+  return RowSet<T>{ptr, ptr, nullptr, static_cast<const T*>(weight.data_ptr()), tokens * heads, heads, s0, s1, s0, s1,
+                   0, static_cast<int>(hidden)};
+}
+
+/// Per-head RMSNorm over head_dim of q[T, Hq, D] and k[T, Hk, D], in place, one launch.
+template <typename T>
+void qknorm(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::TensorView q_weight,
+            tvm::ffi::TensorView k_weight, double eps, bool enable_pdl) {
+  using namespace mllm_kernel::host;
+  SymbolicSize N{"num_tokens"}, Hq{"num_q_heads"}, Hk{"num_k_heads"}, D{"head_dim"};
+  SymbolicSize q_s0{"q_token_stride"}, q_s1{"q_head_stride"}, k_s0{"k_token_stride"}, k_s1{"k_head_stride"};
+  SymbolicDType dtype;
+  SymbolicDevice device;
+  (void)TensorMatcher({N, Hq, D})  //
+      .with_strides({q_s0, q_s1, 1})
+      .with_device<kDLCUDA>(device)
+      .with_dtype<T>(dtype)
+      .verify(q, "q");
+  (void)TensorMatcher({N, Hk, D})  //
+      .with_strides({k_s0, k_s1, 1})
+      .with_dtype(dtype)
+      .with_device(device)
+      .verify(k, "k");
+  (void)TensorMatcher({D}).with_dtype(dtype).with_device(device).verify(q_weight, "q_weight");
+  (void)TensorMatcher({D}).with_dtype(dtype).with_device(device).verify(k_weight, "k_weight");
+  RuntimeCheck(N.unwrap() > 0 && Hq.unwrap() > 0 && Hk.unwrap() > 0 && D.unwrap() > 0,
+               "q and k must not be empty, got q [", N.unwrap(), ", ", Hq.unwrap(), ", ", D.unwrap(), "] and k [",
+               N.unwrap(), ", ", Hk.unwrap(), ", ", D.unwrap(), "]");
+  check_hidden(D.unwrap(), "head_dim");
+  check_eps(eps);
+  NormParams<T> p{};
+  p.set0 = head_rows<T>(q, q_weight, N.unwrap(), Hq.unwrap(), q_s0.unwrap(), q_s1.unwrap(), D.unwrap());
+  p.set1 = head_rows<T>(k, k_weight, N.unwrap(), Hk.unwrap(), k_s0.unwrap(), k_s1.unwrap(), D.unwrap());
+  p.total_rows = p.set0.rows + p.set1.rows;
+  p.eps = static_cast<float>(eps);
+  launch<T, false>(p, device.unwrap(), enable_pdl);
+}
+
+/// Per-token RMSNorm over all heads of q[T, Hq, D] (weight [Hq * D]) and of k[T, Hk, D]
+/// (weight [Hk * D]), in place, one launch. Heads must be packed within a token (head stride
+/// == head_dim); the token stride is free.
+template <typename T>
+void qknorm_across_heads(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::TensorView q_weight,
+                         tvm::ffi::TensorView k_weight, double eps, bool enable_pdl) {
+  using namespace mllm_kernel::host;
+  SymbolicSize N{"num_tokens"}, Hq{"num_q_heads"}, Hk{"num_k_heads"}, D{"head_dim"};
+  SymbolicSize q_s0{"q_token_stride"}, k_s0{"k_token_stride"};
+  SymbolicDType dtype;
+  SymbolicDevice device;
+  (void)TensorMatcher({N, Hq, D})  //
+      .with_strides({q_s0, D, 1})
+      .with_device<kDLCUDA>(device)
+      .with_dtype<T>(dtype)
+      .verify(q, "q");
+  (void)TensorMatcher({N, Hk, D})  //
+      .with_strides({k_s0, D, 1})
+      .with_dtype(dtype)
+      .with_device(device)
+      .verify(k, "k");
+  SymbolicSize q_hidden{"num_q_heads * head_dim"}, k_hidden{"num_k_heads * head_dim"};
+  q_hidden.bind(Hq.unwrap() * D.unwrap(), "q");
+  k_hidden.bind(Hk.unwrap() * D.unwrap(), "k");
+  (void)TensorMatcher({q_hidden}).with_dtype(dtype).with_device(device).verify(q_weight, "q_weight");
+  (void)TensorMatcher({k_hidden}).with_dtype(dtype).with_device(device).verify(k_weight, "k_weight");
+  RuntimeCheck(N.unwrap() > 0 && Hq.unwrap() > 0 && Hk.unwrap() > 0 && D.unwrap() > 0,
+               "q and k must not be empty, got q [", N.unwrap(), ", ", Hq.unwrap(), ", ", D.unwrap(), "] and k [",
+               N.unwrap(), ", ", Hk.unwrap(), ", ", D.unwrap(), "]");
+  check_hidden(q_hidden.unwrap(), "num_q_heads * head_dim");
+  check_hidden(k_hidden.unwrap(), "num_k_heads * head_dim");
+  check_eps(eps);
+  NormParams<T> p{};
+  p.set0 = head_rows<T>(q, q_weight, N.unwrap(), 1, q_s0.unwrap(), 0, q_hidden.unwrap());
+  p.set1 = head_rows<T>(k, k_weight, N.unwrap(), 1, k_s0.unwrap(), 0, k_hidden.unwrap());
+  p.total_rows = p.set0.rows + p.set1.rows;
+  p.eps = static_cast<float>(eps);
+  launch<T, false>(p, device.unwrap(), enable_pdl);
+}
+
+}  // namespace

@@ -1,0 +1,52 @@
+"""Helpers shared by the CUDA wrappers: dtype dispatch and flattening leading dimensions."""
+
+from __future__ import annotations
+
+from typing import Callable, TypeVar
+
+import torch
+
+K = TypeVar("K")
+
+#: The element types the LLM kernels are built for, in the order messages list them.
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def dtype_names(dtypes=FLOAT_DTYPES) -> str:
+    return ", ".join(str(d).removeprefix("torch.") for d in dtypes)
+
+
+def per_dtype(factory: Callable[[torch.dtype], K]) -> dict[torch.dtype, K]:
+    """One kernel object per supported dtype (modules compile lazily, on first call)."""
+    return {d: factory(d) for d in FLOAT_DTYPES}
+
+
+def pick(kernels: dict[torch.dtype, K], op: str, name: str, tensor: object) -> K:
+    """The kernel for ``tensor``'s dtype, or a ValueError worded like the C++ checks."""
+    if not isinstance(tensor, torch.Tensor):
+        raise ValueError(f"{op}: {name}: expected a torch.Tensor, got {type(tensor).__name__}")
+    kernel = kernels.get(tensor.dtype)
+    if kernel is None:
+        raise ValueError(
+            f"{op}: {name}: dtype must be one of {dtype_names()}, got {str(tensor.dtype).removeprefix('torch.')}"
+        )
+    return kernel
+
+
+def rows_view(tensor: torch.Tensor, op: str, name: str) -> torch.Tensor:
+    """``tensor`` as [rows, last_dim] without copying: leading dims are flattened (a 1-D tensor
+    becomes one row). Raises ValueError when the leading dims cannot be merged into one stride
+    (copying silently would hide a slow path and, for outputs, lose the writes)."""
+    if tensor.dim() == 0:
+        raise ValueError(f"{op}: {name}: must have at least 1 dim, got a 0-dim tensor")
+    if tensor.dim() == 1:
+        return tensor.unsqueeze(0)
+    if tensor.dim() == 2:
+        return tensor
+    try:
+        return tensor.view(-1, tensor.shape[-1])
+    except RuntimeError:
+        raise ValueError(
+            f"{op}: {name}: leading dims of shape {list(tensor.shape)} with strides {list(tensor.stride())} "
+            "cannot be flattened without a copy"
+        ) from None

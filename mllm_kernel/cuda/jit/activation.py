@@ -1,0 +1,67 @@
+"""CUDA gated activations: ``silu_and_mul`` and ``gelu_and_mul``.
+
+``input`` is [..., 2d]; the result is [..., d] = act(input[..., :d]) * input[..., d:], computed
+in fp32 and rounded once. One compiled module per dtype (float32, float16, bfloat16) holds all
+variants (``mllm_kernel/cuda/csrc/activation.cuh``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mllm_kernel.cuda.jit._common import per_dtype, pick, rows_view
+from mllm_kernel.jit_utils import jit, make_cpp_args
+
+_OPS = ("silu_and_mul", "gelu_and_mul")
+_GELU_APPROXIMATIONS = ("none", "tanh")
+
+
+def _make_kernel(dtype: torch.dtype):
+    args = make_cpp_args(dtype)
+
+    @jit(
+        args=args,
+        device="cuda",
+        cuda_files=["activation.cuh"],
+        cuda_wrappers=[(op, f"{op}<{args}>") for op in _OPS],
+        func_name="activation",
+    )
+    def _kernel(compiled_module):
+        return compiled_module
+
+    return _kernel
+
+
+_KERNELS = per_dtype(_make_kernel)
+
+
+def _run(op: str, input: torch.Tensor, out: torch.Tensor | None, *flags: bool) -> torch.Tensor:
+    module = pick(_KERNELS, op, "input", input)()
+    x = rows_view(input, op, "input")
+    if out is None:
+        if input.shape[-1] % 2 != 0:
+            raise ValueError(f"{op}: input: last dim must be even (gate and up halves), got {input.shape[-1]}")
+        out = torch.empty((*input.shape[:-1], input.shape[-1] // 2), dtype=input.dtype, device=input.device)
+    y = rows_view(out, op, "out")
+    getattr(module, op)(y, x, *flags)
+    return out
+
+
+def silu_and_mul(input: torch.Tensor, out: torch.Tensor | None = None, *, enable_pdl: bool = False) -> torch.Tensor:
+    """``silu(input[..., :d]) * input[..., d:]`` for ``input`` of shape [..., 2d] (rows may be
+    strided). ``out`` ([..., d], same dtype; allocated when None) is returned."""
+    return _run("silu_and_mul", input, out, bool(enable_pdl))
+
+
+def gelu_and_mul(
+    input: torch.Tensor,
+    approximate: str = "none",
+    out: torch.Tensor | None = None,
+    *,
+    enable_pdl: bool = False,
+) -> torch.Tensor:
+    """``gelu(input[..., :d], approximate) * input[..., d:]``; ``approximate`` is "none" (erf,
+    like ``torch.nn.functional.gelu``) or "tanh". ``out`` ([..., d]) is returned."""
+    if approximate not in _GELU_APPROXIMATIONS:
+        raise ValueError(f"gelu_and_mul: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _run("gelu_and_mul", input, out, approximate == "tanh", bool(enable_pdl))

@@ -1,0 +1,121 @@
+"""CUDA RMSNorm family: ``rmsnorm``, ``fused_add_rmsnorm``, ``qknorm``, ``qknorm_across_heads``.
+
+One compiled module per dtype (float32, float16, bfloat16) holds all four ops
+(``mllm_kernel/cuda/csrc/norm.cuh``). Every argument is checked in C++; errors are ValueErrors
+that start with the op name and name the tensor, e.g.
+``"rmsnorm: weight: dim 0 (hidden) must be 4096 as bound by input, got 4095"``.
+``enable_pdl=True`` launches with programmatic dependent launch on sm_90+ (ignored below).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mllm_kernel.cuda.jit._common import per_dtype, pick, rows_view
+from mllm_kernel.jit_utils import jit, make_cpp_args
+
+_OPS = ("rmsnorm", "fused_add_rmsnorm", "qknorm", "qknorm_across_heads")
+
+
+def _make_kernel(dtype: torch.dtype):
+    args = make_cpp_args(dtype)
+
+    @jit(
+        args=args,
+        device="cuda",
+        cuda_files=["norm.cuh"],
+        cuda_wrappers=[(op, f"{op}<{args}>") for op in _OPS],
+        func_name="norm",
+    )
+    def _kernel(compiled_module):
+        return compiled_module
+
+    return _kernel
+
+
+_KERNELS = per_dtype(_make_kernel)
+
+
+def _module(op: str, name: str, tensor: torch.Tensor):
+    return pick(_KERNELS, op, name, tensor)()
+
+
+def rmsnorm(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float = 1e-6,
+    out: torch.Tensor | None = None,
+    *,
+    enable_pdl: bool = False,
+) -> torch.Tensor:
+    """``input * rsqrt(mean(input^2, -1) + eps) * weight`` over the last dim (fp32 inside).
+
+    ``input`` is [..., hidden] (1 <= hidden <= 16384) on CUDA in float32/float16/bfloat16; its
+    leading dims are flattened without a copy, and rows may be strided (e.g. a slice of a fused
+    QKV output). ``weight`` is [hidden], same dtype. ``out`` (same shape and dtype; allocated
+    when None) receives the result and is returned.
+    """
+    module = _module("rmsnorm", "input", input)
+    x = rows_view(input, "rmsnorm", "input")
+    if out is None:
+        out = torch.empty(input.shape, dtype=input.dtype, device=input.device)
+    y = rows_view(out, "rmsnorm", "out")
+    module.rmsnorm(y, x, weight, float(eps), bool(enable_pdl))
+    return out
+
+
+def fused_add_rmsnorm(
+    input: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float = 1e-6,
+    *,
+    enable_pdl: bool = False,
+) -> None:
+    """In place: ``residual <- input + residual`` (summed in fp32, stored in the dtype), then
+    ``input <- rmsnorm(residual) * weight`` computed from the stored (rounded) residual.
+
+    ``input`` and ``residual`` are [..., hidden] of one dtype (rows may be strided); ``weight``
+    is [hidden].
+    """
+    module = _module("fused_add_rmsnorm", "input", input)
+    x = rows_view(input, "fused_add_rmsnorm", "input")
+    r = rows_view(residual, "fused_add_rmsnorm", "residual") if isinstance(residual, torch.Tensor) else residual
+    module.fused_add_rmsnorm(x, r, weight, float(eps), bool(enable_pdl))
+
+
+def qknorm(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_weight: torch.Tensor,
+    k_weight: torch.Tensor,
+    eps: float = 1e-6,
+    *,
+    enable_pdl: bool = False,
+) -> None:
+    """In place, per head: ``q[t, h] <- rmsnorm(q[t, h]) * q_weight`` and likewise for k.
+
+    ``q`` is [tokens, q_heads, head_dim], ``k`` is [tokens, k_heads, head_dim] (any token and
+    head strides, unit stride in head_dim: slices of a fused QKV output work); the weights are
+    [head_dim]. Both are normalised by one launch.
+    """
+    module = _module("qknorm", "q", q)
+    module.qknorm(q, k, q_weight, k_weight, float(eps), bool(enable_pdl))
+
+
+def qknorm_across_heads(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_weight: torch.Tensor,
+    k_weight: torch.Tensor,
+    eps: float = 1e-6,
+    *,
+    enable_pdl: bool = False,
+) -> None:
+    """In place, per token over all heads together: ``q[t] <- rmsnorm(q[t].flatten()) *
+    q_weight`` (q_weight is [q_heads * head_dim]) and likewise for k.
+
+    Heads must be packed within a token (head stride == head_dim); the token stride is free.
+    """
+    module = _module("qknorm_across_heads", "q", q)
+    module.qknorm_across_heads(q, k, q_weight, k_weight, float(eps), bool(enable_pdl))

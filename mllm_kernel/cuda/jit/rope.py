@@ -1,0 +1,54 @@
+"""CUDA rotary position embedding: ``apply_rope`` (in place on q and k).
+
+One compiled module per dtype of q/k (float32, float16, bfloat16); see
+``mllm_kernel/cuda/csrc/rope.cuh`` for the layouts and the out-of-range position behaviour.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mllm_kernel.cuda.jit._common import per_dtype, pick
+from mllm_kernel.jit_utils import jit, make_cpp_args
+
+
+def _make_kernel(dtype: torch.dtype):
+    args = make_cpp_args(dtype)
+
+    @jit(
+        args=args,
+        device="cuda",
+        cuda_files=["rope.cuh"],
+        cuda_wrappers=[("apply_rope", f"apply_rope<{args}>")],
+        func_name="rope",
+    )
+    def _kernel(compiled_module):
+        return compiled_module
+
+    return _kernel
+
+
+_KERNELS = per_dtype(_make_kernel)
+
+
+def apply_rope(
+    positions: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool = True,
+    *,
+    enable_pdl: bool = False,
+) -> None:
+    """Rotates the first ``rotary_dim`` features of every head of ``q`` [T, Hq, D] and ``k``
+    [T, Hk, D] in place (any token/head strides, unit feature stride).
+
+    ``positions`` is [T] int32/int64; ``cos_sin_cache`` is [max_position, rotary_dim] float32,
+    ``cat(cos, sin, dim=-1)``, with rotary_dim even and <= D. ``is_neox`` selects the NeoX
+    layout (pairs ``(i, i + rotary_dim/2)``) or GPT-J (interleaved pairs ``(2i, 2i+1)``).
+
+    A position outside ``[0, max_position)`` never indexes the cache: that token's rotary
+    features of q and k become NaN (checking on the host would need a device sync).
+    """
+    module = pick(_KERNELS, "apply_rope", "q", q)()
+    module.apply_rope(positions, q, k, cos_sin_cache, bool(is_neox), bool(enable_pdl))
