@@ -8,7 +8,8 @@ kernels and document their arguments; this module only picks one. In eager mode 
 kernel directly (no custom-op dispatch); while ``torch.compile`` traces, it calls the same op
 through ``torch.ops.mllm_kernel`` (see ``custom_ops``), so compiled graphs have no breaks. Ops
 without a kernel for a device raise NotImplementedError saying so; inputs that require grad are
-refused (the kernels have no backward).
+refused (the kernels have no backward). NumPy, CuPy and JAX arrays are accepted through DLPack
+and results come back in the caller's framework (see ``interop``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from mllm_kernel import custom_ops  # noqa: F401  (registers torch.ops.mllm_kernel.*)
+from mllm_kernel.interop import accepts_dlpack_arrays
 from mllm_kernel.ops_dispatch import kernel_for, reject_grad
 
 _compiling = torch.compiler.is_compiling
@@ -30,6 +32,7 @@ def _into(out: torch.Tensor | None, result: torch.Tensor) -> torch.Tensor:
     return out
 
 
+@accepts_dlpack_arrays()
 def rmsnorm(input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: torch.Tensor | None = None):
     """RMSNorm over the last dimension: ``input * rsqrt(mean(input^2) + eps) * weight``."""
     if _compiling():
@@ -38,6 +41,7 @@ def rmsnorm(input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: t
     return kernel_for("rmsnorm", input)(input, weight, eps, out=out)
 
 
+@accepts_dlpack_arrays(("input", "residual"))
 def fused_add_rmsnorm(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> None:
     """In place: ``residual += input``; ``input = rmsnorm(residual) * weight``."""
     if _compiling():
@@ -46,6 +50,7 @@ def fused_add_rmsnorm(input: torch.Tensor, residual: torch.Tensor, weight: torch
     return kernel_for("fused_add_rmsnorm", input)(input, residual, weight, eps)
 
 
+@accepts_dlpack_arrays(("q", "k"))
 def qknorm(q: torch.Tensor, k: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor,
            eps: float = 1e-6) -> None:
     """In place RMSNorm of every head of q [T, Hq, D] and k [T, Hk, D] over head_dim."""
@@ -55,6 +60,7 @@ def qknorm(q: torch.Tensor, k: torch.Tensor, q_weight: torch.Tensor, k_weight: t
     return kernel_for("qknorm", q)(q, k, q_weight, k_weight, eps)
 
 
+@accepts_dlpack_arrays(("q", "k"))
 def qknorm_across_heads(q: torch.Tensor, k: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor,
                         eps: float = 1e-6) -> None:
     """In place RMSNorm of each token of q and k over all its heads together (weights of size H*D)."""
@@ -64,6 +70,7 @@ def qknorm_across_heads(q: torch.Tensor, k: torch.Tensor, q_weight: torch.Tensor
     return kernel_for("qknorm_across_heads", q)(q, k, q_weight, k_weight, eps)
 
 
+@accepts_dlpack_arrays()
 def silu_and_mul(input: torch.Tensor, out: torch.Tensor | None = None):
     """``silu(x[..., :d]) * x[..., d:]`` for input [..., 2d]."""
     if _compiling():
@@ -72,6 +79,7 @@ def silu_and_mul(input: torch.Tensor, out: torch.Tensor | None = None):
     return kernel_for("silu_and_mul", input)(input, out=out)
 
 
+@accepts_dlpack_arrays()
 def gelu_and_mul(input: torch.Tensor, approximate: str = "none", out: torch.Tensor | None = None):
     """``gelu(x[..., :d], approximate) * x[..., d:]`` for input [..., 2d]."""
     if _compiling():
@@ -80,6 +88,7 @@ def gelu_and_mul(input: torch.Tensor, approximate: str = "none", out: torch.Tens
     return kernel_for("gelu_and_mul", input)(input, approximate=approximate, out=out)
 
 
+@accepts_dlpack_arrays(("q", "k"))
 def apply_rope(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin_cache: torch.Tensor,
                is_neox: bool = True) -> None:
     """In place rotary embedding of q [T, Hq, D] and k [T, Hk, D] (NeoX or GPT-J layout, partial rotary)."""
@@ -89,6 +98,7 @@ def apply_rope(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_si
     return kernel_for("apply_rope", q)(positions, q, k, cos_sin_cache, is_neox=is_neox)
 
 
+@accepts_dlpack_arrays()
 def softmax(input: torch.Tensor, dim: int = -1, out: torch.Tensor | None = None):
     """Softmax over the last dimension."""
     if _compiling():
@@ -97,6 +107,7 @@ def softmax(input: torch.Tensor, dim: int = -1, out: torch.Tensor | None = None)
     return kernel_for("softmax", input)(input, dim=dim, out=out)
 
 
+@accepts_dlpack_arrays()
 def per_tensor_quant_fp8(input: torch.Tensor, scale: torch.Tensor | None = None):
     """FP8 (e4m3) quantization with one scale: dynamic (from the absolute maximum) or given."""
     if _compiling():
@@ -105,6 +116,7 @@ def per_tensor_quant_fp8(input: torch.Tensor, scale: torch.Tensor | None = None)
     return kernel_for("per_tensor_quant_fp8", input)(input, scale=scale)
 
 
+@accepts_dlpack_arrays()
 def per_token_quant_fp8(input: torch.Tensor):
     """FP8 (e4m3) quantization with one scale per row; returns (output, scales [T, 1])."""
     if _compiling():
@@ -113,6 +125,7 @@ def per_token_quant_fp8(input: torch.Tensor):
     return kernel_for("per_token_quant_fp8", input)(input)
 
 
+@accepts_dlpack_arrays()
 def per_token_quant_int8(input: torch.Tensor):
     """INT8 quantization with one scale per row; returns (output, scales [T, 1])."""
     if _compiling():
@@ -121,6 +134,7 @@ def per_token_quant_int8(input: torch.Tensor):
     return kernel_for("per_token_quant_int8", input)(input)
 
 
+@accepts_dlpack_arrays()
 def per_token_group_quant_fp8(input: torch.Tensor, group_size: int = 128, eps: float = 1e-10,
                               column_major_scales: bool = False, scale_ue8m0: bool = False):
     """FP8 (e4m3) quantization with one scale per group of ``group_size`` features of a row."""
@@ -132,6 +146,7 @@ def per_token_group_quant_fp8(input: torch.Tensor, group_size: int = 128, eps: f
                                                           scale_ue8m0=scale_ue8m0)
 
 
+@accepts_dlpack_arrays()
 def per_token_group_quant_int8(input: torch.Tensor, group_size: int = 128, eps: float = 1e-10):
     """INT8 quantization with one scale per group of ``group_size`` features of a row."""
     if _compiling():
@@ -140,6 +155,7 @@ def per_token_group_quant_int8(input: torch.Tensor, group_size: int = 128, eps: 
     return kernel_for("per_token_group_quant_int8", input)(input, group_size=group_size, eps=eps)
 
 
+@accepts_dlpack_arrays(("k_cache", "v_cache"))
 def store_kv_cache(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                    slot_mapping: torch.Tensor) -> None:
     """Scatter k, v [T, H, D] into the caches [num_slots, H, D] at slot_mapping [T] (negative: skip)."""
