@@ -1,15 +1,14 @@
 """Calling the ops with arrays of other frameworks (NumPy, CuPy, JAX) through DLPack.
 
-``accepts_dlpack_arrays`` wraps an op of ``mllm_kernel.ops``: torch tensors go straight through
-(one isinstance check); an array of another framework is viewed as a torch tensor without a
-copy (``torch.from_dlpack``), the op runs, and tensors it returns come back as arrays of the
-caller's framework. In-place ops write into NumPy and CuPy arrays' memory; JAX arrays are
+Each op of ``mllm_kernel.ops`` checks that its first argument is a torch tensor (one isinstance
+check on the hot path) and otherwise hands over to ``call_with_arrays``: arrays of another
+framework are viewed as torch tensors without a copy (``torch.from_dlpack``), the op runs, and
+tensors it returns come back as arrays of the caller's framework. In-place ops write into NumPy and CuPy arrays' memory; JAX arrays are
 immutable, so in-place ops refuse them.
 """
 
 from __future__ import annotations
 
-import functools
 import importlib
 from typing import Any, Callable
 
@@ -43,27 +42,21 @@ def _from_torch(value: Any, framework: str) -> Any:
                         f"({error}); call the op with torch tensors instead") from None
 
 
-def accepts_dlpack_arrays(mutates: tuple[str, ...] = ()) -> Callable[[Callable], Callable]:
-    """Lets ``op`` take NumPy/CuPy/JAX arrays and return the same framework's arrays.
-    ``mutates`` names the arguments an in-place op writes (refused for JAX arrays)."""
-
-    def decorate(op: Callable) -> Callable:
-        @functools.wraps(op)
-        def wrapper(*args, **kwargs):
-            if isinstance(args[0] if args else None, torch.Tensor):
-                return op(*args, **kwargs)
-            frameworks = {f for f in map(_framework, (*args, *kwargs.values())) if f}
-            if not frameworks:
-                return op(*args, **kwargs)
-            if len(frameworks) > 1:
-                raise TypeError(f"{op.__name__}: arrays of several frameworks in one call: {sorted(frameworks)}")
-            framework = frameworks.pop()
-            if framework == "jax" and mutates:
-                raise TypeError(f"{op.__name__}: writes {', '.join(mutates)} in place, and JAX arrays are "
-                                "immutable; pass torch tensors (or NumPy/CuPy arrays)")
-            result = op(*map(_to_torch, args), **{k: _to_torch(v) for k, v in kwargs.items()})
-            return _from_torch(result, framework)
-
-        return wrapper
-
-    return decorate
+def call_with_arrays(op: Callable, mutates: tuple[str, ...], **arguments: Any) -> Any:
+    """Calls ``op`` (an op of ``mllm_kernel.ops`` whose first argument was not a torch tensor)
+    with every NumPy/CuPy/JAX array viewed as a torch tensor, and returns its results as arrays
+    of the caller's framework. ``mutates`` names the arguments an in-place op writes (refused for
+    JAX arrays). Anything that is neither a tensor nor a DLPack array is a TypeError."""
+    frameworks = {f for f in map(_framework, arguments.values()) if f}
+    if not frameworks:
+        first = next(iter(arguments.values()), None)
+        raise TypeError(f"{op.__name__}: expected a torch.Tensor or a DLPack array (NumPy, CuPy, JAX), "
+                        f"got {type(first).__name__}")
+    if len(frameworks) > 1:
+        raise TypeError(f"{op.__name__}: arrays of several frameworks in one call: {sorted(frameworks)}")
+    framework = frameworks.pop()
+    if framework == "jax" and mutates:
+        raise TypeError(f"{op.__name__}: writes {', '.join(mutates)} in place, and JAX arrays are "
+                        "immutable; pass torch tensors (or NumPy/CuPy arrays)")
+    result = op(**{name: _to_torch(value) for name, value in arguments.items()})
+    return _from_torch(result, framework)

@@ -26,7 +26,7 @@ def test_cpu_dispatch_runs_the_cpu_kernel():
 def test_unsupported_device_and_argument_types():
     with pytest.raises(ValueError, match=r"rmsnorm: no kernels for device meta"):
         ops.rmsnorm(torch.empty(2, 4, device="meta"), torch.empty(4, device="meta"))
-    with pytest.raises(TypeError, match=r"silu_and_mul: expected a torch.Tensor, got list"):
+    with pytest.raises(TypeError, match=r"silu_and_mul: expected a torch.Tensor or a DLPack array \(NumPy, CuPy, JAX\), got list"):
         ops.silu_and_mul([1.0, 2.0])
 
 
