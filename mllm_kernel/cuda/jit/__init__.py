@@ -2,7 +2,15 @@
 
 from mllm_kernel.cuda.jit.activation import gelu_and_mul, silu_and_mul
 from mllm_kernel.cuda.jit.add_constant import add_constant
+from mllm_kernel.cuda.jit.kv_cache import store_kv_cache
 from mllm_kernel.cuda.jit.norm import fused_add_rmsnorm, qknorm, qknorm_across_heads, rmsnorm
+from mllm_kernel.cuda.jit.quant import (
+    per_tensor_quant_fp8,
+    per_token_group_quant_fp8,
+    per_token_group_quant_int8,
+    per_token_quant_fp8,
+    per_token_quant_int8,
+)
 from mllm_kernel.cuda.jit.rope import apply_rope
 
 __all__ = [
@@ -10,8 +18,14 @@ __all__ = [
     "apply_rope",
     "fused_add_rmsnorm",
     "gelu_and_mul",
+    "per_tensor_quant_fp8",
+    "per_token_group_quant_fp8",
+    "per_token_group_quant_int8",
+    "per_token_quant_fp8",
+    "per_token_quant_int8",
     "qknorm",
     "qknorm_across_heads",
     "rmsnorm",
     "silu_and_mul",
+    "store_kv_cache",
 ]

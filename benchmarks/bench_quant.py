@@ -1,0 +1,114 @@
+"""FP8/INT8 activation quantization: mllm_kernel vs eager vs torch.compile of the same formula
+(bf16 input, hidden 4096).
+
+Bytes counted: the input read once and the output written once (3 bytes per element for bf16
+to fp8/int8) plus the scales; the dynamic per-tensor op reads its input twice (an amax pass and
+a quantization pass), which the count leaves out, as it does for the references.
+"""
+
+from __future__ import annotations
+
+import torch
+
+import harness
+
+HIDDEN = 4096
+DTYPE = torch.bfloat16
+FP8 = torch.float8_e4m3fn
+GROUP = 128
+
+
+def _div(a, b: float):
+    return a / torch.full_like(a, b)
+
+
+def ref_per_tensor_dynamic(x):
+    xf = x.float()
+    scale = _div(xf.abs().amax(), 448.0)
+    return (xf / scale).clamp(-448.0, 448.0).to(FP8), scale.reshape(1)
+
+
+def ref_per_tensor_static(x, scale):
+    return (x.float() / scale).clamp(-448.0, 448.0).to(FP8)
+
+
+def ref_per_token_fp8(x):
+    xf = x.float()
+    scale = _div(xf.abs().amax(-1, keepdim=True), 448.0)
+    return (xf / scale).clamp(-448.0, 448.0).to(FP8), scale
+
+
+def ref_group_fp8(x):
+    t, h = x.shape
+    xf = x.float().view(t, h // GROUP, GROUP)
+    scale = _div(xf.abs().amax(-1, keepdim=True).clamp_min(1e-10), 448.0)
+    q = (xf / scale).clamp(-448.0, 448.0).to(FP8)
+    return q.view(t, h), scale.view(t, h // GROUP)
+
+
+def ref_group_int8(x):
+    t, h = x.shape
+    xf = x.float().view(t, h // GROUP, GROUP)
+    scale = _div(xf.abs().amax(-1, keepdim=True).clamp_min(1e-10), 127.0)
+    q = (xf / scale).clamp(-128.0, 127.0).round().to(torch.int8)
+    return q.view(t, h), scale.view(t, h // GROUP)
+
+
+def token_counts() -> list[int]:
+    return [1, 64, 2048] if harness.ci() else [1, 64, 16384]
+
+
+def run() -> list:
+    from mllm_kernel.cuda.jit.quant import (
+        per_tensor_quant_fp8,
+        per_token_group_quant_fp8,
+        per_token_group_quant_int8,
+        per_token_quant_fp8,
+    )
+
+    rows = []
+    for t in token_counts():
+        n = t * HIDDEN
+        shape = f"[{t}, {HIDDEN}]"
+
+        def make(out_dtype=FP8):
+            x = torch.randn(t, HIDDEN, device="cuda", dtype=DTYPE)
+            return x, torch.empty(t, HIDDEN, device="cuda", dtype=out_dtype)
+
+        rows.append(harness.measure("per_tensor dynamic", shape, 3 * n + 4, make,
+                                    lambda x, o: per_tensor_quant_fp8(x, out=o),
+                                    lambda x, o: ref_per_tensor_dynamic(x)))
+
+        def make_static():
+            x, o = make()
+            return x, o, torch.full((1,), 0.05, device="cuda", dtype=torch.float32)
+
+        rows.append(harness.measure("per_tensor static", shape, 3 * n, make_static,
+                                    lambda x, o, s: per_tensor_quant_fp8(x, s, out=o),
+                                    lambda x, o, s: ref_per_tensor_static(x, s)))
+        rows.append(harness.measure("per_token fp8", shape, 3 * n + 4 * t, make,
+                                    lambda x, o: per_token_quant_fp8(x, out=o),
+                                    lambda x, o: ref_per_token_fp8(x)))
+        rows.append(harness.measure("group128 fp8", shape, 3 * n + 4 * n // GROUP, make,
+                                    lambda x, o: per_token_group_quant_fp8(x, GROUP, out=o),
+                                    lambda x, o: ref_group_fp8(x)))
+        rows.append(harness.measure("group128 fp8 col-major ue8m0", shape, 3 * n + 4 * n // GROUP, make,
+                                    lambda x, o: per_token_group_quant_fp8(x, GROUP, 1e-10, True, True, out=o),
+                                    None))
+        rows.append(harness.measure("group128 int8", shape, 3 * n + 4 * n // GROUP,
+                                    lambda: make(torch.int8),
+                                    lambda x, o: per_token_group_quant_int8(x, GROUP, out=o),
+                                    lambda x, o: ref_group_int8(x)))
+    return rows
+
+
+def main() -> None:
+    harness.require_cuda()
+    rows = run()
+    for r in rows:
+        r.shape = f"{r.op}: {r.shape}"
+    harness.print_table("FP8/INT8 quantization, bf16 input", rows, harness.copy_bandwidth_gbps())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+// CUDA KV-cache store, one module for every element type:
+//   store_kv_cache(k, v, k_cache, v_cache, slot_mapping, enable_pdl)
+//       k_cache[slot_mapping[t]] = k[t], v_cache[slot_mapping[t]] = v[t]
+// k, v: [T, H, D] with free token and head strides (slices of a fused QKV projection need no
+// copy); caches: contiguous [num_slots, H, D] of k's dtype (float32, float16, bfloat16 or
+// float8_e4m3fn); slot_mapping: contiguous [T] int32 or int64. A negative slot skips its token.
+//
+// The kernel never writes outside the caches: a slot >= num_slots is skipped like a negative
+// one. Reporting such a slot needs its value on the host (a device-to-host sync), so that check
+// lives in the Python wrapper (`validate=True`), not here.
+//
+// The copy is dtype-blind: it moves bytes in the widest unit (16, 8, 4, 2 or 1 bytes) that the
+// head size, the pointers and the strides allow. One block per token.
+#pragma once
+
+#include <mllm_kernel/tensor.hpp>
+#include <mllm_kernel/utils.cuh>
+#include <mllm_kernel/utils.hpp>
+#include <mllm_kernel/vec.cuh>
+
+#include <dlpack/dlpack.h>
+#include <tvm/ffi/container/tensor.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+namespace {
+
+using mllm_kernel::bf16_t;
+using mllm_kernel::fp16_t;
+using mllm_kernel::fp32_t;
+using mllm_kernel::fp8_e4m3_t;
+
+/// Byte pointers and byte strides of one store.
+template <typename Slot>
+struct KVParams {
+  const std::uint8_t* k;
+  const std::uint8_t* v;
+  std::uint8_t* k_cache;
+  std::uint8_t* v_cache;
+  const Slot* slots;
+  std::int64_t num_slots;
+  std::int64_t k_token_stride, k_head_stride;  // bytes
+  std::int64_t v_token_stride, v_head_stride;  // bytes
+  int heads;
+  int head_units;  // copy units per head
+  bool pdl;        // launched with programmatic dependent launch: run the PDL instructions
+};
+
+constexpr int kKVMaxBlock = 256;
+
+/// Token blockIdx.x: every thread copies units i, i + blockDim.x, ... of the token's H * D
+/// elements, of k and of v.
+template <typename Unit, typename Slot>
+__global__ void __launch_bounds__(kKVMaxBlock) store_kv_cache_kernel(const __grid_constant__ KVParams<Slot> p) {
+  using namespace mllm_kernel::device;
+  if (p.pdl) pdl_wait_primary();
+  const std::int64_t t = blockIdx.x;
+  const std::int64_t slot = static_cast<std::int64_t>(p.slots[t]);
+  // Negative slots are skipped by design; slots past the end are skipped to stay in bounds.
+  if (slot >= 0 && slot < p.num_slots) {
+    const int units = p.heads * p.head_units;
+    const std::int64_t slot_offset = slot * units;
+    const auto* k_src = p.k + t * p.k_token_stride;
+    const auto* v_src = p.v + t * p.v_token_stride;
+    auto* k_dst = reinterpret_cast<Unit*>(p.k_cache) + slot_offset;
+    auto* v_dst = reinterpret_cast<Unit*>(p.v_cache) + slot_offset;
+    for (int i = threadIdx.x; i < units; i += blockDim.x) {
+      const int h = i / p.head_units;
+      const int c = i - h * p.head_units;
+      const Unit kx = reinterpret_cast<const Unit*>(k_src + h * p.k_head_stride)[c];
+      const Unit vx = reinterpret_cast<const Unit*>(v_src + h * p.v_head_stride)[c];
+      k_dst[i] = kx;
+      v_dst[i] = vx;
+    }
+  }
+  if (p.pdl) pdl_launch_dependents();
+}
+
+template <typename Unit, typename Slot>
+void launch_kv(KVParams<Slot> p, std::int64_t tokens, std::int64_t head_bytes, DLDevice device, bool enable_pdl) {
+  using namespace mllm_kernel::host;
+  p.head_units = static_cast<int>(head_bytes / static_cast<std::int64_t>(sizeof(Unit)));
+  p.pdl = enable_pdl;
+  const std::int64_t units = static_cast<std::int64_t>(p.heads) * p.head_units;
+  const int threads = static_cast<int>(std::min<std::int64_t>(kKVMaxBlock, div_ceil(units, 32) * 32));
+  LaunchKernel(static_cast<unsigned>(tokens), threads, device)
+      .enable_pdl(enable_pdl)(store_kv_cache_kernel<Unit, Slot>, p);
+}
+
+/// The widest copy unit every pointer, byte stride and the head size allow.
+template <typename Slot>
+void dispatch_unit(const KVParams<Slot>& p, std::int64_t tokens, std::int64_t heads, std::int64_t head_bytes,
+                   DLDevice device, bool enable_pdl) {
+  const auto fits = [&](std::int64_t bytes) {
+    using mllm_kernel::device::is_aligned;
+    const auto stride_ok = [&](std::int64_t stride, std::int64_t extent) { return extent <= 1 || stride % bytes == 0; };
+    return head_bytes % bytes == 0 && is_aligned(p.k, bytes) && is_aligned(p.v, bytes) &&
+           is_aligned(p.k_cache, bytes) && is_aligned(p.v_cache, bytes) && stride_ok(p.k_token_stride, tokens) &&
+           stride_ok(p.v_token_stride, tokens) && stride_ok(p.k_head_stride, heads) &&
+           stride_ok(p.v_head_stride, heads);
+  };
+  if (fits(16)) return launch_kv<uint4, Slot>(p, tokens, head_bytes, device, enable_pdl);
+  if (fits(8)) return launch_kv<uint2, Slot>(p, tokens, head_bytes, device, enable_pdl);
+  if (fits(4)) return launch_kv<std::uint32_t, Slot>(p, tokens, head_bytes, device, enable_pdl);
+  if (fits(2)) return launch_kv<std::uint16_t, Slot>(p, tokens, head_bytes, device, enable_pdl);
+  launch_kv<std::uint8_t, Slot>(p, tokens, head_bytes, device, enable_pdl);
+}
+
+/// k_cache[slot_mapping[t]] = k[t] and v_cache[slot_mapping[t]] = v[t] for every token t whose
+/// slot is in [0, num_slots); see the file comment for the layouts.
+void store_kv_cache(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
+                    tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping, bool enable_pdl) {
+  using namespace mllm_kernel::host;
+  SymbolicSize T{"num_tokens"}, H{"num_kv_heads"}, D{"head_dim"}, N{"num_slots"};
+  SymbolicSize Sk{"k_token_stride"}, Shk{"k_head_stride"}, Sv{"v_token_stride"}, Shv{"v_head_stride"};
+  SymbolicDType dtype, index_dtype;
+  SymbolicDevice device;
+  (void)TensorMatcher({T, H, D})
+      .with_strides({Sk, Shk, 1})
+      .with_dtype<fp32_t, fp16_t, bf16_t, fp8_e4m3_t>(dtype)
+      .with_device<kDLCUDA>(device)
+      .verify(k, "k");
+  (void)TensorMatcher({T, H, D}).with_strides({Sv, Shv, 1}).with_dtype(dtype).with_device(device).verify(v, "v");
+  (void)TensorMatcher({N, H, D})
+      .with_dtype(dtype)
+      .with_device(device)
+      .verify(k_cache, "k_cache")
+      .verify(v_cache, "v_cache");
+  (void)TensorMatcher({T})
+      .with_dtype<std::int32_t, std::int64_t>(index_dtype)
+      .with_device(device)
+      .verify(slot_mapping, "slot_mapping");
+  RuntimeCheck(T.unwrap() > 0 && H.unwrap() > 0 && D.unwrap() > 0, "k and v must not be empty");
+  RuntimeCheck(T.unwrap() <= 0x7fffffff, "too many tokens: ", T.unwrap());
+  const std::int64_t elem = dtype_bytes(dtype.unwrap());
+  const std::int64_t head_bytes = D.unwrap() * elem;
+  RuntimeCheck(H.unwrap() * head_bytes <= 0x7fffffff, "a token's k ([", H.unwrap(), ", ", D.unwrap(),
+               "]) is too large");
+
+  const auto fill = [&](auto* slots) {
+    using Slot = std::remove_const_t<std::remove_pointer_t<decltype(slots)>>;
+    KVParams<Slot> p{static_cast<const std::uint8_t*>(k.data_ptr()),
+                     static_cast<const std::uint8_t*>(v.data_ptr()),
+                     static_cast<std::uint8_t*>(k_cache.data_ptr()),
+                     static_cast<std::uint8_t*>(v_cache.data_ptr()),
+                     slots,
+                     N.unwrap(),
+                     Sk.unwrap() * elem,
+                     Shk.unwrap() * elem,
+                     Sv.unwrap() * elem,
+                     Shv.unwrap() * elem,
+                     static_cast<int>(H.unwrap()),
+                     0,
+                     false};
+    dispatch_unit(p, T.unwrap(), H.unwrap(), head_bytes, device.unwrap(), enable_pdl);
+  };
+  if (index_dtype.is_type<std::int64_t>()) {
+    fill(static_cast<const std::int64_t*>(slot_mapping.data_ptr()));
+  } else {
+    fill(static_cast<const std::int32_t*>(slot_mapping.data_ptr()));
+  }
+}
+
+}  // namespace

@@ -1,0 +1,509 @@
+// CUDA activation quantization to float8_e4m3fn and int8, one module per input type T
+// (fp32_t, fp16_t, bf16_t):
+//   per_tensor_quant_fp8<T>(out, scale, input, is_static)
+//   per_token_quant_fp8<T>(out, scales, input)             per_token_quant_int8<T>(...)
+//   per_token_group_quant_fp8<T>(out, scales, input, group_size, eps, scale_ue8m0)
+//   per_token_group_quant_int8<T>(out, scales, input, group_size, eps)
+//
+// Formula (the same as the CPU kernels and the tests' PyTorch reference), all in fp32:
+//   scale = max(amax, eps) / qmax                 qmax = 448 (e4m3) or 127 (int8)
+//   scale = 2^ceil(log2(scale))                   only with scale_ue8m0
+//   q     = x / scale                             IEEE division (not x * (1 / scale))
+//   fp8:  e4m3 of q, round to nearest even, saturated to +-448 (NaN stays NaN)
+//   int8: round_half_even(clamp(q, -128, 127))
+// A zero scale (an all-zero row with eps = 0, or a static scale of 0) writes zeros.
+//
+// input is [rows, hidden] with a free row stride (unit stride within a row), out is [rows,
+// hidden] with a free row stride, scales are float32 [rows, groups] with free strides (so the
+// column-major layout of block-scaled GEMMs is a transposed view). 16-byte vector kernels run
+// when pointers and strides allow it, element-wise kernels otherwise.
+#pragma once
+
+#include <mllm_kernel/atomic.cuh>
+#include <mllm_kernel/cta.cuh>
+#include <mllm_kernel/math.cuh>
+#include <mllm_kernel/runtime.cuh>
+#include <mllm_kernel/tensor.hpp>
+#include <mllm_kernel/type.cuh>
+#include <mllm_kernel/utils.cuh>
+#include <mllm_kernel/utils.hpp>
+#include <mllm_kernel/vec.cuh>
+#include <mllm_kernel/warp.cuh>
+
+#include <dlpack/dlpack.h>
+#include <tvm/ffi/container/tensor.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace {
+
+using mllm_kernel::bf16_t;
+using mllm_kernel::fp16_t;
+using mllm_kernel::fp32_t;
+using mllm_kernel::fp8_e4m3_t;
+
+/// What a quantized element is: its largest magnitude and the conversion from q = x / scale.
+template <typename Out>
+struct QuantFormat;
+
+template <>
+struct QuantFormat<fp8_e4m3_t> {
+  static constexpr float kMax = 448.0f;
+  /// The saturating (__NV_SATFINITE) conversion rounds to nearest even and keeps NaN.
+  static __device__ __forceinline__ fp8_e4m3_t convert(float q) { return fp8_e4m3_t(q); }
+};
+
+template <>
+struct QuantFormat<std::int8_t> {
+  static constexpr float kMax = 127.0f;
+  static __device__ __forceinline__ std::int8_t convert(float q) {
+    return static_cast<std::int8_t>(__float2int_rn(fminf(fmaxf(q, -128.0f), 127.0f)));
+  }
+};
+
+/// x / scale converted to Out; zero when the scale is zero.
+template <typename Out>
+__device__ __forceinline__ Out quantize(float x, float scale) {
+  return QuantFormat<Out>::convert(scale == 0.0f ? 0.0f : x / scale);
+}
+
+/// The smallest power of two >= s, for s >= 0 (0 stays 0): the UE8M0 scale format.
+__device__ __forceinline__ float round_up_pow2(float s) {
+  unsigned bits = __float_as_uint(s);
+  if (bits & 0x7FFFFFu) bits = (bits & 0x7F800000u) + 0x800000u;
+  return __uint_as_float(bits);
+}
+
+/// Largest |x| of a vector, in fp32.
+template <typename T, int N>
+__device__ __forceinline__ float vec_amax(const mllm_kernel::device::AlignedVector<T, N>& v) {
+  float m = 0.0f;
+#pragma unroll
+  for (int j = 0; j < N; ++j) m = fmaxf(m, fabsf(mllm_kernel::device::cast<float>(v[j])));
+  return m;
+}
+
+/// Quantizes a vector of T into a vector of Out and stores it at vector index `i` of `dst`.
+template <typename Out, typename T, int N>
+__device__ __forceinline__ void quantize_store(const mllm_kernel::device::AlignedVector<T, N>& v, float scale,
+                                               Out* dst, std::int64_t i) {
+  mllm_kernel::device::AlignedVector<Out, N> q;
+#pragma unroll
+  for (int j = 0; j < N; ++j) q[j] = quantize<Out>(mllm_kernel::device::cast<float>(v[j]), scale);
+  q.store(dst, i);
+}
+
+/// Rows of `hidden` elements; scales[r * scale_s0 + g * scale_s1].
+template <typename T, typename Out>
+struct QuantParams {
+  const T* in;
+  Out* out;
+  float* scales;
+  std::int64_t rows;
+  std::int64_t hidden;
+  std::int64_t in_stride;
+  std::int64_t out_stride;
+  std::int64_t scale_s0;
+  std::int64_t scale_s1;
+  std::int64_t groups;  // groups per row
+  float eps;
+  bool index32;  // rows * groups < 2^32: the group kernel divides in 32 bits
+};
+
+constexpr int kBlock = 256;
+
+// ---------------------------------------------------------------------------------------------
+// Per-token-group: kLanes consecutive lanes of a warp share one group of kGroup elements, each
+// lane holding kItems vectors of kVec; the group's amax is a shuffle reduction over the lanes.
+
+template <typename T, typename Out, int kVec, int kGroup, bool kUE8M0>
+__global__ void __launch_bounds__(kBlock) group_quant_kernel(const __grid_constant__ QuantParams<T, Out> p) {
+  using namespace mllm_kernel::device;
+  constexpr int kGroupVecs = kGroup / kVec;
+  constexpr int kLanes = kGroupVecs < kWarpThreads ? kGroupVecs : kWarpThreads;
+  constexpr int kItems = kGroupVecs / kLanes;
+  using Vec = AlignedVector<T, kVec>;
+  const std::int64_t tid = static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x;
+  const std::int64_t group = tid / kLanes;
+  const int lane = static_cast<int>(tid % kLanes);
+  std::int64_t row, g;
+  if (p.index32) {  // a 64-bit division costs more than the group's memory traffic
+    const unsigned gi = static_cast<unsigned>(group), groups = static_cast<unsigned>(p.groups);
+    const unsigned r = gi / groups;
+    row = r;
+    g = gi - r * groups;
+  } else {
+    row = group / p.groups;
+    g = group - row * p.groups;
+  }
+  // Lanes past the last group still take part in the shuffles (with amax 0).
+  const bool valid = row < p.rows;
+  const T* src = p.in + row * p.in_stride + g * kGroup;
+  Vec v[kItems];
+  float amax = 0.0f;
+  if (valid) {
+#pragma unroll
+    for (int j = 0; j < kItems; ++j) {
+      v[j].load(src, lane + j * kLanes);
+      amax = fmaxf(amax, vec_amax(v[j]));
+    }
+  }
+  amax = warp::reduce_max<kLanes>(amax);
+  if (!valid) return;
+  float scale = fmaxf(amax, p.eps) / QuantFormat<Out>::kMax;
+  if constexpr (kUE8M0) scale = round_up_pow2(scale);
+  if (lane == 0) p.scales[row * p.scale_s0 + g * p.scale_s1] = scale;
+  Out* dst = p.out + row * p.out_stride + g * kGroup;
+#pragma unroll
+  for (int j = 0; j < kItems; ++j) quantize_store(v[j], scale, dst, lane + j * kLanes);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-token: one block per row; a first loop over the row finds amax (block reduction), a
+// second loop (mostly L1/L2 hits: the row was just read) quantizes.
+
+template <typename T, typename Out, int kVec>
+__global__ void __launch_bounds__(kBlock) row_quant_kernel(const __grid_constant__ QuantParams<T, Out> p) {
+  using namespace mllm_kernel::device;
+  using Vec = AlignedVector<T, kVec>;
+  __shared__ float scratch[cta::kScratchSize];
+  const std::int64_t row = blockIdx.x;
+  const int num_vecs = static_cast<int>(p.hidden / kVec);
+  const T* src = p.in + row * p.in_stride;
+  float amax = 0.0f;
+  for (int i = threadIdx.x; i < num_vecs; i += blockDim.x) {
+    Vec v;
+    v.load(src, i);
+    amax = fmaxf(amax, vec_amax(v));
+  }
+  amax = cta::reduce_max(amax, scratch);
+  const float scale = fmaxf(amax, p.eps) / QuantFormat<Out>::kMax;
+  if (threadIdx.x == 0) p.scales[row * p.scale_s0] = scale;
+  Out* dst = p.out + row * p.out_stride;
+  for (int i = threadIdx.x; i < num_vecs; i += blockDim.x) {
+    Vec v;
+    v.load(src, i);
+    quantize_store(v, scale, dst, i);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-tensor: `amax_kernel` folds |x| / 448 of the whole tensor into scale[0] with one atomic
+// max per block (the division rounds monotonically, so the max of the quotients is amax / 448
+// exactly); `tensor_quant_kernel` then quantizes with that scale. The quantization pass walks
+// the tensor from the end backwards: the tail, read last by the amax pass, is still in L2.
+
+/// Bytes at the end of the input the amax pass asks L2 to keep (evict_last) for the
+/// quantization pass, which reads them first; H100's L2 is 50 MB.
+constexpr std::int64_t kL2KeepBytes = 32LL << 20;
+
+/// L2 cache policies (sm_80+): keep a line as long as possible, or drop it first.
+__device__ __forceinline__ std::uint64_t l2_evict_last() {
+  std::uint64_t policy = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+#endif
+  return policy;
+}
+__device__ __forceinline__ std::uint64_t l2_evict_first() {
+  std::uint64_t policy = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+#endif
+  return policy;
+}
+
+/// Loads vector `v` from `ptr` with an L2 policy (16-byte vectors on sm_80+; a plain load
+/// otherwise).
+template <typename Vec>
+__device__ __forceinline__ void load_with_policy(Vec& v, const typename Vec::value_type* ptr, std::uint64_t policy) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (Vec::kBytes == 16) {
+    uint4 raw;
+    asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(raw.x), "=r"(raw.y), "=r"(raw.z), "=r"(raw.w)
+                 : "l"(ptr), "l"(policy));
+    v = *reinterpret_cast<const Vec*>(&raw);
+    return;
+  }
+#endif
+  (void)policy;
+  v.load(ptr);
+}
+
+/// Stores vector `v` to `ptr` with an L2 policy (8- and 4-byte vectors on sm_80+).
+template <typename Vec>
+__device__ __forceinline__ void store_with_policy(const Vec& v, typename Vec::value_type* ptr, std::uint64_t policy) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (Vec::kBytes == 8) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(&v);
+    asm volatile("st.global.L2::cache_hint.v2.u32 [%0], {%1, %2}, %3;" ::"l"(ptr), "r"(raw.x), "r"(raw.y),
+                 "l"(policy)
+                 : "memory");
+    return;
+  }
+  if constexpr (Vec::kBytes == 4) {
+    const unsigned raw = *reinterpret_cast<const unsigned*>(&v);
+    asm volatile("st.global.L2::cache_hint.u32 [%0], %1, %2;" ::"l"(ptr), "r"(raw), "l"(policy) : "memory");
+    return;
+  }
+#endif
+  (void)policy;
+  v.store(ptr);
+}
+
+/// Vector `i` of the tensor seen as rows of `vecs_per_row` vectors.
+__device__ __forceinline__ std::int64_t vec_offset(std::int64_t i, std::int64_t vecs_per_row, std::int64_t stride,
+                                                   int vec) {
+  const std::int64_t row = i / vecs_per_row;
+  return row * stride + (i - row * vecs_per_row) * vec;
+}
+
+template <typename T, int kVec>
+__global__ void __launch_bounds__(kBlock) amax_kernel(const __grid_constant__ QuantParams<T, fp8_e4m3_t> p) {
+  using namespace mllm_kernel::device;
+  using Vec = AlignedVector<T, kVec>;
+  __shared__ float scratch[cta::kScratchSize];
+  // The quantization kernel may be scheduled now; it waits for this grid's writes itself.
+  pdl_launch_dependents();
+  const std::int64_t vecs_per_row = p.hidden / kVec;
+  const std::int64_t total = p.rows * vecs_per_row;
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * kBlock;
+  float amax = 0.0f;
+  const bool flat = p.rows == 1 || p.in_stride == p.hidden;
+  const std::int64_t keep_from = total - kL2KeepBytes / Vec::kBytes;
+  const std::uint64_t keep = l2_evict_last(), drop = l2_evict_first();
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x; i < total; i += step) {
+    Vec v;
+    load_with_policy(v, p.in + (flat ? i * kVec : vec_offset(i, vecs_per_row, p.in_stride, kVec)),
+                     i >= keep_from ? keep : drop);
+    amax = fmaxf(amax, vec_amax(v));
+  }
+  amax = cta::reduce_max(amax, scratch);
+  if (threadIdx.x == 0) atomic::max(p.scales, amax / QuantFormat<fp8_e4m3_t>::kMax);
+}
+
+template <typename T, int kVec>
+__global__ void __launch_bounds__(kBlock) tensor_quant_kernel(const __grid_constant__ QuantParams<T, fp8_e4m3_t> p) {
+  using namespace mllm_kernel::device;
+  using Vec = AlignedVector<T, kVec>;
+  const std::int64_t vecs_per_row = p.hidden / kVec;
+  const std::int64_t total = p.rows * vecs_per_row;
+  // Block b takes the b-th chunk from the end (blocks start roughly in index order).
+  const std::int64_t chunk = static_cast<std::int64_t>(gridDim.x) - 1 - blockIdx.x;
+  const std::int64_t i = chunk * kBlock + threadIdx.x;
+  const bool flat = p.rows == 1 || (p.in_stride == p.hidden && p.out_stride == p.hidden);
+  // Nothing here is read again: let these lines go first so the kept tail stays.
+  const std::uint64_t drop = l2_evict_first();
+  Vec v;
+  if (i < total) load_with_policy(v, p.in + (flat ? i * kVec : vec_offset(i, vecs_per_row, p.in_stride, kVec)), drop);
+  // The scale is written by the amax kernel (dynamic) or earlier stream work (static).
+  pdl_wait_primary();
+  const float scale = *p.scales;
+  if (i < total) {
+    fp8_e4m3_t* dst = p.out + (flat ? i * kVec : vec_offset(i, vecs_per_row, p.out_stride, kVec));
+    AlignedVector<fp8_e4m3_t, kVec> q;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) q[j] = quantize<fp8_e4m3_t>(cast<float>(v[j]), scale);
+    store_with_policy(q, dst, drop);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side.
+
+/// Verifies input [R, H] (dtype T), out [R, H] (dtype Out), scales float32 [R, G] and fills
+/// the parameters. `groups` = 0 means one group per row.
+template <typename T, typename Out>
+QuantParams<T, Out> check(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
+                          std::int64_t group_size, double eps, DLDevice* device_out) {
+  using namespace mllm_kernel::host;
+  SymbolicSize R{"num_tokens"}, H{"hidden"}, G{"num_groups"};
+  SymbolicSize Sin{"input_row_stride"}, Sout{"out_row_stride"}, Ss0{"scales_row_stride"}, Ss1{"scales_group_stride"};
+  SymbolicDevice device;
+  (void)TensorMatcher({R, H}).with_strides({Sin, 1}).with_device<kDLCUDA>(device).template with_dtype<T>().verify(input,
+                                                                                                          "input");
+  (void)TensorMatcher({R, H}).with_strides({Sout, 1}).with_device(device).template with_dtype<Out>().verify(out, "out");
+  RuntimeCheck(R.unwrap() > 0 && H.unwrap() > 0, "input must not be empty, got shape [", R.unwrap(), ", ",
+               H.unwrap(), "]");
+  RuntimeCheck(H.unwrap() % group_size == 0, "hidden size ", H.unwrap(), " is not divisible by group_size ",
+               group_size);
+  RuntimeCheck(eps >= 0.0, "eps must be non-negative, got ", eps);
+  G.bind(H.unwrap() / group_size, "hidden / group_size");
+  (void)TensorMatcher({R, G}).with_strides({Ss0, Ss1}).with_dtype<float>().with_device(device).verify(scales,
+                                                                                                      "scales");
+  *device_out = device.unwrap();
+  return QuantParams<T, Out>{static_cast<const T*>(input.data_ptr()),
+                             static_cast<Out*>(out.data_ptr()),
+                             static_cast<float*>(scales.data_ptr()),
+                             R.unwrap(),
+                             H.unwrap(),
+                             Sin.unwrap(),
+                             Sout.unwrap(),
+                             Ss0.unwrap(),
+                             Ss1.unwrap(),
+                             G.unwrap(),
+                             static_cast<float>(eps),
+                             false};
+}
+
+/// Whether the 16-byte vector kernels (kVec elements of T, kVec bytes of Out) can run.
+template <typename T, typename Out>
+bool can_vectorize(const QuantParams<T, Out>& p, int vec) {
+  mllm_kernel::host::VectorizeCheck in_check(vec, sizeof(T)), out_check(vec, sizeof(Out));
+  in_check.pointer(p.in).stride(p.in_stride, p.rows).length(p.hidden);
+  out_check.pointer(p.out).stride(p.out_stride, p.rows).length(p.hidden);
+  return in_check.ok() && out_check.ok();
+}
+
+template <typename T, typename Out, int kVec, int kGroup, bool kUE8M0>
+void launch_group(const QuantParams<T, Out>& p, DLDevice device) {
+  using namespace mllm_kernel::host;
+  constexpr int kGroupVecs = kGroup / kVec;
+  constexpr int kLanes = kGroupVecs < 32 ? kGroupVecs : 32;
+  const std::int64_t threads = p.rows * p.groups * kLanes;
+  const std::int64_t blocks = div_ceil(threads, kBlock);
+  RuntimeCheck(blocks <= 0x7fffffff, "input too large: ", p.rows, " rows of ", p.hidden);
+  QuantParams<T, Out> q = p;
+  // Padding groups of the last block included.
+  q.index32 = div_ceil(blocks * kBlock, kLanes) <= 0xffffffffLL;
+  LaunchKernel(static_cast<unsigned>(blocks), kBlock, device)(group_quant_kernel<T, Out, kVec, kGroup, kUE8M0>, q);
+}
+
+template <typename T, typename Out, int kVec, bool kUE8M0>
+void dispatch_group_size(const QuantParams<T, Out>& p, std::int64_t group_size, DLDevice device) {
+  switch (group_size) {
+    case 32: return launch_group<T, Out, kVec, 32, kUE8M0>(p, device);
+    case 64: return launch_group<T, Out, kVec, 64, kUE8M0>(p, device);
+    default: return launch_group<T, Out, kVec, 128, kUE8M0>(p, device);
+  }
+}
+
+template <typename T, typename Out, bool kUE8M0>
+void group_quant(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
+                 std::int64_t group_size, double eps) {
+  using namespace mllm_kernel::host;
+  RuntimeCheck(group_size == 32 || group_size == 64 || group_size == 128, "group_size must be 32, 64 or 128, got ",
+               group_size);
+  DLDevice device;
+  const auto p = check<T, Out>(out, scales, input, group_size, eps, &device);
+  constexpr int kVec = mllm_kernel::device::kVecElems<T>;
+  if (can_vectorize(p, kVec)) {
+    dispatch_group_size<T, Out, kVec, kUE8M0>(p, group_size, device);
+  } else {
+    dispatch_group_size<T, Out, 1, kUE8M0>(p, group_size, device);
+  }
+}
+
+template <typename T, typename Out>
+void row_quant(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input) {
+  using namespace mllm_kernel::host;
+  SymbolicSize H{"hidden"};
+  (void)TensorMatcher({-1, H}).with_strides({-1, 1}).verify(input, "input");  // only to read hidden
+  DLDevice device;
+  const auto p = check<T, Out>(out, scales, input, std::max<std::int64_t>(H.unwrap(), 1), 0.0, &device);
+  RuntimeCheck(p.rows <= 0x7fffffff, "too many rows: ", p.rows);
+  RuntimeCheck(p.hidden <= 0x7fffffffLL, "row too long: ", p.hidden);
+  constexpr int kVec = mllm_kernel::device::kVecElems<T>;
+  const bool vec = can_vectorize(p, kVec);
+  const std::int64_t num_vecs = vec ? p.hidden / kVec : p.hidden;
+  const int threads = static_cast<int>(std::min<std::int64_t>(kBlock, div_ceil(num_vecs, 32) * 32));
+  const dim3 grid(static_cast<unsigned>(p.rows));
+  if (vec) {
+    LaunchKernel(grid, threads, device)(row_quant_kernel<T, Out, kVec>, p);
+  } else {
+    LaunchKernel(grid, threads, device)(row_quant_kernel<T, Out, 1>, p);
+  }
+}
+
+template <typename T, int kVec>
+void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is_static) {
+  using namespace mllm_kernel::host;
+  const std::int64_t total = p.rows * (p.hidden / kVec);
+  const std::int64_t blocks = div_ceil(total, kBlock);
+  RuntimeCheck(blocks <= 0x7fffffff, "input too large: ", p.rows, " rows of ", p.hidden);
+  if (!is_static) {
+    const cudaStream_t stream = LaunchKernel::resolve_device(device);
+    RuntimeDeviceCheck(cudaMemsetAsync(p.scales, 0, sizeof(float), stream));
+    // Enough resident blocks to fill the GPU; each then strides over the tensor.
+    const int sms = runtime::get_sm_count(device.device_id);
+    const int per_sm = runtime::get_blocks_per_sm(amax_kernel<T, kVec>, kBlock);
+    const std::int64_t amax_blocks = std::min<std::int64_t>(blocks, static_cast<std::int64_t>(sms) * per_sm);
+    LaunchKernel(static_cast<unsigned>(amax_blocks), kBlock, device)(amax_kernel<T, kVec>, p);
+  }
+  LaunchKernel(static_cast<unsigned>(blocks), kBlock, device).enable_pdl(!is_static)(tensor_quant_kernel<T, kVec>, p);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entry points.
+
+/// float8_e4m3fn quantization of the whole tensor with one scale ([1] float32). Dynamic
+/// (`is_static` false): scale = amax / 448 is computed into `scale`. Static: `scale` is read.
+template <typename T>
+void per_tensor_quant_fp8(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi::TensorView input,
+                          bool is_static) {
+  using namespace mllm_kernel::host;
+  SymbolicSize R{"num_tokens"}, H{"hidden"}, Sin{"input_row_stride"}, Sout{"out_row_stride"};
+  SymbolicDevice device;
+  (void)TensorMatcher({R, H}).with_strides({Sin, 1}).with_device<kDLCUDA>(device).template with_dtype<T>().verify(input,
+                                                                                                          "input");
+  (void)TensorMatcher({R, H}).with_strides({Sout, 1}).with_dtype<fp8_e4m3_t>().with_device(device).verify(out,
+                                                                                                           "out");
+  (void)TensorMatcher({1}).with_dtype<float>().with_device(device).verify(scale, "scale");
+  RuntimeCheck(R.unwrap() > 0 && H.unwrap() > 0, "input must not be empty, got shape [", R.unwrap(), ", ",
+               H.unwrap(), "]");
+  QuantParams<T, fp8_e4m3_t> p{static_cast<const T*>(input.data_ptr()),
+                               static_cast<fp8_e4m3_t*>(out.data_ptr()),
+                               static_cast<float*>(scale.data_ptr()),
+                               R.unwrap(),
+                               H.unwrap(),
+                               Sin.unwrap(),
+                               Sout.unwrap(),
+                               0,
+                               0,
+                               1,
+                               0.0f,
+                               false};
+  constexpr int kVec = mllm_kernel::device::kVecElems<T>;
+  if (can_vectorize(p, kVec)) {
+    launch_tensor<T, kVec>(p, device.unwrap(), is_static);
+  } else {
+    launch_tensor<T, 1>(p, device.unwrap(), is_static);
+  }
+}
+
+/// float8_e4m3fn quantization with one scale per row: scales [rows, 1] = amax / 448.
+template <typename T>
+void per_token_quant_fp8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input) {
+  row_quant<T, fp8_e4m3_t>(out, scales, input);
+}
+
+/// int8 quantization with one scale per row: scales [rows, 1] = amax / 127.
+template <typename T>
+void per_token_quant_int8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input) {
+  row_quant<T, std::int8_t>(out, scales, input);
+}
+
+/// float8_e4m3fn quantization per group of `group_size` (32, 64, 128) elements of a row:
+/// scales [rows, hidden / group_size] = max(amax, eps) / 448, rounded up to a power of two with
+/// `scale_ue8m0`.
+template <typename T>
+void per_token_group_quant_fp8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
+                               std::int64_t group_size, double eps, bool scale_ue8m0) {
+  if (scale_ue8m0) {
+    group_quant<T, fp8_e4m3_t, true>(out, scales, input, group_size, eps);
+  } else {
+    group_quant<T, fp8_e4m3_t, false>(out, scales, input, group_size, eps);
+  }
+}
+
+/// int8 quantization per group of `group_size` (32, 64, 128) elements of a row: scales
+/// [rows, hidden / group_size] = max(amax, eps) / 127.
+template <typename T>
+void per_token_group_quant_int8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
+                                std::int64_t group_size, double eps) {
+  group_quant<T, std::int8_t, false>(out, scales, input, group_size, eps);
+}
+
+}  // namespace

@@ -1,0 +1,73 @@
+"""CUDA ``store_kv_cache``: scatter each token's k/v heads into paged caches by slot.
+
+One compiled module serves every cache dtype (the copy moves bytes;
+``mllm_kernel/cuda/csrc/kv_cache.cuh``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mllm_kernel.jit_utils import jit
+
+_OP = "store_kv_cache"
+
+
+@jit(
+    device="cuda",
+    cuda_files=["kv_cache.cuh"],
+    cuda_wrappers=[(_OP, "store_kv_cache")],
+    func_name="kv_cache",
+)
+def _kv_cache_module(compiled_module):
+    return compiled_module
+
+
+def _check_slots(slot_mapping: torch.Tensor, k_cache: torch.Tensor) -> None:
+    """ValueError naming the first slot >= num_slots. Costs one device-to-host sync (the
+    maximum), plus more only when a bad slot is found. Arguments the kernel's own checks will
+    refuse anyway (wrong types, dtypes, shapes) are left to those checks."""
+    if not (isinstance(slot_mapping, torch.Tensor) and isinstance(k_cache, torch.Tensor)):
+        return
+    if slot_mapping.dtype not in (torch.int32, torch.int64) or slot_mapping.numel() == 0 or k_cache.dim() < 1:
+        return
+    if slot_mapping.device != k_cache.device:
+        return
+    num_slots = k_cache.shape[0]
+    if int(slot_mapping.max()) < num_slots:
+        return
+    flat = slot_mapping.reshape(-1)
+    index = int(torch.nonzero(flat >= num_slots)[0, 0])
+    raise ValueError(
+        f"{_OP}: slot_mapping[{index}] = {int(flat[index])} is out of range for a cache of {num_slots} slots"
+    )
+
+
+def store_kv_cache(
+    k: torch.Tensor,
+    v: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    validate: bool = True,
+    *,
+    enable_pdl: bool = False,
+) -> None:
+    """``k_cache[slot_mapping[t]] = k[t]``, ``v_cache[slot_mapping[t]] = v[t]``.
+
+    ``k``, ``v``: ``[T, Hkv, D]`` (token and head strides free, e.g. slices of a fused QKV
+    output); caches: contiguous ``[num_slots, Hkv, D]`` of k's dtype (float32, float16, bfloat16
+    or float8_e4m3fn); ``slot_mapping``: contiguous ``[T]`` int32/int64. A negative slot skips
+    its token.
+
+    Out-of-range slots: the kernel never writes outside the caches (it skips a slot >=
+    num_slots). With ``validate=True`` (the default) the wrapper also reads
+    ``slot_mapping.max()`` back to the host before launching -- one device-to-host sync -- and
+    raises ValueError naming the first bad slot, with nothing written. Serving loops that
+    guarantee their slots should pass ``validate=False`` to avoid the sync; validation is also
+    skipped while a CUDA graph is being captured (a sync is not allowed there), where bad slots
+    are only skipped.
+    """
+    if validate and not torch.cuda.is_current_stream_capturing():
+        _check_slots(slot_mapping, k_cache)
+    _kv_cache_module.module("cuda").store_kv_cache(k, v, k_cache, v_cache, slot_mapping, bool(enable_pdl))

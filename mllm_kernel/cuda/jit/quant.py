@@ -1,0 +1,166 @@
+"""CUDA activation quantization to float8_e4m3fn and int8.
+
+``per_tensor_quant_fp8``, ``per_token_quant_fp8``, ``per_token_quant_int8``,
+``per_token_group_quant_fp8`` and ``per_token_group_quant_int8``. Inputs are float32, float16 or
+bfloat16 ``[..., hidden]`` (leading dims flattened into rows; rows may be strided). One compiled
+module per input dtype holds every op (``mllm_kernel/cuda/csrc/quant.cuh``).
+
+The formula, in float32, is the same as the CPU kernels'::
+
+    scale = max(amax, eps) / qmax          # qmax = 448 (e4m3) or 127 (int8)
+    scale = 2 ** ceil(log2(scale))         # only with scale_ue8m0
+    q     = x / scale                      # a true division, not x * (1 / scale)
+    fp8:  q.clamp(-448, 448).to(torch.float8_e4m3fn)       (round to nearest even)
+    int8: q.clamp(-128, 127).round().to(torch.int8)         (round half to even)
+
+A zero scale (an all-zero row with eps = 0, or a static scale of 0) gives zeros.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mllm_kernel.cuda.jit._common import per_dtype, pick, rows_view
+from mllm_kernel.jit_utils import jit, make_cpp_args
+
+FP8_E4M3_MAX = 448.0
+INT8_MAX = 127.0
+#: Group sizes the per-token-group kernels are built for.
+GROUP_SIZES = (32, 64, 128)
+
+_OPS = (
+    "per_tensor_quant_fp8",
+    "per_token_quant_fp8",
+    "per_token_quant_int8",
+    "per_token_group_quant_fp8",
+    "per_token_group_quant_int8",
+)
+
+
+def _make_kernel(dtype: torch.dtype):
+    args = make_cpp_args(dtype)
+
+    @jit(
+        args=args,
+        device="cuda",
+        cuda_files=["quant.cuh"],
+        cuda_wrappers=[(op, f"{op}<{args}>") for op in _OPS],
+        func_name="quant",
+    )
+    def _kernel(compiled_module):
+        return compiled_module
+
+    return _kernel
+
+
+_KERNELS = per_dtype(_make_kernel)
+
+
+def _check_group_size(op: str, group_size: object, hidden: int) -> int:
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size not in GROUP_SIZES:
+        raise ValueError(f"{op}: group_size must be 32, 64 or 128, got {group_size!r}")
+    if hidden % group_size != 0:
+        raise ValueError(f"{op}: hidden size {hidden} is not divisible by group_size {group_size}")
+    return group_size
+
+
+def _out(op: str, input: torch.Tensor, out: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor:
+    if out is None:
+        return torch.empty(input.shape, dtype=dtype, device=input.device)
+    if not isinstance(out, torch.Tensor):
+        raise ValueError(f"{op}: out: expected a torch.Tensor, got {type(out).__name__}")
+    return out
+
+
+def per_tensor_quant_fp8(
+    input: torch.Tensor, scale: torch.Tensor | None = None, out: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """float8_e4m3fn quantization with one scale for the whole tensor.
+
+    ``scale=None`` (dynamic): the scale is ``amax / 448`` over the tensor, computed on the device
+    (two passes: an atomic-max pass, then the quantization) into a new float32 ``[1]`` tensor.
+    A given ``scale`` (float32 ``[1]`` on the input's device) is used as is (static). Returns
+    ``(out, scale)``; ``out`` has the input's shape (allocated when None).
+    """
+    op = "per_tensor_quant_fp8"
+    module = pick(_KERNELS, op, "input", input)()
+    x = rows_view(input, op, "input")
+    out = _out(op, input, out, torch.float8_e4m3fn)
+    is_static = scale is not None
+    if scale is None:
+        scale = torch.empty(1, dtype=torch.float32, device=input.device)
+    module.per_tensor_quant_fp8(rows_view(out, op, "out"), scale, x, is_static)
+    return out, scale
+
+
+def _per_token(op: str, dtype: torch.dtype, input: torch.Tensor, out: torch.Tensor | None):
+    module = pick(_KERNELS, op, "input", input)()
+    x = rows_view(input, op, "input")
+    out = _out(op, input, out, dtype)
+    scales = torch.empty((*input.shape[:-1], 1), dtype=torch.float32, device=input.device)
+    getattr(module, op)(rows_view(out, op, "out"), scales.view(-1, 1), x)
+    return out, scales
+
+
+def per_token_quant_fp8(input: torch.Tensor, out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """float8_e4m3fn quantization with one scale per row: ``scales = amax / 448`` (float32
+    ``[..., 1]``). Returns ``(out, scales)``."""
+    return _per_token("per_token_quant_fp8", torch.float8_e4m3fn, input, out)
+
+
+def per_token_quant_int8(input: torch.Tensor, out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric int8 quantization with one scale per row: ``scales = amax / 127`` (float32
+    ``[..., 1]``). Returns ``(out, scales)``."""
+    return _per_token("per_token_quant_int8", torch.int8, input, out)
+
+
+def _group_scales(input: torch.Tensor, rows: int, groups: int, column_major: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(scales as returned, scales as a [rows, groups] view for the kernel)."""
+    if column_major:
+        # The layout FP8 block-scaled GEMMs read: a [groups, rows] buffer, returned transposed.
+        scales = torch.empty((groups, rows), dtype=torch.float32, device=input.device).t()
+        return scales, scales
+    scales = torch.empty((*input.shape[:-1], groups), dtype=torch.float32, device=input.device)
+    return scales, scales.view(-1, groups)
+
+
+def per_token_group_quant_fp8(
+    input: torch.Tensor,
+    group_size: int = 128,
+    eps: float = 1e-10,
+    column_major_scales: bool = False,
+    scale_ue8m0: bool = False,
+    out: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """float8_e4m3fn quantization per group of ``group_size`` (32, 64 or 128) elements of each
+    row: ``scale = max(amax, eps) / 448``, rounded up to a power of two with ``scale_ue8m0``.
+
+    Scales are float32 ``[..., hidden / group_size]``; with ``column_major_scales`` they are the
+    transposed view of a ``[hidden / group_size, rows]`` buffer (rows = leading dims flattened,
+    so the result is 2-D). Returns ``(out, scales)``.
+    """
+    op = "per_token_group_quant_fp8"
+    module = pick(_KERNELS, op, "input", input)()
+    x = rows_view(input, op, "input")
+    group_size = _check_group_size(op, group_size, x.shape[-1])
+    out = _out(op, input, out, torch.float8_e4m3fn)
+    scales, scales_2d = _group_scales(input, x.shape[0], x.shape[-1] // group_size, bool(column_major_scales))
+    module.per_token_group_quant_fp8(rows_view(out, op, "out"), scales_2d, x, group_size, float(eps),
+                                     bool(scale_ue8m0))
+    return out, scales
+
+
+def per_token_group_quant_int8(
+    input: torch.Tensor, group_size: int = 128, eps: float = 1e-10, out: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric int8 quantization per group of ``group_size`` (32, 64 or 128) elements of each
+    row: ``scale = max(amax, eps) / 127`` (float32 ``[..., hidden / group_size]``). Returns
+    ``(out, scales)``."""
+    op = "per_token_group_quant_int8"
+    module = pick(_KERNELS, op, "input", input)()
+    x = rows_view(input, op, "input")
+    group_size = _check_group_size(op, group_size, x.shape[-1])
+    out = _out(op, input, out, torch.int8)
+    scales, scales_2d = _group_scales(input, x.shape[0], x.shape[-1] // group_size, False)
+    module.per_token_group_quant_int8(rows_view(out, op, "out"), scales_2d, x, group_size, float(eps))
+    return out, scales

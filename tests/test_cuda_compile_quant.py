@@ -1,0 +1,46 @@
+"""Compile-only checks for the CUDA quantization and KV-cache kernels (no GPU needed; runs in CI
+where nvcc exists): builds every module variant through the normal JIT path and checks each
+exports its ops."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mllm_kernel.jit_utils import toolchain
+from mllm_kernel.jit_utils.errors import ToolchainNotFoundError
+
+
+def _nvcc_or_none():
+    try:
+        return toolchain.find_nvcc()
+    except ToolchainNotFoundError:
+        return None
+
+
+pytestmark = pytest.mark.skipif(_nvcc_or_none() is None, reason="nvcc not found")
+
+QUANT_OPS = [
+    "per_tensor_quant_fp8",
+    "per_token_quant_fp8",
+    "per_token_quant_int8",
+    "per_token_group_quant_fp8",
+    "per_token_group_quant_int8",
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16],
+                         ids=lambda d: str(d).removeprefix("torch."))
+def test_quant_module_builds(dtype):
+    from mllm_kernel.cuda.jit import quant
+
+    assert set(quant._KERNELS) == {torch.float32, torch.float16, torch.bfloat16}
+    module = quant._KERNELS[dtype].module("cuda")
+    for name in QUANT_OPS:
+        assert callable(getattr(module, name)), f"quant[{dtype}] does not export {name}"
+
+
+def test_kv_cache_module_builds():
+    from mllm_kernel.cuda.jit import kv_cache
+
+    assert callable(kv_cache._kv_cache_module.module("cuda").store_kv_cache)

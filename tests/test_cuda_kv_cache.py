@@ -1,0 +1,181 @@
+"""CUDA store_kv_cache against an indexed-assignment reference. Skipped without a GPU
+(tests/test_cuda_compile_quant.py builds the module in CI)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from mllm_kernel.cuda.jit.kv_cache import store_kv_cache
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (compile-only tests cover CI)"),
+]
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float8_e4m3fn]
+OP = "store_kv_cache"
+
+
+def _ids(d):
+    return str(d).removeprefix("torch.")
+
+
+def _randn(*shape, dtype, seed=0):
+    g = torch.Generator(device="cuda")
+    g.manual_seed(seed)
+    return torch.randn(*shape, device="cuda", generator=g).to(dtype)
+
+
+def _caches(num_slots, heads, dim, dtype):
+    """Caches filled with a sentinel (NaN bits) so untouched slots are recognisable."""
+    k_cache = torch.empty(num_slots, heads, dim, dtype=dtype, device="cuda")
+    v_cache = torch.empty_like(k_cache)
+    for c in (k_cache, v_cache):
+        c.view(torch.uint8).fill_(0x7F)
+    return k_cache, v_cache
+
+
+def _slots(tokens, num_slots, dtype, seed=0, skip_every=0):
+    g = torch.Generator(device="cuda")
+    g.manual_seed(seed)
+    slots = torch.randperm(num_slots, device="cuda", generator=g)[:tokens]
+    if skip_every:
+        slots[::skip_every] = -1
+    return slots.to(dtype)
+
+
+def _expected(k, v, k_cache, v_cache, slots):
+    ek, ev = k_cache.clone(), v_cache.clone()
+    keep = slots >= 0
+    idx = slots[keep].long()
+    ek.view(torch.uint8)[idx] = k[keep].contiguous().view(torch.uint8)
+    ev.view(torch.uint8)[idx] = v[keep].contiguous().view(torch.uint8)
+    return ek, ev
+
+
+def _assert_bytes_equal(actual, expected):
+    assert torch.equal(actual.view(torch.uint8), expected.view(torch.uint8))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_ids)
+@pytest.mark.parametrize("slot_dtype", [torch.int32, torch.int64], ids=_ids)
+@pytest.mark.parametrize("tokens,heads,dim", [(1, 1, 64), (5, 8, 128), (257, 2, 96), (100, 4, 7), (3, 32, 256)])
+@pytest.mark.parametrize("skip_every", [0, 3])
+def test_store_kv_cache(dtype, slot_dtype, tokens, heads, dim, skip_every):
+    num_slots = 2 * tokens + 3
+    k = _randn(tokens, heads, dim, dtype=dtype, seed=1)
+    v = _randn(tokens, heads, dim, dtype=dtype, seed=2)
+    k_cache, v_cache = _caches(num_slots, heads, dim, dtype)
+    slots = _slots(tokens, num_slots, slot_dtype, skip_every=skip_every)
+    ek, ev = _expected(k, v, k_cache, v_cache, slots)
+    store_kv_cache(k, v, k_cache, v_cache, slots)
+    _assert_bytes_equal(k_cache, ek)
+    _assert_bytes_equal(v_cache, ev)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=_ids)
+@pytest.mark.parametrize("head_dim", [128, 5])
+def test_store_kv_cache_from_fused_qkv(dtype, head_dim):
+    """k and v as slices of a fused QKV output: token stride (Hq + 2 Hkv) * D, offset pointers."""
+    tokens, hq, hkv = 33, 8, 2
+    qkv = _randn(tokens, (hq + 2 * hkv) * head_dim, dtype=dtype, seed=3)
+    _, k, v = qkv.split([hq * head_dim, hkv * head_dim, hkv * head_dim], dim=-1)
+    k = k.view(tokens, hkv, head_dim)
+    v = v.view(tokens, hkv, head_dim)
+    assert not k.is_contiguous()
+    k_cache, v_cache = _caches(100, hkv, head_dim, dtype)
+    slots = _slots(tokens, 100, torch.int64, seed=4, skip_every=5)
+    ek, ev = _expected(k, v, k_cache, v_cache, slots)
+    store_kv_cache(k, v, k_cache, v_cache, slots)
+    _assert_bytes_equal(k_cache, ek)
+    _assert_bytes_equal(v_cache, ev)
+
+
+def test_store_kv_cache_head_strided():
+    """A head stride that is not head_dim (k transposed from [H, T, D])."""
+    k = _randn(4, 6, 64, dtype=torch.float16, seed=5).transpose(0, 1)  # [6, 4, 64], head stride 6*64
+    v = _randn(6, 4, 64, dtype=torch.float16, seed=6)
+    k_cache, v_cache = _caches(10, 4, 64, torch.float16)
+    slots = torch.tensor([9, 0, -1, 3, 7, 2], dtype=torch.int32, device="cuda")
+    ek, ev = _expected(k, v, k_cache, v_cache, slots)
+    store_kv_cache(k, v, k_cache, v_cache, slots)
+    _assert_bytes_equal(k_cache, ek)
+    _assert_bytes_equal(v_cache, ev)
+
+
+def test_out_of_range_slot_raises_and_writes_nothing():
+    k = _randn(4, 2, 64, dtype=torch.bfloat16)
+    v = _randn(4, 2, 64, dtype=torch.bfloat16, seed=1)
+    k_cache, v_cache = _caches(8, 2, 64, torch.bfloat16)
+    before = k_cache.clone()
+    slots = torch.tensor([0, 8, -1, 100], dtype=torch.int64, device="cuda")
+    with pytest.raises(ValueError, match=re.escape(f"{OP}: slot_mapping[1] = 8 is out of range for a cache of 8 slots")):
+        store_kv_cache(k, v, k_cache, v_cache, slots)
+    _assert_bytes_equal(k_cache, before)
+
+
+def test_out_of_range_slot_without_validation_is_skipped():
+    """validate=False: no sync, no exception, and the kernel still never writes out of bounds
+    (the bad token is skipped; the others are stored)."""
+    k = _randn(3, 2, 64, dtype=torch.float16)
+    v = _randn(3, 2, 64, dtype=torch.float16, seed=1)
+    # One big buffer: the cache is its first 4 slots, the rest is a guard zone that must stay intact.
+    k_buf, v_buf = _caches(8, 2, 64, torch.float16)
+    k_cache, v_cache = k_buf[:4], v_buf[:4]
+    slots = torch.tensor([1, 4, 3], dtype=torch.int32, device="cuda")
+    store_kv_cache(k, v, k_cache, v_cache, slots, validate=False)
+    torch.cuda.synchronize()
+    ek, ev = _expected(k, v, *_caches(4, 2, 64, torch.float16), torch.tensor([1, -1, 3], device="cuda"))
+    _assert_bytes_equal(k_cache, ek)
+    _assert_bytes_equal(v_cache, ev)
+    assert torch.all(k_buf[4:].view(torch.uint8) == 0x7F) and torch.all(v_buf[4:].view(torch.uint8) == 0x7F)
+
+
+def test_store_kv_cache_under_cuda_graph():
+    """Validation is skipped during capture (a sync is illegal there); replays store correctly."""
+    k = _randn(16, 2, 128, dtype=torch.bfloat16)
+    v = _randn(16, 2, 128, dtype=torch.bfloat16, seed=1)
+    k_cache, v_cache = _caches(64, 2, 128, torch.bfloat16)
+    slots = _slots(16, 64, torch.int64, seed=2)
+    store_kv_cache(k, v, k_cache, v_cache, slots)  # build and warm up outside capture
+    k_cache.view(torch.uint8).fill_(0x7F)
+    v_cache.view(torch.uint8).fill_(0x7F)
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        store_kv_cache(k, v, k_cache, v_cache, slots)
+    graph.replay()
+    torch.cuda.synchronize()
+    ek, ev = _expected(k, v, *_caches(64, 2, 128, torch.bfloat16), slots)
+    _assert_bytes_equal(k_cache, ek)
+    _assert_bytes_equal(v_cache, ev)
+
+
+def test_bad_inputs():
+    k = _randn(4, 2, 64, dtype=torch.bfloat16)
+    v = _randn(4, 2, 64, dtype=torch.bfloat16, seed=1)
+    kc, vc = _caches(8, 2, 64, torch.bfloat16)
+    slots = torch.arange(4, dtype=torch.int64, device="cuda")
+
+    def raises(message, *args, **kwargs):
+        with pytest.raises(ValueError, match=re.escape(f"{OP}: {message}")):
+            store_kv_cache(*args, **kwargs)
+
+    raises("v: dtype must be bfloat16 as bound by k, got float16", k, v.half(), kc, vc, slots)
+    raises("k: dtype must be one of float32, float16, bfloat16, float8_e4m3fn, got float64", k.double(), v, kc, vc,
+           slots)
+    raises("k_cache: dtype must be bfloat16 as bound by k, got float32", k, v, kc.float(), vc, slots)
+    raises("v: dim 2 (head_dim) must be 64 as bound by k, got 32", k, v[..., :32], kc, vc, slots)
+    raises("v_cache: dim 1 (num_kv_heads) must be 2 as bound by k, got 1", k, v, kc, vc[:, :1], slots)
+    raises("v_cache: dim 0 (num_slots) must be 8 as bound by k_cache, got 7", k, v, kc, vc[:7], slots)
+    raises("slot_mapping: dtype must be one of int32, int64, got float32", k, v, kc, vc, slots.float())
+    raises("slot_mapping: dim 0 (num_tokens) must be 4 as bound by k, got 3", k, v, kc, vc, slots[:3])
+    raises("k: device must be cuda, got cpu", k.cpu(), v, kc, vc, slots)
+    raises("slot_mapping: device must be cuda:0 as bound by k, got cpu", k, v, kc, vc, slots.cpu())
+    raises("k: stride 2 must be 1, got 2", _randn(4, 2, 128, dtype=torch.bfloat16)[..., ::2], v, kc, vc, slots)
+    raises("k_cache: must be contiguous", k, v, _caches(8, 2, 128, torch.bfloat16)[0][..., ::2], vc, slots)
+    raises("k and v must not be empty", k[:0], v[:0], kc, vc, slots[:0])
+    raises("k: must have 3 dims", k.reshape(4, 128), v, kc, vc, slots)

@@ -1,0 +1,313 @@
+"""CUDA FP8/INT8 activation quantization against a PyTorch reference of the same formula.
+
+The reference computes in float32 exactly what the kernels compute (``amax``, ``max(amax,
+eps) / qmax``, UE8M0 rounding by bits, a true division, round to nearest even), so outputs and
+scales must match bit for bit. Skipped without a GPU (tests/test_cuda_compile_quant.py builds
+the modules in CI).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from mllm_kernel.cuda.jit.quant import (
+    per_tensor_quant_fp8,
+    per_token_group_quant_fp8,
+    per_token_group_quant_int8,
+    per_token_quant_fp8,
+    per_token_quant_int8,
+)
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (compile-only tests cover CI)"),
+]
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+FP8 = torch.float8_e4m3fn
+FP8_MAX, INT8_MAX = 448.0, 127.0
+# Poison values no valid result takes: e4m3 NaN (finite inputs never give it), int8 -128
+# (|x / scale| <= 127 always).
+POISON = {FP8: 0x7F, torch.int8: -128}
+
+
+def _ids(d):
+    return str(d).removeprefix("torch.")
+
+
+def _data(*shape, dtype, seed=0, device="cuda"):
+    """Normal data with ~1% outliers 50x larger (so a few elements set each scale)."""
+    g = torch.Generator(device=device)
+    g.manual_seed(seed)
+    x = torch.randn(*shape, device=device, generator=g)
+    outliers = torch.rand(*shape, device=device, generator=g) < 0.01
+    return torch.where(outliers, x * 50.0, x).to(dtype)
+
+
+def _poisoned(shape, dtype):
+    out = torch.empty(shape, dtype=dtype, device="cuda")
+    out.view(torch.int8 if dtype == torch.int8 else torch.uint8).fill_(POISON[dtype])
+    return out
+
+
+def _round_up_pow2(s):
+    """2^ceil(log2(s)) exactly, by bits (what the kernel does): bump the exponent when any
+    mantissa bit is set."""
+    bits = s.contiguous().view(torch.int32)
+    up = (bits & 0x7F800000) + 0x800000
+    return torch.where((bits & 0x7FFFFF) != 0, up, bits).view(torch.float32)
+
+
+def _div(a, b: float):
+    """a / b as a true float32 division (PyTorch turns division by a Python scalar into a
+    multiplication by its reciprocal, which can differ by one ulp)."""
+    return a / torch.full_like(a, b)
+
+
+def _quantize(xf, scale, out_dtype):
+    """x / scale (float32, true division) converted like the kernel; zeros where scale == 0."""
+    q = torch.where(scale == 0, torch.zeros_like(xf), xf / scale)
+    if out_dtype == FP8:
+        return q.clamp(-FP8_MAX, FP8_MAX).to(FP8)
+    return q.clamp(-128, 127).round().to(torch.int8)
+
+
+def _ref_groups(x, group, eps, out_dtype, ue8m0=False):
+    """(q [rows, hidden], scales [rows, groups]) for x viewed as rows of groups."""
+    hidden = x.shape[-1]
+    xf = x.float().reshape(-1, hidden // group, group)
+    qmax = FP8_MAX if out_dtype == FP8 else INT8_MAX
+    scale = _div(xf.abs().amax(-1).clamp_min(eps), qmax)
+    if ue8m0:
+        scale = _round_up_pow2(scale)
+    q = _quantize(xf, scale[..., None], out_dtype)
+    return q.reshape(-1, hidden), scale
+
+
+def _bits(t):
+    return t.view(torch.uint8) if t.dtype == FP8 else t
+
+
+def _assert_same(actual, expected):
+    assert actual.dtype == expected.dtype
+    a, e = _bits(actual), _bits(expected)
+    mismatch = (a != e).sum().item()
+    assert mismatch == 0, f"{mismatch} of {a.numel()} elements differ (first at {(a != e).nonzero()[0].tolist()})"
+
+
+def _assert_scales(actual, expected):
+    assert not torch.isnan(actual).any(), "unwritten (NaN-poisoned) scales"
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0)
+
+
+# --------------------------------------------------------------------------- per-token-group
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_ids)
+@pytest.mark.parametrize("group", [32, 64, 128])
+@pytest.mark.parametrize("rows,hidden", [(1, 128), (7, 384), (257, 4096), (3, 16384), (1000, 256)])
+@pytest.mark.parametrize("column_major", [False, True], ids=["row_major", "col_major"])
+@pytest.mark.parametrize("ue8m0", [False, True], ids=["f32_scale", "ue8m0"])
+def test_group_quant_fp8(dtype, group, rows, hidden, column_major, ue8m0):
+    x = _data(rows, hidden, dtype=dtype, seed=rows + hidden)
+    out = _poisoned((rows, hidden), FP8)
+    q, s = per_token_group_quant_fp8(x, group, 1e-10, column_major, ue8m0, out=out)
+    assert q is out
+    ref_q, ref_s = _ref_groups(x, group, 1e-10, FP8, ue8m0)
+    _assert_same(q, ref_q)
+    assert s.shape == (rows, hidden // group)
+    if column_major:
+        assert s.stride() == (1, rows), "column-major scales must be the transpose of a [G, T] buffer"
+    _assert_scales(s, ref_s)
+    if ue8m0:
+        assert torch.all(torch.frexp(s).mantissa == 0.5), "ue8m0 scales must be powers of two"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_ids)
+@pytest.mark.parametrize("group", [32, 64, 128])
+@pytest.mark.parametrize("rows,hidden", [(1, 128), (5, 640), (300, 4096), (2, 16384)])
+def test_group_quant_int8(dtype, group, rows, hidden):
+    x = _data(rows, hidden, dtype=dtype, seed=7 * rows + hidden)
+    out = _poisoned((rows, hidden), torch.int8)
+    q, s = per_token_group_quant_int8(x, group, 1e-10, out=out)
+    ref_q, ref_s = _ref_groups(x, group, 1e-10, torch.int8)
+    _assert_same(q, ref_q)
+    _assert_scales(s, ref_s)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_ids)
+@pytest.mark.parametrize("fn,out_dtype", [(per_token_group_quant_fp8, FP8), (per_token_group_quant_int8, torch.int8)],
+                         ids=["fp8", "int8"])
+def test_group_quant_strided_and_unaligned(dtype, fn, out_dtype):
+    """Rows of a wider buffer, offset by one element: the element-wise (unvectorized) kernel."""
+    rows, hidden = 37, 512
+    base = _data(rows, hidden + 3, dtype=dtype, seed=3)
+    x = base[:, 1:hidden + 1]
+    assert x.stride(0) == hidden + 3
+    for group in (32, 128):
+        q, s = fn(x, group)
+        ref_q, ref_s = _ref_groups(x, group, 1e-10, out_dtype)
+        _assert_same(q, ref_q)
+        _assert_scales(s.reshape(rows, -1), ref_s)
+
+
+def test_group_quant_leading_dims_and_eps():
+    x = _data(2, 3, 256, dtype=torch.bfloat16, seed=11)
+    x[0, 1, :128] = 0  # a group of zeros: scale = eps / 448, output zeros
+    q, s = per_token_group_quant_fp8(x, 128, eps=1e-4)
+    assert q.shape == x.shape and s.shape == (2, 3, 2)
+    ref_q, ref_s = _ref_groups(x, 128, 1e-4, FP8)
+    _assert_same(q.reshape(-1, 256), ref_q)
+    _assert_scales(s.reshape(-1, 2), ref_s)
+    assert s[0, 1, 0].item() == pytest.approx(1e-4 / 448, rel=1e-6)
+    # column-major with leading dims: the scales are [rows, groups] over the flattened rows.
+    q2, s2 = per_token_group_quant_fp8(x, 128, eps=1e-4, column_major_scales=True)
+    assert s2.shape == (6, 2)
+    _assert_scales(s2, ref_s)
+
+
+# --------------------------------------------------------------------------------- per-token
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_ids)
+@pytest.mark.parametrize("rows", [1, 33, 300])
+@pytest.mark.parametrize("hidden", [1, 7, 128, 1000, 4096, 16384])
+@pytest.mark.parametrize("fn,out_dtype", [(per_token_quant_fp8, FP8), (per_token_quant_int8, torch.int8)],
+                         ids=["fp8", "int8"])
+def test_per_token_quant(dtype, rows, hidden, fn, out_dtype):
+    x = _data(rows, hidden, dtype=dtype, seed=rows * hidden)
+    out = _poisoned((rows, hidden), out_dtype)
+    q, s = fn(x, out=out)
+    ref_q, ref_s = _ref_groups(x, hidden, 0.0, out_dtype)
+    _assert_same(q, ref_q)
+    assert s.shape == (rows, 1)
+    _assert_scales(s, ref_s)
+
+
+@pytest.mark.parametrize("fn,out_dtype", [(per_token_quant_fp8, FP8), (per_token_quant_int8, torch.int8)],
+                         ids=["fp8", "int8"])
+def test_per_token_quant_zero_row_and_strides(fn, out_dtype):
+    base = _data(9, 1030, dtype=torch.float16, seed=5)
+    x = base[:, 3:1027]  # unaligned start, row stride 1030
+    x[4] = 0
+    q, s = fn(x)
+    ref_q, ref_s = _ref_groups(x, 1024, 0.0, out_dtype)
+    _assert_same(q, ref_q)
+    _assert_scales(s, ref_s)
+    assert s[4].item() == 0.0 and torch.all(_bits(q[4]) == 0)
+
+
+# -------------------------------------------------------------------------------- per-tensor
+
+
+def _ref_tensor(x, scale=None):
+    xf = x.float().reshape(-1, x.shape[-1])
+    if scale is None:
+        scale = _div(xf.abs().amax(), FP8_MAX)
+    return _quantize(xf, scale, FP8), scale.reshape(1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_ids)
+@pytest.mark.parametrize("shape", [(1, 128), (1, 7), (64, 4096), (333, 1000), (2048, 16384), (3, 5, 96)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_per_tensor_dynamic(dtype, shape):
+    x = _data(*shape, dtype=dtype, seed=sum(shape))
+    out = _poisoned(shape, FP8)
+    q, scale = per_tensor_quant_fp8(x, out=out)
+    assert q is out and scale.shape == (1,) and scale.dtype == torch.float32
+    ref_q, ref_s = _ref_tensor(x)
+    _assert_scales(scale, ref_s)
+    _assert_same(q.reshape(-1, shape[-1]), ref_q)
+
+
+def test_per_tensor_dynamic_repeated_calls_reset_the_scale():
+    """The amax buffer is zeroed per call: a smaller tensor after a larger one gets its own scale."""
+    big = _data(16, 256, dtype=torch.bfloat16, seed=1) * 100
+    small = _data(16, 256, dtype=torch.bfloat16, seed=2)
+    per_tensor_quant_fp8(big)
+    q, s = per_tensor_quant_fp8(small)
+    ref_q, ref_s = _ref_tensor(small)
+    _assert_scales(s, ref_s)
+    _assert_same(q, ref_q)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_ids)
+@pytest.mark.parametrize("scale_value", [0.01, 1.0, 0.0])
+def test_per_tensor_static(dtype, scale_value):
+    x = _data(65, 2048, dtype=dtype, seed=9)
+    scale = torch.tensor([scale_value], dtype=torch.float32, device="cuda")
+    given = scale.clone()
+    q, s = per_tensor_quant_fp8(x, scale)
+    assert s is scale and torch.equal(s, given), "a static scale must be returned unchanged"
+    ref_q, _ = _ref_tensor(x, scale)
+    _assert_same(q, ref_q)  # 0.01 saturates the outliers at +-448; 0.0 gives zeros
+
+
+def test_per_tensor_strided_rows():
+    base = _data(50, 1100, dtype=torch.bfloat16, seed=4)
+    x = base[:, 2:1026]
+    q, s = per_tensor_quant_fp8(x)
+    ref_q, ref_s = _ref_tensor(x)
+    _assert_scales(s, ref_s)
+    _assert_same(q, ref_q)
+
+
+def test_nan_input_stays_nan_fp8():
+    x = _data(4, 128, dtype=torch.float32, seed=8)
+    x[1, 5] = float("nan")
+    q, _ = per_token_group_quant_fp8(x, 128, scale_ue8m0=False)
+    assert torch.isnan(q[1, 5].float())
+
+
+# ------------------------------------------------------------------------------ bad inputs
+
+
+def _raises(message, fn, *args, **kwargs):
+    with pytest.raises(ValueError, match=message):
+        fn(*args, **kwargs)
+
+
+def test_bad_inputs_group():
+    op = "per_token_group_quant_fp8"
+    x = _data(4, 256, dtype=torch.bfloat16)
+    _raises(re.escape(f"{op}: input: dtype must be one of float32, float16, bfloat16, got int32"),
+            per_token_group_quant_fp8, x.to(torch.int32))
+    _raises(re.escape(f"{op}: group_size must be 32, 64 or 128, got 48"), per_token_group_quant_fp8, x, 48)
+    _raises(re.escape(f"{op}: group_size must be 32, 64 or 128, got 256"), per_token_group_quant_fp8, x, 256)
+    _raises(re.escape(f"{op}: hidden size 96 is not divisible by group_size 64"),
+            per_token_group_quant_fp8, _data(4, 96, dtype=torch.bfloat16), 64)
+    _raises(re.escape("per_token_group_quant_int8: hidden size 100 is not divisible by group_size 32"),
+            per_token_group_quant_int8, _data(2, 100, dtype=torch.float32), 32)
+    _raises(re.escape(f"{op}: input: device must be cuda, got cpu"), per_token_group_quant_fp8, x.cpu())
+    _raises(re.escape(f"{op}: input must not be empty, got shape [0, 256]"),
+            per_token_group_quant_fp8, x[:0])
+    _raises(re.escape(f"{op}: eps must be non-negative, got -1"), per_token_group_quant_fp8, x, 128, -1.0)
+    _raises(re.escape(f"{op}: input: stride 1 must be 1, got 2"), per_token_group_quant_fp8,
+            _data(4, 512, dtype=torch.bfloat16)[:, ::2])
+    _raises(re.escape(f"{op}: out: dtype must be float8_e4m3fn, got int8"), per_token_group_quant_fp8, x,
+            out=torch.empty(4, 256, dtype=torch.int8, device="cuda"))
+    _raises(re.escape(f"{op}: out: dim 1 (hidden) must be 256 as bound by input, got 128"),
+            per_token_group_quant_fp8, x, out=torch.empty(4, 128, dtype=FP8, device="cuda"))
+    _raises(re.escape("per_token_group_quant_int8: out: dtype must be int8, got float8_e4m3fn"),
+            per_token_group_quant_int8, x, out=torch.empty(4, 256, dtype=FP8, device="cuda"))
+
+
+def test_bad_inputs_per_token_and_tensor():
+    x = _data(4, 256, dtype=torch.float16)
+    _raises(re.escape("per_token_quant_fp8: input must not be empty, got shape [4, 0]"), per_token_quant_fp8,
+            x[:, :0])
+    _raises(re.escape("per_token_quant_int8: out: dtype must be int8, got float16"), per_token_quant_int8, x,
+            out=torch.empty_like(x))
+    op = "per_tensor_quant_fp8"
+    _raises(re.escape(f"{op}: scale: dtype must be float32, got float16"), per_tensor_quant_fp8, x,
+            torch.ones(1, dtype=torch.float16, device="cuda"))
+    _raises(re.escape(f"{op}: scale: dim 0 must be 1, got 2"), per_tensor_quant_fp8, x,
+            torch.ones(2, dtype=torch.float32, device="cuda"))
+    _raises(re.escape(f"{op}: scale: device must be cuda:0 as bound by input, got cpu"), per_tensor_quant_fp8, x,
+            torch.ones(1, dtype=torch.float32))
+    _raises(re.escape(f"{op}: input: dtype must be one of float32, float16, bfloat16, got float64"),
+            per_tensor_quant_fp8, x.double())
+    _raises(re.escape(f"{op}: input must not be empty, got shape [0, 256]"), per_tensor_quant_fp8, x[:0])
