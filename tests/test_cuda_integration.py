@@ -26,11 +26,14 @@ def _silu_mul_ref(x):
     return (torch.nn.functional.silu(x[..., :d].double()) * x[..., d:].double()).to(x.dtype)
 
 
-def _block(x, residual, w, q, k, q_w, k_w, positions, cos_sin, gate_up):
+def _block(x, residual, w, q, k, q_w, k_w, positions, cos_sin, gate_up, k_cache, v_cache, slots):
     ops.fused_add_rmsnorm(x, residual, w)
     ops.qknorm(q, k, q_w, k_w)
     ops.apply_rope(positions, q, k, cos_sin)
-    return ops.rmsnorm(x, w), ops.silu_and_mul(gate_up)
+    ops.store_kv_cache(k, q[:, :2], k_cache, v_cache, slots)
+    h = ops.silu_and_mul(gate_up)
+    hq, hs = ops.per_token_group_quant_fp8(h, 128)
+    return ops.rmsnorm(x, w), h, hq.float(), hs
 
 
 def _block_inputs(T, dtype=torch.bfloat16, seed=0):
@@ -38,7 +41,10 @@ def _block_inputs(T, dtype=torch.bfloat16, seed=0):
     r = lambda *s: torch.randn(*s, device="cuda", generator=g).to(dtype)  # noqa: E731
     return dict(x=r(T, 1024), residual=r(T, 1024), w=r(1024), q=r(T, 8, 128), k=r(T, 2, 128), q_w=r(128),
                 k_w=r(128), positions=torch.randint(0, 4096, (T,), device="cuda", generator=g),
-                cos_sin=rope_cache(4096, 128).cuda(), gate_up=r(T, 2 * 2048))
+                cos_sin=rope_cache(4096, 128).cuda(), gate_up=r(T, 2 * 2048),
+                k_cache=torch.zeros(1024, 2, 128, device="cuda", dtype=dtype),
+                v_cache=torch.zeros(1024, 2, 128, device="cuda", dtype=dtype),
+                slots=torch.randperm(1024, device="cuda", generator=g)[:T])
 
 
 def test_compile_fullgraph_on_cuda_matches_eager_and_handles_dynamic_tokens():
@@ -55,7 +61,7 @@ def test_compile_fullgraph_on_cuda_matches_eager_and_handles_dynamic_tokens():
             comp_in = {k: v.clone() for k, v in inputs.items()}
             for a, b in zip(_block(**eager_in), compiled(**comp_in)):
                 torch.testing.assert_close(a, b, rtol=0, atol=0)
-            for key in ("x", "residual", "q", "k"):
+            for key in ("x", "residual", "q", "k", "k_cache", "v_cache"):
                 torch.testing.assert_close(eager_in[key], comp_in[key], rtol=0, atol=0)
             first = first or counter.frame_count
     assert counter.frame_count == first
@@ -73,7 +79,7 @@ def test_cuda_graph_capture_and_replay_with_new_inputs():
     torch.cuda.current_stream().wait_stream(s)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        y, h = _block(**static)
+        y, h, hq, hs = _block(**static)
     for seed in (1, 2):
         fresh = _block_inputs(T, seed=seed)
         for key, value in fresh.items():
@@ -81,10 +87,10 @@ def test_cuda_graph_capture_and_replay_with_new_inputs():
         graph.replay()
         torch.cuda.synchronize()
         ref = {k: v.clone() for k, v in fresh.items()}
-        y_ref, h_ref = _block(**ref)
-        torch.testing.assert_close(y, y_ref, rtol=0, atol=0)
-        torch.testing.assert_close(h, h_ref, rtol=0, atol=0)
-        torch.testing.assert_close(static["q"], ref["q"], rtol=0, atol=0)
+        for got, want in zip((y, h, hq, hs), _block(**ref)):
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+        for key in ("q", "k", "k_cache", "v_cache", "x", "residual"):
+            torch.testing.assert_close(static[key], ref[key], rtol=0, atol=0)
         torch.testing.assert_close(h, _silu_mul_ref(fresh["gate_up"]), rtol=2e-2, atol=2e-2)
 
 
