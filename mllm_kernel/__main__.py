@@ -1,4 +1,4 @@
-"""``python -m mllm_kernel``: show-env, show-config, show-clangd-recommend-config, demo."""
+"""``python -m mllm_kernel``: show-env, show-config, show-clangd-recommend-config, demo, prebuild."""
 
 from __future__ import annotations
 
@@ -70,6 +70,39 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.cache_dir)
 
 
+def cmd_prebuild(args: argparse.Namespace) -> int:
+    import os
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mllm_kernel.jit_utils import registered_kernels, toolchain
+    from mllm_kernel.jit_utils.errors import ToolchainNotFoundError
+
+    for package in KERNEL_PACKAGES:
+        importlib.import_module(package)
+    devices = ["cpu", "cuda"] if args.device == "all" else [args.device]
+    if args.device == "all":
+        try:
+            toolchain.find_nvcc()
+        except ToolchainNotFoundError:
+            devices = ["cpu"]
+            print("prebuild: no nvcc, building CPU kernels only")
+    jobs = [(k, d) for k in registered_kernels() for d in devices if d in k.devices]
+    start = time.perf_counter()
+
+    def build(job):
+        record, device = job
+        t = time.perf_counter()
+        record.kernel.module(device)
+        return f"{device:<5} {record.name}[{', '.join(record.args)}] {time.perf_counter() - t:6.1f} s"
+
+    with ThreadPoolExecutor(max_workers=args.jobs or os.cpu_count() or 1) as pool:
+        for line in pool.map(build, jobs):
+            print(line)
+    print(f"prebuild: {len(jobs)} modules ready in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m mllm_kernel", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -94,6 +127,13 @@ def build_parser() -> argparse.ArgumentParser:
                                    "reload it in a new process, time it, compare with PyTorch, print a table.")
     p.add_argument("--cache-dir", default=None, help="cache folder to build into (default: a new temp folder)")
     p.set_defaults(func=cmd_demo)
+    p = sub.add_parser("prebuild", help="compile every registered kernel now (warms the cache)",
+                       description="Build (or load from the cache) every registered JIT kernel, several at a "
+                                   "time, e.g. in a container build or before starting many ranks.")
+    p.add_argument("--device", choices=["cpu", "cuda", "all"], default="all",
+                   help="which kernels to build (default: all; CUDA ones only where nvcc exists)")
+    p.add_argument("--jobs", type=int, default=0, help="parallel builds (default: the CPU count)")
+    p.set_defaults(func=cmd_prebuild)
     return parser
 
 

@@ -61,7 +61,15 @@ def test_clangd_config_written_once(tmp_path):
     assert (tmp_path / ".clangd").read_text() == "mine\n"
 
 
-@pytest.mark.parametrize("command", ["show-env", "show-config", "show-clangd-recommend-config"])
+@pytest.mark.parametrize("command", ["show-env", "show-config", "show-clangd-recommend-config", "demo", "prebuild"])
 def test_help(command):
     out = run_cli(command, "--help")
     assert out.returncode == 0 and "usage:" in out.stdout
+
+
+def test_prebuild_builds_every_registered_cpu_kernel():
+    out = run_cli("prebuild", "--device", "cpu", "--jobs", "2")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[-1].startswith("prebuild: 12 modules ready"), lines[-3:]
+    assert any(line.startswith("cpu   add_constant[16]") for line in lines)

@@ -43,7 +43,7 @@ class JitKernel:
             raise ValueError(f"jit({name!r}): no sources for device {device!r}")
         self.devices = devices
         files = [*(build.get("cpp_files") or ()), *(build.get("cuda_files") or ())]
-        register(KernelRecord(name, devices, args, tuple(str(f) for f in files)))
+        register(KernelRecord(name, devices, args, tuple(str(f) for f in files), kernel=self))
         functools.update_wrapper(self, fn)
 
     def _has_sources(self, device: str) -> bool:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mllm_kernel.jit_utils.cache import MANIFEST
 from mllm_kernel.jit_utils.paths import cache_root
@@ -17,6 +18,8 @@ class KernelRecord:
     devices: tuple[str, ...]
     args: tuple[str, ...]
     files: tuple[str, ...]
+    #: The decorated kernel itself; ``kernel.module(device)`` builds or loads it.
+    kernel: Any = field(default=None, compare=False, repr=False)
 
     def cache_folders(self, device: str) -> list[Path]:
         """Cache folders of this kernel on ``device`` that hold a published build."""
