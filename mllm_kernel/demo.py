@@ -23,7 +23,7 @@ import torch
 _LOAD_PROBE = """
 import importlib, json, sys, time, torch, tvm_ffi
 module_name, expression, device = sys.argv[1:4]
-kernel = eval(expression, vars(importlib.import_module(module_name)))
+kernel = eval(expression, vars(importlib.import_module(module_name)))  # noqa: S307
 start = time.perf_counter()
 kernel.module(device)
 print(json.dumps({"ms": (time.perf_counter() - start) * 1e3}))
@@ -32,42 +32,93 @@ print(json.dumps({"ms": (time.perf_counter() - start) * 1e3}))
 
 @dataclass
 class DemoCase:
-    """One row: a @jit kernel, where a new process finds it, and how to exercise it."""
+    """One row: a kernel module (named so that a new process can find it) and one call of it."""
 
     label: str
     device: str
-    kernel: object  # a JitKernel
-    where: tuple[str, str]  # (module, expression) naming the kernel for the load probe
+    where: tuple[str, str]  # (python module, expression giving the @jit kernel object)
     run: Callable[[], torch.Tensor]
     reference: Callable[[], torch.Tensor]
+    tolerance: float = 0.0  # max abs error allowed against the float64 reference
+
+    @property
+    def kernel(self):
+        return eval(self.where[1], vars(importlib.import_module(self.where[0])))  # noqa: S307
+
+
+def _rms_ref(x, w, eps=1e-6):
+    x64 = x.double()
+    return x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps) * w.double()
+
+
+def _silu_ref(x):
+    d = x.shape[-1] // 2
+    return torch.nn.functional.silu(x[..., :d].double()) * x[..., d:].double()
+
+
+def _rope_ref(positions, q, cache):
+    half = cache.shape[-1] // 2
+    cos, sin = cache[positions, :half].double()[:, None], cache[positions, half:].double()[:, None]
+    x1, x2 = q[..., :half].double(), q[..., half:].double()
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
 def _cases(device: str) -> list[DemoCase]:
-    gen = torch.Generator().manual_seed(0)
+    """The example kernels and the LLM ops, on one device, with PyTorch float64 references."""
+    from mllm_kernel import ops
+
+    gen = torch.Generator(device=device).manual_seed(0)
+    dtype, tol = (torch.float32, 1e-4) if device == "cpu" else (torch.bfloat16, 6e-2)
+    rand = lambda *shape: torch.randn(*shape, device=device, generator=gen).to(dtype)  # noqa: E731
     cases = []
     if device == "cpu":
-        cpu = importlib.import_module("mllm_kernel.cpu.jit.add_constant")
-
         x = torch.randn(1 << 20, generator=gen)
         for c in (1, 16):
             out = torch.empty_like(x)
-            kernel = cpu._KERNELS[c]
-            cases.append(DemoCase(f"add_constant<{c}>", "cpu", kernel, (cpu.__name__, f"_KERNELS[{c}]"),
-                                  lambda k=kernel, out=out: (k(out, x), out)[1], lambda c=c: x + c))
+            mod = "mllm_kernel.cpu.jit.add_constant"
+            cases.append(DemoCase(f"add_constant<{c}>", "cpu", (mod, f"_KERNELS[{c}]"),
+                                  lambda c=c, out=out: (ops_add_constant(mod, c)(out, x), out)[1], lambda c=c: x + c))
         out_rt = torch.empty_like(x)
-        cases.append(DemoCase("add_constant_runtime", "cpu", cpu._runtime_kernel, (cpu.__name__, "_runtime_kernel"),
-                              lambda: (cpu._runtime_kernel(out_rt, x, 3.14159), out_rt)[1],
+        cases.append(DemoCase("add_constant_runtime", "cpu", ("mllm_kernel.cpu.jit.add_constant", "_runtime_kernel"),
+                              lambda: (importlib.import_module("mllm_kernel.cpu.jit.add_constant")._runtime_kernel(
+                                  out_rt, x, 3.14159), out_rt)[1],
                               lambda: x + torch.tensor(3.14159)))
+        modules = {"norm": "_norm_module", "activation": "_activation_module", "rope": "_rope_module"}
+        where = {k: (f"mllm_kernel.cpu.jit.{k}", v) for k, v in modules.items()}
     else:
-        cuda = importlib.import_module("mllm_kernel.cuda.jit.add_constant")
-
         xi = torch.randint(-1000, 1000, (1 << 20,), dtype=torch.int32, device="cuda")
         for c in (1, 16):
             out = torch.empty_like(xi)
-            kernel = cuda._KERNELS[c]
-            cases.append(DemoCase(f"add_constant<{c}>", "cuda", kernel, (cuda.__name__, f"_KERNELS[{c}]"),
-                                  lambda k=kernel, out=out: (k(out, xi), out)[1], lambda c=c: xi + c))
+            mod = "mllm_kernel.cuda.jit.add_constant"
+            cases.append(DemoCase(f"add_constant<{c}>", "cuda", (mod, f"_KERNELS[{c}]"),
+                                  lambda c=c, out=out: (ops_add_constant(mod, c)(out, xi), out)[1],
+                                  lambda c=c: xi + c))
+        where = {k: (f"mllm_kernel.cuda.jit.{k}", "_KERNELS[torch.bfloat16]") for k in ("norm", "activation", "rope")}
+    name = str(dtype).removeprefix("torch.")
+    hidden, w = rand(64, 4096), rand(4096)
+    cases.append(DemoCase(f"rmsnorm {name} [64, 4096]", device, where["norm"], lambda: ops.rmsnorm(hidden, w),
+                          lambda: _rms_ref(hidden, w), tol))
+    gate_up = rand(64, 2 * 4096)
+    cases.append(DemoCase(f"silu_and_mul {name} [64, 8192]", device, where["activation"],
+                          lambda: ops.silu_and_mul(gate_up), lambda: _silu_ref(gate_up), tol))
+    q, k = rand(64, 32, 128), rand(64, 8, 128)
+    positions = torch.randint(0, 4096, (64,), device=device, generator=gen)
+    inv = 1.0 / (10000 ** (torch.arange(0, 128, 2, dtype=torch.float64) / 128))
+    freqs = torch.outer(torch.arange(4096, dtype=torch.float64), inv)
+    cache = torch.cat([freqs.cos(), freqs.sin()], dim=-1).float().to(device)
+
+    def rope():
+        qq, kk = q.clone(), k.clone()
+        ops.apply_rope(positions, qq, kk, cache)
+        return qq
+
+    cases.append(DemoCase(f"apply_rope {name} q[64, 32, 128]", device, where["rope"], rope,
+                          lambda: _rope_ref(positions, q, cache), tol))
     return cases
+
+
+def ops_add_constant(module: str, constant: int):
+    return importlib.import_module(module)._KERNELS[constant]
 
 
 def _time_call(fn: Callable, device: str, min_seconds: float = 0.2) -> float:
@@ -107,7 +158,7 @@ def run_demo(cache_dir: str | None = None) -> int:
             result = case.run()
             expected = case.reference()
             err = (result.double() - expected.double()).abs().max().item()
-            ok = torch.equal(result, expected) if not result.is_floating_point() else err <= 1e-6
+            ok = err <= case.tolerance
             failed |= not ok
             rows.append((case.label, device, f"{compile_s:.2f}", f"{_cached_load_ms(case, env):.1f}",
                          f"{_time_call(case.run, device):.1f}", f"{err:.2e}", "ok" if ok else "MISMATCH"))

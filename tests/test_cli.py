@@ -73,3 +73,11 @@ def test_prebuild_builds_every_registered_cpu_kernel():
     lines = out.stdout.splitlines()
     assert lines[-1].startswith("prebuild: 12 modules ready"), lines[-3:]
     assert any(line.startswith("cpu   add_constant[16]") for line in lines)
+
+
+def test_demo_prints_a_checked_row_per_kernel(tmp_path):
+    out = run_cli("demo", "--cache-dir", str(tmp_path / "cache"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = [line for line in out.stdout.splitlines() if line.split() and line.split()[-1] in ("ok", "MISMATCH")]
+    assert len(rows) >= 6 and all(r.split()[-1] == "ok" for r in rows), out.stdout
+    assert any(r.startswith("rmsnorm") for r in rows) and any(r.startswith("add_constant<16>") for r in rows)
