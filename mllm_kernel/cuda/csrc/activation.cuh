@@ -27,8 +27,11 @@ using mllm_kernel::fp16_t;
 using mllm_kernel::fp32_t;
 
 /// The gate functions (fp32 in, fp32 out).
+/// x / (1 + exp(-x)) with the hardware exp2 and reciprocal (a few ulp, like Triton's
+/// sigmoid): the IEEE expf and division cost ~0.5 us of latency at 1-64 tokens (H100, CUDA
+/// graph). Very negative x gives -0 (1 + exp(-x) overflows), as it should.
 struct SiLU {
-  static __device__ __forceinline__ float apply(float x) { return mllm_kernel::device::math::silu(x); }
+  static __device__ __forceinline__ float apply(float x) { return __fdividef(x, 1.0f + __expf(-x)); }
 };
 struct GeLU {
   static __device__ __forceinline__ float apply(float x) { return mllm_kernel::device::math::gelu(x); }

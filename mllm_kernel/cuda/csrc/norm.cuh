@@ -9,7 +9,9 @@
 // Every op is "normalise a set of rows": a row is addressed as base + (r / heads) * s0 +
 // (r % heads) * s1, so row-strided inputs (slices of a fused QKV projection) need no copy, and
 // q and k run in one launch as two row sets. Rows of at most 128 vectors go to the lane-group
-// path (8/16/32 lanes per row, several rows per block), longer rows to the CTA path. The
+// path (8/16/32 lanes per row, several rows per block), longer rows to the CTA path (one row
+// per block of up to 512 threads, compiled per block-size bound 128/256/512 so the launch
+// bounds and the cross-warp reduction fit the block). The
 // 16-byte vector kernels run when every pointer, stride and the row length allow it, the scalar
 // kernels otherwise.
 #pragma once
@@ -53,13 +55,15 @@ struct RowSet {
 };
 
 /// Up to two row sets (q and k) normalised by one launch; rows of set 1 follow those of set 0.
+/// The fields every thread reads come first, so a one-set launch touches only the first
+/// ~120 bytes of the parameter block.
 template <typename T>
 struct NormParams {
-  RowSet<T> set0;
-  RowSet<T> set1;
-  std::int64_t total_rows;
   float eps;
   bool pdl;  // launched with programmatic dependent launch: run the PDL instructions
+  std::int64_t total_rows;
+  RowSet<T> set0;
+  RowSet<T> set1;
 };
 
 /// The pointers of global row `r`; a row past the end gets hidden = 0 (no memory touched), so
@@ -92,14 +96,41 @@ __global__ void __launch_bounds__(mllm_kernel::host::norm::kGroupBlockThreads)
   if (p.pdl) pdl_launch_dependents();
 }
 
-/// CTA path: one row per block of blockDim.x (a multiple of 32) threads.
-template <typename T, int kVec, int kItems, bool kFusedAdd>
-__global__ void __launch_bounds__(mllm_kernel::host::norm::kCtaMaxThreads) rmsnorm_cta_kernel(const __grid_constant__ NormParams<T> p) {
+/// Blocks per SM the CTA kernel is compiled to fit: small-item rows get
+/// kCtaSmallRegisters registers per thread (a full SM resident), large-item rows up to 128.
+template <int kItems, int kMaxThreads>
+constexpr int cta_min_blocks() {
+  namespace hn = mllm_kernel::host::norm;
+  constexpr int kRegisters = kItems == hn::kCtaItemsSmall ? hn::kCtaSmallRegisters : 128;
+  return 65536 / (kRegisters * kMaxThreads);
+}
+
+/// CTA path: one row per block of blockDim.x (a multiple of 32, at most kMaxThreads) threads.
+template <typename T, int kVec, int kItems, int kMaxThreads, bool kFusedAdd>
+__global__ void __launch_bounds__(kMaxThreads, (cta_min_blocks<kItems, kMaxThreads>()))
+    rmsnorm_cta_kernel(const __grid_constant__ NormParams<T> p) {
   using namespace mllm_kernel::device;
-  __shared__ float scratch[cta::kScratchSize];
+  __shared__ float scratch[kMaxThreads / kWarpThreads];
   if (p.pdl) pdl_wait_primary();
-  norm::rms_cta_row<T, kVec, kItems, kFusedAdd>(locate_row(p, blockIdx.x), p.eps, scratch);
+  norm::rms_cta_row_bounded<T, kVec, kItems, kMaxThreads, kFusedAdd>(locate_row(p, blockIdx.x), p.eps, scratch);
   if (p.pdl) pdl_launch_dependents();
+}
+
+/// Launches the CTA path with kCtaItemsSmall items, picking the compiled block-size bound.
+template <typename T, int kVec, int kItems, bool kFusedAdd>
+void launch_cta(const NormParams<T>& p, const mllm_kernel::host::norm::Plan& plan, dim3 grid, dim3 block,
+                DLDevice device, bool enable_pdl) {
+  using mllm_kernel::host::LaunchKernel;
+  switch (plan.cta_max_threads) {
+    case 128:
+      LaunchKernel(grid, block, device).enable_pdl(enable_pdl)(rmsnorm_cta_kernel<T, kVec, kItems, 128, kFusedAdd>, p);
+      break;
+    case 256:
+      LaunchKernel(grid, block, device).enable_pdl(enable_pdl)(rmsnorm_cta_kernel<T, kVec, kItems, 256, kFusedAdd>, p);
+      break;
+    default:
+      LaunchKernel(grid, block, device).enable_pdl(enable_pdl)(rmsnorm_cta_kernel<T, kVec, kItems, 512, kFusedAdd>, p);
+  }
 }
 
 /// Picks the path and launches for one vector width.
@@ -128,11 +159,10 @@ void launch_width(const NormParams<T>& p, std::int64_t max_hidden, DLDevice devi
       break;
     default:
       if (plan.cta_items == hn::kCtaItemsSmall) {
-        LaunchKernel(grid, block, device)
-            .enable_pdl(enable_pdl)(rmsnorm_cta_kernel<T, kVec, hn::kCtaItemsSmall, kFusedAdd>, p);
+        launch_cta<T, kVec, hn::kCtaItemsSmall, kFusedAdd>(p, plan, grid, block, device, enable_pdl);
       } else {
         LaunchKernel(grid, block, device)
-            .enable_pdl(enable_pdl)(rmsnorm_cta_kernel<T, kVec, kLargeItems, kFusedAdd>, p);
+            .enable_pdl(enable_pdl)(rmsnorm_cta_kernel<T, kVec, kLargeItems, hn::kCtaMaxThreads, kFusedAdd>, p);
       }
   }
 }

@@ -33,16 +33,37 @@ def pick(kernels: dict[torch.dtype, K], op: str, name: str, tensor: object) -> K
     return kernel
 
 
+class FunctionCache:
+    """The compiled function for (op, dtype), looked up once: the hot path of every wrapper is
+    then one dict lookup instead of pick() + JitKernel.__call__ + a module attribute."""
+
+    def __init__(self, kernels: dict[torch.dtype, object]) -> None:
+        self._kernels = kernels
+        self._functions: dict[tuple[str, torch.dtype], Callable] = {}
+
+    def get(self, op: str, name: str, tensor: object) -> Callable:
+        """``op`` of the module for ``tensor``'s dtype (built on first use); ValueError like
+        :func:`pick` for a non-tensor or an unsupported dtype."""
+        try:
+            return self._functions[op, tensor.dtype]  # type: ignore[union-attr]
+        except (KeyError, AttributeError, TypeError):
+            pass
+        function = getattr(pick(self._kernels, op, name, tensor)(), op)
+        self._functions[op, tensor.dtype] = function  # type: ignore[union-attr]
+        return function
+
+
 def rows_view(tensor: torch.Tensor, op: str, name: str) -> torch.Tensor:
     """``tensor`` as [rows, last_dim] without copying: leading dims are flattened (a 1-D tensor
     becomes one row). Raises ValueError when the leading dims cannot be merged into one stride
     (copying silently would hide a slow path and, for outputs, lose the writes)."""
-    if tensor.dim() == 0:
-        raise ValueError(f"{op}: {name}: must have at least 1 dim, got a 0-dim tensor")
-    if tensor.dim() == 1:
-        return tensor.unsqueeze(0)
-    if tensor.dim() == 2:
+    dim = tensor.dim()
+    if dim == 2:
         return tensor
+    if dim == 1:
+        return tensor.unsqueeze(0)
+    if dim == 0:
+        raise ValueError(f"{op}: {name}: must have at least 1 dim, got a 0-dim tensor")
     try:
         return tensor.view(-1, tensor.shape[-1])
     except RuntimeError:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from mllm_kernel.cuda.jit._common import per_dtype, pick, rows_view
+from mllm_kernel.cuda.jit._common import FunctionCache, per_dtype, rows_view
 from mllm_kernel.jit_utils import jit, make_cpp_args
 
 _OPS = ("rmsnorm", "fused_add_rmsnorm", "qknorm", "qknorm_across_heads")
@@ -34,10 +34,7 @@ def _make_kernel(dtype: torch.dtype):
 
 
 _KERNELS = per_dtype(_make_kernel)
-
-
-def _module(op: str, name: str, tensor: torch.Tensor):
-    return pick(_KERNELS, op, name, tensor)()
+_FUNCTIONS = FunctionCache(_KERNELS)
 
 
 def rmsnorm(
@@ -55,12 +52,14 @@ def rmsnorm(
     QKV output). ``weight`` is [hidden], same dtype. ``out`` (same shape and dtype; allocated
     when None) receives the result and is returned.
     """
-    module = _module("rmsnorm", "input", input)
-    x = rows_view(input, "rmsnorm", "input")
+    function = _FUNCTIONS.get("rmsnorm", "input", input)
+    # 2-D tensors (the common case) skip rows_view; empty_like is several times cheaper than
+    # torch.empty(shape, dtype=, device=) and gives the same layout for any flattenable input.
+    x = input if input.dim() == 2 else rows_view(input, "rmsnorm", "input")
     if out is None:
-        out = torch.empty(input.shape, dtype=input.dtype, device=input.device)
-    y = rows_view(out, "rmsnorm", "out")
-    module.rmsnorm(y, x, weight, float(eps), bool(enable_pdl))
+        out = torch.empty_like(input, memory_format=torch.contiguous_format)
+    y = out if out.dim() == 2 else rows_view(out, "rmsnorm", "out")
+    function(y, x, weight, float(eps), bool(enable_pdl))
     return out
 
 
@@ -78,10 +77,12 @@ def fused_add_rmsnorm(
     ``input`` and ``residual`` are [..., hidden] of one dtype (rows may be strided); ``weight``
     is [hidden].
     """
-    module = _module("fused_add_rmsnorm", "input", input)
-    x = rows_view(input, "fused_add_rmsnorm", "input")
-    r = rows_view(residual, "fused_add_rmsnorm", "residual") if isinstance(residual, torch.Tensor) else residual
-    module.fused_add_rmsnorm(x, r, weight, float(eps), bool(enable_pdl))
+    function = _FUNCTIONS.get("fused_add_rmsnorm", "input", input)
+    x = input if input.dim() == 2 else rows_view(input, "fused_add_rmsnorm", "input")
+    r = residual
+    if isinstance(residual, torch.Tensor) and residual.dim() != 2:
+        r = rows_view(residual, "fused_add_rmsnorm", "residual")
+    function(x, r, weight, float(eps), bool(enable_pdl))
 
 
 def qknorm(
@@ -99,8 +100,7 @@ def qknorm(
     head strides, unit stride in head_dim: slices of a fused QKV output work); the weights are
     [head_dim]. Both are normalised by one launch.
     """
-    module = _module("qknorm", "q", q)
-    module.qknorm(q, k, q_weight, k_weight, float(eps), bool(enable_pdl))
+    _FUNCTIONS.get("qknorm", "q", q)(q, k, q_weight, k_weight, float(eps), bool(enable_pdl))
 
 
 def qknorm_across_heads(
@@ -117,5 +117,4 @@ def qknorm_across_heads(
 
     Heads must be packed within a token (head stride == head_dim); the token stride is free.
     """
-    module = _module("qknorm_across_heads", "q", q)
-    module.qknorm_across_heads(q, k, q_weight, k_weight, float(eps), bool(enable_pdl))
+    _FUNCTIONS.get("qknorm_across_heads", "q", q)(q, k, q_weight, k_weight, float(eps), bool(enable_pdl))
