@@ -50,7 +50,37 @@ struct DTypeSlot {
   DLDataType value;
 };
 
-inline std::string join_dtypes(const std::vector<DTypeSlot>& dtypes) {
+/// A fixed-capacity list kept inside the matcher: checking a tensor allocates nothing.
+template <typename T, std::size_t N>
+class InlineList {
+ public:
+  InlineList() = default;
+  InlineList(std::initializer_list<T> items) { assign(items); }
+  void assign(std::initializer_list<T> items) {
+    if (items.size() > N) {
+      throw_panic("ValueError", concat("TensorMatcher supports at most ", N, " entries here, got ", items.size()),
+                  source_location::current());
+    }
+    size_ = 0;
+    for (const T& item : items) items_[size_++] = item;
+  }
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const T& operator[](std::size_t i) const { return items_[i]; }
+  const T* begin() const { return items_; }
+  const T* end() const { return items_ + size_; }
+
+ private:
+  T items_[N] = {};
+  std::size_t size_ = 0;
+};
+
+inline constexpr std::size_t kMaxDims = 8;
+inline constexpr std::size_t kMaxDTypes = 16;
+inline constexpr std::size_t kMaxDevices = 8;
+
+template <std::size_t N>
+inline std::string join_dtypes(const InlineList<DTypeSlot, N>& dtypes) {
   std::string out;
   for (std::size_t i = 0; i < dtypes.size(); ++i) {
     if (i) out += ", ";
@@ -59,7 +89,8 @@ inline std::string join_dtypes(const std::vector<DTypeSlot>& dtypes) {
   return out;
 }
 
-inline std::string join_device_types(const std::vector<int>& types) {
+template <std::size_t N>
+inline std::string join_device_types(const InlineList<int, N>& types) {
   std::string out;
   for (std::size_t i = 0; i < types.size(); ++i) {
     if (i) out += " or ";
@@ -168,6 +199,7 @@ class SymbolicDevice {
 /// One expected size or stride: a symbol, a fixed value, or -1 for "anything".
 class SizeSpec {
  public:
+  SizeSpec() = default;
   SizeSpec(SymbolicSize& symbol) : symbol_(&symbol) {}  // NOLINT(google-explicit-constructor)
   /// A fixed value of any integer type (-1 means any size).
   template <std::integral T>
@@ -197,7 +229,8 @@ class TensorMatcher {
 
   /// Expected strides (symbols, values, -1). Without this call the tensor must be contiguous.
   TensorMatcher&& with_strides(std::initializer_list<SizeSpec> strides) && {
-    strides_ = std::vector<SizeSpec>(strides);
+    strides_.assign(strides);
+    has_strides_ = true;
     return std::move(*this);
   }
 
@@ -230,17 +263,18 @@ class TensorMatcher {
   }
 
   /// Checks `tensor`, called `name` in messages, and binds unbound symbols to its values.
+  /// `name` must outlive the matcher (a string literal, as in every kernel).
   TensorMatcher&& verify(tvm::ffi::TensorView tensor, std::string_view name,
                          source_location loc = source_location::current()) && {
-    check(tensor, std::string(name), loc);
+    check(tensor, name, loc);
     return std::move(*this);
   }
   /// As above, for an unnamed tensor: messages name it by the verify call's location.
   TensorMatcher&& verify(tvm::ffi::TensorView tensor,
                          source_location loc = source_location::current()) && {
-    check(tensor, std::string("tensor verified at ") + short_file_name(loc.file_name()) + ":" +
-                      std::to_string(loc.line()),
-          loc);
+    unnamed_ = std::string("tensor verified at ") + short_file_name(loc.file_name()) + ":" +
+               std::to_string(loc.line());
+    check(tensor, unnamed_, loc);
     return std::move(*this);
   }
 
@@ -253,7 +287,8 @@ class TensorMatcher {
     }
     return out + "]";
   }
-  static std::string spec_text(const std::vector<SizeSpec>& specs) {
+  template <std::size_t N>
+  static std::string spec_text(const detail::InlineList<SizeSpec, N>& specs) {
     std::string out = "[";
     for (std::size_t i = 0; i < specs.size(); ++i) {
       if (i) out += ", ";
@@ -262,31 +297,33 @@ class TensorMatcher {
     return out + "]";
   }
 
-  /// Checks one size or stride against its spec, binding a symbol on first sight.
-  static void match_value(const SizeSpec& spec, std::int64_t actual, const std::string& tensor,
-                          const char* what, int index, const source_location& loc) {
+  /// Checks one size or stride against its spec, binding a symbol on first sight. Message
+  /// text is built only when the check fails.
+  static void match_value(const SizeSpec& spec, std::int64_t actual, std::string_view tensor, const char* what,
+                          int index, const source_location& loc) {
     if (spec.is_any()) return;
-    const std::string where = tensor + ": " + what + " " + std::to_string(index);
     if (SymbolicSize* sym = spec.symbol()) {
       if (!sym->has_value()) {
-        sym->bind(actual, tensor);
+        sym->bind(actual, std::string(tensor));
         return;
       }
-      if (*sym->get() != actual) {
+      if (*sym->get() != actual) [[unlikely]] {
         const std::string label = sym->name().empty() ? std::string() : " (" + sym->name() + ")";
         detail::throw_panic("ValueError",
-                            detail::concat(where, label, " must be ", *sym->get(),
+                            detail::concat(tensor, ": ", what, " ", index, label, " must be ", *sym->get(),
                                            " as bound by ", sym->origin(), ", got ", actual),
                             loc);
       }
       return;
     }
-    if (spec.value() != actual) {
-      detail::throw_panic("ValueError", detail::concat(where, " must be ", spec.value(), ", got ", actual), loc);
+    if (spec.value() != actual) [[unlikely]] {
+      detail::throw_panic("ValueError",
+                          detail::concat(tensor, ": ", what, " ", index, " must be ", spec.value(), ", got ", actual),
+                          loc);
     }
   }
 
-  void check(tvm::ffi::TensorView tensor, const std::string& name, const source_location& loc) {
+  void check(tvm::ffi::TensorView tensor, std::string_view name, const source_location& loc) {
     const int ndim = tensor.ndim();
     const std::int64_t* shape = tensor.shape().data();
     const int expected_ndim = static_cast<int>(shape_.size());
@@ -307,14 +344,14 @@ class TensorMatcher {
 
     // tvm-ffi views always carry strides (a DLPack producer's NULL is filled in on import).
     const std::int64_t* strides = ndim == 0 ? nullptr : tensor.strides().data();
-    if (strides_) {
-      if (static_cast<int>(strides_->size()) != ndim) {
+    if (has_strides_) {
+      if (static_cast<int>(strides_.size()) != ndim) {
         detail::throw_panic("ValueError",
-                            detail::concat(name, ": the matcher gives ", strides_->size(),
+                            detail::concat(name, ": the matcher gives ", strides_.size(),
                                            " strides for ", ndim, " dims"),
                             loc);
       }
-      for (int i = 0; i < ndim; ++i) match_value((*strides_)[i], strides[i], name, "stride", i, loc);
+      for (int i = 0; i < ndim; ++i) match_value(strides_[i], strides[i], name, "stride", i, loc);
       return;
     }
     // Contiguous in PyTorch's sense: the stride of a dimension of size 1 is never used, and a
@@ -340,7 +377,7 @@ class TensorMatcher {
     }
   }
 
-  void check_dtype(DLDataType actual, const std::string& name, const source_location& loc) {
+  void check_dtype(DLDataType actual, std::string_view name, const source_location& loc) {
     if (!allowed_dtypes_.empty()) {
       bool ok = false;
       for (const auto& d : allowed_dtypes_) ok = ok || same_dtype(d.value, actual);
@@ -354,7 +391,7 @@ class TensorMatcher {
     }
     if (dtype_ == nullptr) return;
     if (!dtype_->has_value()) {
-      dtype_->bind(actual, name);
+      dtype_->bind(actual, std::string(name));
     } else if (!same_dtype(*dtype_->get(), actual)) {
       detail::throw_panic("ValueError",
                           detail::concat(name, ": dtype must be ", dtype_name(*dtype_->get()), " as bound by ",
@@ -363,7 +400,7 @@ class TensorMatcher {
     }
   }
 
-  void check_device(DLDevice actual, const std::string& name, const source_location& loc) {
+  void check_device(DLDevice actual, std::string_view name, const source_location& loc) {
     if (!allowed_devices_.empty()) {
       bool ok = false;
       for (int d : allowed_devices_) ok = ok || d == actual.device_type;
@@ -376,7 +413,7 @@ class TensorMatcher {
     }
     if (device_ == nullptr) return;
     if (!device_->has_value()) {
-      device_->bind(actual, name);
+      device_->bind(actual, std::string(name));
     } else if (!same_device(*device_->get(), actual)) {
       detail::throw_panic("ValueError",
                           detail::concat(name, ": device must be ", device_name(*device_->get()), " as bound by ",
@@ -385,12 +422,14 @@ class TensorMatcher {
     }
   }
 
-  std::vector<SizeSpec> shape_;
-  std::optional<std::vector<SizeSpec>> strides_;
-  std::vector<detail::DTypeSlot> allowed_dtypes_;
+  detail::InlineList<SizeSpec, detail::kMaxDims> shape_;
+  detail::InlineList<SizeSpec, detail::kMaxDims> strides_;
+  bool has_strides_ = false;
+  detail::InlineList<detail::DTypeSlot, detail::kMaxDTypes> allowed_dtypes_;
   SymbolicDType* dtype_ = nullptr;
-  std::vector<int> allowed_devices_;
+  detail::InlineList<int, detail::kMaxDevices> allowed_devices_;
   SymbolicDevice* device_ = nullptr;
+  std::string unnamed_;  // the name of an unnamed tensor, built only for those
 };
 
 }  // namespace mllm_kernel::host
