@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from mllm_kernel.cpu.jit._rows import as_rows
 from mllm_kernel.cpu.jit._threads import num_threads
 from mllm_kernel.jit_utils import jit
+from mllm_kernel.rows import as_rows
 
 _NS = "mllm_kernel::cpu::"
 

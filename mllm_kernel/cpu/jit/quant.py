@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import torch
 
-from mllm_kernel.cpu.jit._rows import as_rows
 from mllm_kernel.cpu.jit._threads import num_threads
 from mllm_kernel.jit_utils import jit
+from mllm_kernel.rows import as_rows
 
 FP8_E4M3_MAX = 448.0
 INT8_MAX = 127.0

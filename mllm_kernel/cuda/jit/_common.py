@@ -1,4 +1,4 @@
-"""Helpers shared by the CUDA wrappers: dtype dispatch and flattening leading dimensions."""
+"""Helpers shared by the CUDA wrappers: dtype dispatch."""
 
 from __future__ import annotations
 
@@ -51,23 +51,3 @@ class FunctionCache:
         function = getattr(pick(self._kernels, op, name, tensor)(), op)
         self._functions[op, tensor.dtype] = function  # type: ignore[union-attr]
         return function
-
-
-def rows_view(tensor: torch.Tensor, op: str, name: str) -> torch.Tensor:
-    """``tensor`` as [rows, last_dim] without copying: leading dims are flattened (a 1-D tensor
-    becomes one row). Raises ValueError when the leading dims cannot be merged into one stride
-    (copying silently would hide a slow path and, for outputs, lose the writes)."""
-    dim = tensor.dim()
-    if dim == 2:
-        return tensor
-    if dim == 1:
-        return tensor.unsqueeze(0)
-    if dim == 0:
-        raise ValueError(f"{op}: {name}: must have at least 1 dim, got a 0-dim tensor")
-    try:
-        return tensor.view(-1, tensor.shape[-1])
-    except RuntimeError:
-        raise ValueError(
-            f"{op}: {name}: leading dims of shape {list(tensor.shape)} with strides {list(tensor.stride())} "
-            "cannot be flattened without a copy"
-        ) from None

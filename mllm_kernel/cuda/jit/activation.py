@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from mllm_kernel.cuda.jit._common import FunctionCache, per_dtype, rows_view
+from mllm_kernel.cuda.jit._common import FunctionCache, per_dtype
 from mllm_kernel.jit_utils import jit, make_cpp_args
+from mllm_kernel.rows import as_rows
 
 _OPS = ("silu_and_mul", "gelu_and_mul")
 _GELU_APPROXIMATIONS = ("none", "tanh")
@@ -38,14 +39,14 @@ _FUNCTIONS = FunctionCache(_KERNELS)
 
 def _run(op: str, input: torch.Tensor, out: torch.Tensor | None, *flags: bool) -> torch.Tensor:
     function = _FUNCTIONS.get(op, "input", input)
-    x = input if input.dim() == 2 else rows_view(input, op, "input")
+    x = input if input.dim() == 2 else as_rows(input, op, "input")
     if out is None:
         shape = input.shape
         if shape[-1] % 2 != 0:
             raise ValueError(f"{op}: input: last dim must be even (gate and up halves), got {shape[-1]}")
         # new_empty skips torch.empty's dtype/device keyword parsing (a few µs per call).
         out = input.new_empty((*shape[:-1], shape[-1] // 2))
-    y = out if out.dim() == 2 else rows_view(out, op, "out")
+    y = out if out.dim() == 2 else as_rows(out, op, "out")
     function(y, x, *flags)
     return out
 

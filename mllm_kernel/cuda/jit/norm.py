@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import torch
 
-from mllm_kernel.cuda.jit._common import FunctionCache, per_dtype, rows_view
+from mllm_kernel.cuda.jit._common import FunctionCache, per_dtype
 from mllm_kernel.jit_utils import jit, make_cpp_args
+from mllm_kernel.rows import as_rows
 
 _OPS = ("rmsnorm", "fused_add_rmsnorm", "qknorm", "qknorm_across_heads")
 
@@ -53,12 +54,12 @@ def rmsnorm(
     when None) receives the result and is returned.
     """
     function = _FUNCTIONS.get("rmsnorm", "input", input)
-    # 2-D tensors (the common case) skip rows_view; empty_like is several times cheaper than
+    # 2-D tensors (the common case) skip as_rows; empty_like is several times cheaper than
     # torch.empty(shape, dtype=, device=) and gives the same layout for any flattenable input.
-    x = input if input.dim() == 2 else rows_view(input, "rmsnorm", "input")
+    x = input if input.dim() == 2 else as_rows(input, "rmsnorm", "input")
     if out is None:
         out = torch.empty_like(input, memory_format=torch.contiguous_format)
-    y = out if out.dim() == 2 else rows_view(out, "rmsnorm", "out")
+    y = out if out.dim() == 2 else as_rows(out, "rmsnorm", "out")
     function(y, x, weight, float(eps), bool(enable_pdl))
     return out
 
@@ -78,10 +79,10 @@ def fused_add_rmsnorm(
     is [hidden].
     """
     function = _FUNCTIONS.get("fused_add_rmsnorm", "input", input)
-    x = input if input.dim() == 2 else rows_view(input, "fused_add_rmsnorm", "input")
+    x = input if input.dim() == 2 else as_rows(input, "fused_add_rmsnorm", "input")
     r = residual
     if isinstance(residual, torch.Tensor) and residual.dim() != 2:
-        r = rows_view(residual, "fused_add_rmsnorm", "residual")
+        r = as_rows(residual, "fused_add_rmsnorm", "residual")
     function(x, r, weight, float(eps), bool(enable_pdl))
 
 

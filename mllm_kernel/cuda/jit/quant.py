@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import torch
 
-from mllm_kernel.cuda.jit._common import per_dtype, pick, rows_view
+from mllm_kernel.cuda.jit._common import per_dtype, pick
 from mllm_kernel.jit_utils import jit, make_cpp_args
+from mllm_kernel.rows import as_rows
 
 FP8_E4M3_MAX = 448.0
 INT8_MAX = 127.0
@@ -84,21 +85,21 @@ def per_tensor_quant_fp8(
     """
     op = "per_tensor_quant_fp8"
     module = pick(_KERNELS, op, "input", input)()
-    x = rows_view(input, op, "input")
+    x = as_rows(input, op, "input")
     out = _out(op, input, out, torch.float8_e4m3fn)
     is_static = scale is not None
     if scale is None:
         scale = torch.empty(1, dtype=torch.float32, device=input.device)
-    module.per_tensor_quant_fp8(rows_view(out, op, "out"), scale, x, is_static)
+    module.per_tensor_quant_fp8(as_rows(out, op, "out"), scale, x, is_static)
     return out, scale
 
 
 def _per_token(op: str, dtype: torch.dtype, input: torch.Tensor, out: torch.Tensor | None):
     module = pick(_KERNELS, op, "input", input)()
-    x = rows_view(input, op, "input")
+    x = as_rows(input, op, "input")
     out = _out(op, input, out, dtype)
     scales = torch.empty((*input.shape[:-1], 1), dtype=torch.float32, device=input.device)
-    getattr(module, op)(rows_view(out, op, "out"), scales.view(-1, 1), x)
+    getattr(module, op)(as_rows(out, op, "out"), scales.view(-1, 1), x)
     return out, scales
 
 
@@ -141,11 +142,11 @@ def per_token_group_quant_fp8(
     """
     op = "per_token_group_quant_fp8"
     module = pick(_KERNELS, op, "input", input)()
-    x = rows_view(input, op, "input")
+    x = as_rows(input, op, "input")
     group_size = _check_group_size(op, group_size, x.shape[-1])
     out = _out(op, input, out, torch.float8_e4m3fn)
     scales, scales_2d = _group_scales(input, x.shape[0], x.shape[-1] // group_size, bool(column_major_scales))
-    module.per_token_group_quant_fp8(rows_view(out, op, "out"), scales_2d, x, group_size, float(eps),
+    module.per_token_group_quant_fp8(as_rows(out, op, "out"), scales_2d, x, group_size, float(eps),
                                      bool(scale_ue8m0))
     return out, scales
 
@@ -158,9 +159,9 @@ def per_token_group_quant_int8(
     ``(out, scales)``."""
     op = "per_token_group_quant_int8"
     module = pick(_KERNELS, op, "input", input)()
-    x = rows_view(input, op, "input")
+    x = as_rows(input, op, "input")
     group_size = _check_group_size(op, group_size, x.shape[-1])
     out = _out(op, input, out, torch.int8)
     scales, scales_2d = _group_scales(input, x.shape[0], x.shape[-1] // group_size, False)
-    module.per_token_group_quant_int8(rows_view(out, op, "out"), scales_2d, x, group_size, float(eps))
+    module.per_token_group_quant_int8(as_rows(out, op, "out"), scales_2d, x, group_size, float(eps))
     return out, scales

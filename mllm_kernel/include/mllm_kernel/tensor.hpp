@@ -75,9 +75,9 @@ class InlineList {
   std::size_t size_ = 0;
 };
 
-inline constexpr std::size_t kMaxDims = 8;
-inline constexpr std::size_t kMaxDTypes = 16;
-inline constexpr std::size_t kMaxDevices = 8;
+inline constexpr std::size_t kMatcherMaxDims = 8;
+inline constexpr std::size_t kMatcherMaxDTypes = 16;
+inline constexpr std::size_t kMatcherMaxDeviceTypes = 8;
 
 template <std::size_t N>
 inline std::string join_dtypes(const InlineList<DTypeSlot, N>& dtypes) {
@@ -422,12 +422,12 @@ class TensorMatcher {
     }
   }
 
-  detail::InlineList<SizeSpec, detail::kMaxDims> shape_;
-  detail::InlineList<SizeSpec, detail::kMaxDims> strides_;
+  detail::InlineList<SizeSpec, detail::kMatcherMaxDims> shape_;
+  detail::InlineList<SizeSpec, detail::kMatcherMaxDims> strides_;
   bool has_strides_ = false;
-  detail::InlineList<detail::DTypeSlot, detail::kMaxDTypes> allowed_dtypes_;
+  detail::InlineList<detail::DTypeSlot, detail::kMatcherMaxDTypes> allowed_dtypes_;
   SymbolicDType* dtype_ = nullptr;
-  detail::InlineList<int, detail::kMaxDevices> allowed_devices_;
+  detail::InlineList<int, detail::kMatcherMaxDeviceTypes> allowed_devices_;
   SymbolicDevice* device_ = nullptr;
   std::string unnamed_;  // the name of an unnamed tensor, built only for those
 };
