@@ -76,10 +76,10 @@ def _cases(device: str) -> list[DemoCase]:
         for c in (1, 16):
             out = torch.empty_like(x)
             mod = "mllm_kernel.cpu.jit.add_constant"
-            cases.append(DemoCase(f"add_constant<{c}>", "cpu", (mod, f"_KERNELS[{c}]"),
+            cases.append(DemoCase(f"add_constant<{c}> [1048576]", "cpu", (mod, f"_KERNELS[{c}]"),
                                   lambda c=c, out=out: (ops_add_constant(mod, c)(out, x), out)[1], lambda c=c: x + c))
         out_rt = torch.empty_like(x)
-        cases.append(DemoCase("add_constant_runtime", "cpu", ("mllm_kernel.cpu.jit.add_constant", "_runtime_kernel"),
+        cases.append(DemoCase("add_constant_runtime [1048576]", "cpu", ("mllm_kernel.cpu.jit.add_constant", "_runtime_kernel"),
                               lambda: (importlib.import_module("mllm_kernel.cpu.jit.add_constant")._runtime_kernel(
                                   out_rt, x, 3.14159), out_rt)[1],
                               lambda: x + torch.tensor(3.14159)))
@@ -90,7 +90,7 @@ def _cases(device: str) -> list[DemoCase]:
         for c in (1, 16):
             out = torch.empty_like(xi)
             mod = "mllm_kernel.cuda.jit.add_constant"
-            cases.append(DemoCase(f"add_constant<{c}>", "cuda", (mod, f"_KERNELS[{c}]"),
+            cases.append(DemoCase(f"add_constant<{c}> int32 [1048576]", "cuda", (mod, f"_KERNELS[{c}]"),
                                   lambda c=c, out=out: (ops_add_constant(mod, c)(out, xi), out)[1],
                                   lambda c=c: xi + c))
         where = {k: (f"mllm_kernel.cuda.jit.{k}", "_KERNELS[torch.bfloat16]") for k in ("norm", "activation", "rope")}
