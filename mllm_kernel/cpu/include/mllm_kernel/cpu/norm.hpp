@@ -19,10 +19,31 @@ struct RowLayout {
   std::int64_t head_stride;
   std::int64_t heads;
 
+};
+
+/// Visits rows first, first + 1, ... of a RowLayout. It steps (token, head) instead of dividing
+/// per row: for a 64-128 element head a 64-bit division costs as much as the norm itself.
+class RowIterator {
+ public:
+  RowIterator(const RowLayout& layout, std::int64_t first)
+      : layout_(layout), token_(first / layout.heads), head_(first % layout.heads) {}
+
   template <typename T>
-  T* row(std::int64_t r) const {
-    return static_cast<T*>(data) + (r / heads) * token_stride + (r % heads) * head_stride;
+  T* get() const {
+    return static_cast<T*>(layout_.data) + token_ * layout_.token_stride + head_ * layout_.head_stride;
   }
+
+  void next() {
+    if (++head_ == layout_.heads) {
+      head_ = 0;
+      ++token_;
+    }
+  }
+
+ private:
+  const RowLayout& layout_;
+  std::int64_t token_;
+  std::int64_t head_;
 };
 
 /// out_row = input_row * rsqrt(mean(input_row^2) + eps) * weight, for every row.
@@ -52,13 +73,14 @@ struct FusedAddRmsNormParams {
 #include <hwy/highway.h>
 
 #include <cmath>
+#include <type_traits>
 
 HWY_BEFORE_NAMESPACE();
 namespace mllm_kernel::cpu::HWY_NAMESPACE {
 
-/// y = x * scale * w over one row, in float32.
-template <typename T>
-HWY_INLINE void ScaleRow(DF df, const T* HWY_RESTRICT x, const T* HWY_RESTRICT w, T* y, std::size_t hidden,
+/// y = x * scale * w over one row, in float32 (x and w are T or already-promoted float32).
+template <typename TIn, typename T>
+HWY_INLINE void ScaleRow(DF df, const TIn* HWY_RESTRICT x, const TIn* HWY_RESTRICT w, T* y, std::size_t hidden,
                          float scale) {
   const VF v_scale = hn::Set(df, scale);
   ForEachChunk(df, hidden, [&](std::size_t i, std::size_t n) {
@@ -71,15 +93,44 @@ HWY_INLINE float InvRms(float sum_of_squares, std::size_t hidden, float eps) {
   return 1.0f / std::sqrt(sum_of_squares / static_cast<float>(hidden) + eps);
 }
 
+/// Rows of fp16/bf16 up to this many elements are promoted to float32 once, on the stack.
+constexpr std::size_t kStagedRowMax = 4096;
+
+/// Promotes a row to float32 into `staged` and returns its sum of squares.
+template <typename T>
+HWY_INLINE float StageRow(DF df, const T* HWY_RESTRICT x, float* HWY_RESTRICT staged, std::size_t hidden) {
+  VF acc = hn::Zero(df);
+  ForEachChunk(df, hidden, [&](std::size_t i, std::size_t n) {
+    const VF v = Load(df, x + i, n);
+    Store(df, v, staged + i, n);
+    acc = hn::MulAdd(v, v, acc);
+  });
+  return SumLanes(df, acc);
+}
+
 /// RMSNorm of rows [begin, end).
 template <typename T>
 HWY_NOINLINE void RmsNormRows(const RmsNormParams& p, std::int64_t begin, std::int64_t end) {
   const DF df;
   const auto hidden = static_cast<std::size_t>(p.hidden);
   const T* w = static_cast<const T*>(p.weight);
-  for (std::int64_t r = begin; r < end; ++r) {
-    const T* x = p.input.row<T>(r);
-    ScaleRow(df, x, w, p.out.row<T>(r), hidden, InvRms(SumOfSquares(df, x, hidden), hidden, p.eps));
+  RowIterator in(p.input, begin), out(p.out, begin);
+  if constexpr (!std::is_same_v<T, float>) {
+    if (hidden <= kStagedRowMax) {
+      // Half-precision rows are compute-bound once in cache: convert the weight once per call and
+      // each row once, so both passes read float32 from L1 instead of converting again.
+      alignas(64) float weight[kStagedRowMax], row[kStagedRowMax];
+      StageRow(df, w, weight, hidden);
+      for (std::int64_t r = begin; r < end; ++r, in.next(), out.next()) {
+        const float sum_of_squares = StageRow(df, in.get<T>(), row, hidden);
+        ScaleRow(df, row, weight, out.get<T>(), hidden, InvRms(sum_of_squares, hidden, p.eps));
+      }
+      return;
+    }
+  }
+  for (std::int64_t r = begin; r < end; ++r, in.next(), out.next()) {
+    const T* x = in.get<T>();
+    ScaleRow(df, x, w, out.get<T>(), hidden, InvRms(SumOfSquares(df, x, hidden), hidden, p.eps));
   }
 }
 
@@ -90,9 +141,10 @@ HWY_NOINLINE void FusedAddRmsNormRows(const FusedAddRmsNormParams& p, std::int64
   const DF df;
   const auto hidden = static_cast<std::size_t>(p.hidden);
   const T* w = static_cast<const T*>(p.weight);
-  for (std::int64_t r = begin; r < end; ++r) {
-    T* x = p.input.row<T>(r);
-    T* res = p.residual.row<T>(r);
+  RowIterator in(p.input, begin), residual(p.residual, begin);
+  for (std::int64_t r = begin; r < end; ++r, in.next(), residual.next()) {
+    T* x = in.get<T>();
+    T* res = residual.get<T>();
     VF acc = hn::Zero(df);
     ForEachChunk(df, hidden, [&](std::size_t i, std::size_t n) {
       Store(df, hn::Add(Load(df, x + i, n), Load(df, res + i, n)), res + i, n);
