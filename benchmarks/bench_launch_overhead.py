@@ -1,4 +1,5 @@
-"""Host time per eager call from Python, on a 1-token input (loop of calls, synchronised once):
+"""Host time per eager call from Python, on a 1-token input (loops of calls, synchronised once;
+the cases interleaved over 5 rounds, each reporting its best: ``harness.host_us_per_call``):
 
 - ``mllm_kernel rmsnorm``: our op through the Python wrapper and tvm-ffi;
 - ``  bound tvm-ffi function``: the compiled ``rmsnorm<bf16_t>`` called directly (tvm-ffi
@@ -19,7 +20,6 @@ from __future__ import annotations
 import ctypes
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import torch
@@ -70,20 +70,6 @@ def _build_noop(folder: Path):
     return load_cpu_jit("bench_launch_noop", cpp_files=[str(src)], cpp_wrappers=[("noop", "bench::noop")]).noop
 
 
-def _per_call_us(fn, iters: int) -> float:
-    for _ in range(50):
-        fn()
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        torch.cuda.synchronize()
-        best = min(best, (time.perf_counter() - start) / iters * 1e6)
-    return best
-
-
 def run() -> list[tuple[str, float]]:
     from mllm_kernel.cuda.jit import norm, rmsnorm
 
@@ -94,20 +80,20 @@ def run() -> list[tuple[str, float]]:
     y = torch.empty_like(x)
     buf = torch.zeros(32, device="cuda")
     bound = norm._FUNCTIONS.get("rmsnorm", "input", x)
-    results = [
-        ("mllm_kernel rmsnorm", _per_call_us(lambda: rmsnorm(x, w, 1e-6, out=out), iters)),
-        ("  bound tvm-ffi function", _per_call_us(lambda: bound(out, x, w, 1e-6, False), iters)),
-    ]
     with tempfile.TemporaryDirectory() as tmp:
         noop = _build_noop(Path(tmp))
-        results.append(("  tvm-ffi no-op (same args)", _per_call_us(lambda: noop(out, x, w, 1e-6, False), iters)))
-        results.append(("torch.mul(out=)", _per_call_us(lambda: torch.mul(x, 2, out=y), iters)))
         dll = _build_floor(Path(tmp))
         ptr = buf.data_ptr()
         stream = torch.cuda.current_stream().cuda_stream
-        results.append(("ctypes launch floor", _per_call_us(lambda: dll.launch_floor(ptr, 32, stream), iters)))
-        results.append(("  ctypes no-op", _per_call_us(lambda: dll.noop(ptr, 32, stream), iters)))
-    return results
+        cases = [
+            ("mllm_kernel rmsnorm", lambda: rmsnorm(x, w, 1e-6, out=out)),
+            ("  bound tvm-ffi function", lambda: bound(out, x, w, 1e-6, False)),
+            ("  tvm-ffi no-op (same args)", lambda: noop(out, x, w, 1e-6, False)),
+            ("torch.mul(out=)", lambda: torch.mul(x, 2, out=y)),
+            ("ctypes launch floor", lambda: dll.launch_floor(ptr, 32, stream)),
+            ("  ctypes no-op", lambda: dll.noop(ptr, 32, stream)),
+        ]
+        return harness.host_us_per_call(cases, iters, sync=torch.cuda.synchronize)
 
 
 def print_results(results) -> None:

@@ -17,6 +17,7 @@ import math
 import os
 import statistics
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -160,6 +161,26 @@ def print_table(title: str, rows: Sequence[Row], copy_gbps: float | None = None)
               f"{_fmt(r.compiled, r.nbytes)} | {speed}")
     if any(not t.graph for r in rows for t in (r.ours, r.eager, r.compiled) if t is not None):
         print("  * = timed eagerly (CUDA graph capture failed)")
+
+
+def host_us_per_call(cases: Sequence[tuple[str, Callable[[], object]]], iters: int, rounds: int = 5,
+                     sync: Callable[[], None] = lambda: None) -> list[tuple[str, float]]:
+    """Host time per call of each case, in µs: loops of ``iters`` calls synchronised once at the
+    end. The cases are interleaved round by round, so a drift in the machine's speed (frequent
+    on the GPU host) hits them all alike; each case reports its best round."""
+    for _, fn in cases:
+        for _ in range(100):
+            fn()
+    sync()
+    best = {name: float("inf") for name, _ in cases}
+    for _ in range(rounds):
+        for name, fn in cases:
+            start = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            sync()
+            best[name] = min(best[name], (time.perf_counter() - start) / iters * 1e6)
+    return [(name, best[name]) for name, _ in cases]
 
 
 def token_counts() -> list[int]:
