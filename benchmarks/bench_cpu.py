@@ -32,7 +32,7 @@ ROWS = 4096
 HEADS_Q, HEADS_K, HEAD_DIM = 32, 8, 128
 
 
-def _time(fn, repeats: int) -> float:
+def median_seconds(fn, repeats: int) -> float:
     """Median seconds per call over `repeats` timed calls (after warm-up)."""
     for _ in range(3):
         fn()
@@ -188,8 +188,8 @@ def copy_bandwidth(repeats: int) -> tuple[float, float]:
     into a preallocated buffer."""
     x = torch.empty(64 * 1024 * 1024, dtype=torch.float32).normal_()
     y = torch.empty_like(x)
-    t_clone = _time(lambda: x.clone(), max(3, repeats // 4))
-    t_copy = _time(lambda: y.copy_(x), max(3, repeats // 4))
+    t_clone = median_seconds(lambda: x.clone(), max(3, repeats // 4))
+    t_copy = median_seconds(lambda: y.copy_(x), max(3, repeats // 4))
     return 2 * x.nbytes / t_clone / 1e9, 2 * x.nbytes / t_copy / 1e9
 
 
@@ -218,14 +218,14 @@ def main() -> None:
             for rows in (int(r) for r in args.rows.split(",")):
                 kern, ref, ref_args, nbytes = make_case(op, dtype, rows)
                 reps = args.repeats if rows > 1 else args.repeats * 20
-                t_k = _time(kern, reps)
-                t_e = _time(lambda: ref(*ref_args), reps)
+                t_k = median_seconds(kern, reps)
+                t_e = median_seconds(lambda: ref(*ref_args), reps)
                 t_c = math.nan
                 if not args.no_compile:
                     torch._dynamo.reset()
                     compiled = torch.compile(COMPILE_REFS.get(ref, ref), dynamic=False)
                     try:
-                        t_c = _time(lambda: compiled(*ref_args), reps)
+                        t_c = median_seconds(lambda: compiled(*ref_args), reps)
                     except Exception as error:  # an Inductor failure is a result too, not a crash
                         print(f"  torch.compile failed for {op}/{dname}/{rows}: {type(error).__name__}: "
                               f"{str(error).splitlines()[0][:100]}")

@@ -2,8 +2,8 @@
 
 The op scatters whole cache slots, so no implementation can beat copying k and v into
 contiguous memory; this prints ours (random slots), ours (slots in order), that copy, and
-PyTorch's indexed assignment, in µs (best and median of 40 calls), for 4096 tokens of 8 heads
-of 128 into a cache of 8192 slots.
+PyTorch's indexed assignment, in µs (median of 40 calls), for 4096 tokens of 8 heads of 128
+into a cache of 8192 slots.
 
     python benchmarks/bench_cpu_store_bound.py
 """
@@ -11,7 +11,6 @@ of 128 into a cache of 8192 slots.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -19,26 +18,15 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 import mllm_kernel.cpu.jit as K  # noqa: E402
+from bench_cpu import median_seconds  # noqa: E402
 
 TOKENS, HEADS, HEAD_DIM = 4096, 8, 128
 
 
-def best_and_median_us(fn, calls: int = 40) -> str:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    times.sort()
-    return f"{times[0] * 1e6:8.0f} {times[len(times) // 2] * 1e6:8.0f}"
-
-
 def main() -> None:
     g = torch.Generator().manual_seed(0)
-    print(f"threads={torch.get_num_threads()}; us per call, best and median of 40")
-    print(f"{'dtype':9s} {'case':34s} {'best':>8s} {'median':>8s}")
+    print(f"threads={torch.get_num_threads()}; us per call, median of 40")
+    print(f"{'dtype':9s} {'case':34s} {'median':>8s}")
     for dtype in (torch.float32, torch.bfloat16):
         k, v = (torch.randn(TOKENS, HEADS, HEAD_DIM, generator=g).to(dtype) for _ in range(2))
         k_cache = torch.zeros(2 * TOKENS, HEADS, HEAD_DIM, dtype=dtype)
@@ -57,7 +45,7 @@ def main() -> None:
             "eager k_cache[slots] = k": indexed,
         }
         for name, fn in cases.items():
-            print(f"{str(dtype).removeprefix('torch.'):9s} {name:34s} {best_and_median_us(fn)}")
+            print(f"{str(dtype).removeprefix('torch.'):9s} {name:34s} {median_seconds(fn, 40) * 1e6:8.0f}")
 
 
 if __name__ == "__main__":
