@@ -1,4 +1,5 @@
-"""Viewing a tensor as rows for the kernels, without copies (shared by the CPU and CUDA wrappers)."""
+"""Viewing a tensor as rows for the kernels, without copies, and allocating per-row-group
+results in the layouts callers get back (shared by the CPU and CUDA wrappers)."""
 
 from __future__ import annotations
 
@@ -30,3 +31,17 @@ def as_rows(tensor: torch.Tensor, op: str, name: str) -> torch.Tensor:
             f"{op}: {name}: leading dims of shape {list(tensor.shape)} with strides {list(tensor.stride())} "
             "cannot be flattened into rows without a copy"
         ) from None
+
+
+def group_scales(input: torch.Tensor, rows: int, groups: int, column_major: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """float32 scales for per-group quantization of ``input`` seen as ``[rows, hidden]``: (the
+    tensor returned to the caller, its ``[rows, groups]`` view that the kernel writes).
+
+    Row-major scales keep the input's leading dims, ``[..., groups]``; column-major ones are the
+    transposed view of a ``[groups, rows]`` buffer, the layout FP8 block-scaled GEMMs read.
+    """
+    if column_major:
+        scales = torch.empty((groups, rows), dtype=torch.float32, device=input.device).t()
+        return scales, scales
+    scales = torch.empty((*input.shape[:-1], groups), dtype=torch.float32, device=input.device)
+    return scales, scales.view(-1, groups)

@@ -13,7 +13,7 @@ import torch
 
 from mllm_kernel.cpu.jit._threads import num_threads
 from mllm_kernel.jit_utils import jit
-from mllm_kernel.rows import as_rows
+from mllm_kernel.rows import as_rows, group_scales
 
 FP8_E4M3_MAX = 448.0
 INT8_MAX = 127.0
@@ -61,9 +61,9 @@ def per_token_group_quant_int8(
     group_size = _check_group_size(op, group_size)
     x = as_rows(input, op, "input")
     out = torch.empty(input.shape, dtype=torch.int8, device=input.device)
-    scales = torch.empty((*input.shape[:-1], input.shape[-1] // group_size), dtype=torch.float32, device=input.device)
+    scales, scales_2d = group_scales(input, x.shape[0], input.shape[-1] // group_size, False)
     _quant_module.module("cpu").per_token_group_quant_int8(
-        as_rows(out, op, "out"), scales.view(-1, scales.shape[-1]), x, group_size, float(eps), num_threads()
+        as_rows(out, op, "out"), scales_2d, x, group_size, float(eps), num_threads()
     )
     return out, scales
 
@@ -86,13 +86,7 @@ def per_token_group_quant_fp8(
     group_size = _check_group_size(op, group_size)
     x = as_rows(input, op, "input")
     out = torch.empty(input.shape, dtype=torch.float8_e4m3fn, device=input.device)
-    groups = input.shape[-1] // group_size
-    if column_major_scales:
-        scales = torch.empty((groups, x.shape[0]), dtype=torch.float32, device=input.device).t()
-        scales_2d = scales
-    else:
-        scales = torch.empty((*input.shape[:-1], groups), dtype=torch.float32, device=input.device)
-        scales_2d = scales.view(-1, groups)
+    scales, scales_2d = group_scales(input, x.shape[0], input.shape[-1] // group_size, bool(column_major_scales))
     _quant_module.module("cpu").per_token_group_quant_fp8(
         as_rows(out, op, "out"), scales_2d, x, group_size, float(eps), bool(scale_ue8m0), num_threads()
     )

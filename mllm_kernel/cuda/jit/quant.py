@@ -22,7 +22,7 @@ import torch
 
 from mllm_kernel.cuda.jit._common import per_dtype, pick
 from mllm_kernel.jit_utils import jit, make_cpp_args
-from mllm_kernel.rows import as_rows
+from mllm_kernel.rows import as_rows, group_scales
 
 FP8_E4M3_MAX = 448.0
 INT8_MAX = 127.0
@@ -115,16 +115,6 @@ def per_token_quant_int8(input: torch.Tensor, out: torch.Tensor | None = None) -
     return _per_token("per_token_quant_int8", torch.int8, input, out)
 
 
-def _group_scales(input: torch.Tensor, rows: int, groups: int, column_major: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """(scales as returned, scales as a [rows, groups] view for the kernel)."""
-    if column_major:
-        # The layout FP8 block-scaled GEMMs read: a [groups, rows] buffer, returned transposed.
-        scales = torch.empty((groups, rows), dtype=torch.float32, device=input.device).t()
-        return scales, scales
-    scales = torch.empty((*input.shape[:-1], groups), dtype=torch.float32, device=input.device)
-    return scales, scales.view(-1, groups)
-
-
 def per_token_group_quant_fp8(
     input: torch.Tensor,
     group_size: int = 128,
@@ -145,7 +135,7 @@ def per_token_group_quant_fp8(
     x = as_rows(input, op, "input")
     group_size = _check_group_size(op, group_size, x.shape[-1])
     out = _out(op, input, out, torch.float8_e4m3fn)
-    scales, scales_2d = _group_scales(input, x.shape[0], x.shape[-1] // group_size, bool(column_major_scales))
+    scales, scales_2d = group_scales(input, x.shape[0], x.shape[-1] // group_size, bool(column_major_scales))
     module.per_token_group_quant_fp8(as_rows(out, op, "out"), scales_2d, x, group_size, float(eps),
                                      bool(scale_ue8m0))
     return out, scales
@@ -162,6 +152,6 @@ def per_token_group_quant_int8(
     x = as_rows(input, op, "input")
     group_size = _check_group_size(op, group_size, x.shape[-1])
     out = _out(op, input, out, torch.int8)
-    scales, scales_2d = _group_scales(input, x.shape[0], x.shape[-1] // group_size, False)
+    scales, scales_2d = group_scales(input, x.shape[0], x.shape[-1] // group_size, False)
     module.per_token_group_quant_int8(as_rows(out, op, "out"), scales_2d, x, group_size, float(eps))
     return out, scales
