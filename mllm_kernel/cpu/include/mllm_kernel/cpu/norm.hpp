@@ -18,7 +18,6 @@ struct RowLayout {
   std::int64_t token_stride;
   std::int64_t head_stride;
   std::int64_t heads;
-
 };
 
 /// Visits rows first, first + 1, ... of a RowLayout. It steps (token, head) instead of dividing
@@ -120,7 +119,7 @@ HWY_NOINLINE void RmsNormRows(const RmsNormParams& p, std::int64_t begin, std::i
       // Half-precision rows are compute-bound once in cache: convert the weight once per call and
       // each row once, so both passes read float32 from L1 instead of converting again.
       alignas(64) float weight[kStagedRowMax], row[kStagedRowMax];
-      StageRow(df, w, weight, hidden);
+      (void)StageRow(df, w, weight, hidden);  // the weight's sum of squares is not needed
       for (std::int64_t r = begin; r < end; ++r, in.next(), out.next()) {
         const float sum_of_squares = StageRow(df, in.get<T>(), row, hidden);
         ScaleRow(df, row, weight, out.get<T>(), hidden, InvRms(sum_of_squares, hidden, p.eps));
