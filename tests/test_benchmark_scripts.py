@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from conftest import REPO_ROOT
 
@@ -50,3 +51,47 @@ def test_bench_cpu_store_bound_prints_every_case():
     for dtype in ("float32", "bfloat16"):
         cases = [line for line in stdout.splitlines() if line.startswith(dtype)]
         assert len(cases) == 4, stdout
+
+
+def _bench_module(name: str):
+    """A CUDA benchmark script as a module (importing it needs no GPU; `harness` sits beside it)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def test_cuda_bench_in_place_references_match_the_ops():
+    """The in-place references the CUDA benchmarks time against compute what the kernels do
+    (checked on CPU tensors against the CPU kernels), and write into their inputs as they do."""
+    from mllm_kernel import ops
+
+    g = torch.Generator().manual_seed(0)
+    x, r, w = torch.randn(5, 256, generator=g), torch.randn(5, 256, generator=g), torch.randn(256, generator=g)
+    xr, rr = x.clone(), r.clone()
+    assert _bench_module("bench_fused_add_rmsnorm").reference(xr, rr, w) is None
+    ops.fused_add_rmsnorm(x, r, w)
+    torch.testing.assert_close(rr, r)
+    torch.testing.assert_close(xr, x, rtol=1e-5, atol=1e-5)
+
+    q, k = torch.randn(3, 4, 128, generator=g), torch.randn(3, 2, 128, generator=g)
+    qw, kw = torch.randn(128, generator=g), torch.randn(128, generator=g)
+    qr, kr = q.clone(), k.clone()
+    _bench_module("bench_qknorm").reference(qr, kr, qw, kw)
+    ops.qknorm(q, k, qw, kw)
+    torch.testing.assert_close(qr, q, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(kr, k, rtol=1e-5, atol=1e-5)
+
+    positions = torch.randint(0, 64, (3,), generator=g)
+    inv_freq = 1.0 / 10000.0 ** (torch.arange(0, 128, 2, dtype=torch.float32) / 128)
+    freqs = torch.outer(torch.arange(64, dtype=torch.float32), inv_freq)
+    cache = torch.cat([freqs.cos(), freqs.sin()], dim=-1)
+    qr, kr = q.clone(), k.clone()
+    _bench_module("bench_rope").reference(positions, qr, kr, cache)
+    ops.apply_rope(positions, q, k, cache, True)
+    torch.testing.assert_close(qr, q, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(kr, k, rtol=1e-5, atol=1e-5)
