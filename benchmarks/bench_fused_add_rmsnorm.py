@@ -34,7 +34,8 @@ def run() -> list:
                     torch.randn(t, HIDDEN, device="cuda", dtype=DTYPE), w)
 
         rows.append(harness.measure("fused_add_rmsnorm", f"[{t}, {HIDDEN}]", nbytes, make,
-                                    lambda x, r, w: fused_add_rmsnorm(x, r, w, 1e-6), reference))
+                                    lambda x, r, w: fused_add_rmsnorm(x, r, w, 1e-6), reference,
+                                    ours_pdl=lambda x, r, w: fused_add_rmsnorm(x, r, w, 1e-6, enable_pdl=True)))
     return rows
 
 

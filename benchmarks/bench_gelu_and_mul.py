@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 
+import gated_activation
 import harness
-
-D = 11008
-DTYPE = torch.bfloat16
 
 
 def reference(x):
@@ -19,17 +16,8 @@ def reference(x):
 def run() -> list:
     from mllm_kernel.cuda.jit import gelu_and_mul
 
-    rows = []
-    for t in harness.token_counts():
-        nbytes = 3 * t * D * 2
-
-        def make():
-            x = torch.randn(t, 2 * D, device="cuda", dtype=DTYPE)
-            return x, torch.empty(t, D, device="cuda", dtype=DTYPE)
-
-        rows.append(harness.measure("gelu_and_mul", f"[{t}, 2x{D}] tanh", nbytes, make,
-                                    lambda x, o: gelu_and_mul(x, "tanh", out=o), lambda x, o: reference(x)))
-    return rows
+    return gated_activation.run("gelu_and_mul", " tanh",
+                                lambda x, o, pdl: gelu_and_mul(x, "tanh", out=o, enable_pdl=pdl), reference)
 
 
 def main() -> None:

@@ -41,7 +41,9 @@ def run() -> list:
         nbytes = 4 * t * HEADS * HEAD_DIM * 2 + 8 * t
         rows.append(harness.measure("store_kv_cache", f"[{t}, {HEADS}, {HEAD_DIM}]", nbytes, make,
                                     lambda k, v, kc, vc, s: store_kv_cache(k, v, kc, vc, s, validate=False),
-                                    reference))
+                                    reference,
+                                    ours_pdl=lambda k, v, kc, vc, s: store_kv_cache(k, v, kc, vc, s, validate=False,
+                                                                                    enable_pdl=True)))
     return rows
 
 

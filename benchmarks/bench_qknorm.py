@@ -36,7 +36,8 @@ def run() -> list:
                     torch.randn(t, HK, D, device="cuda", dtype=DTYPE), qw, kw)
 
         rows.append(harness.measure("qknorm", f"[{t}, {HQ}+{HK}, {D}]", nbytes, make,
-                                    lambda q, k, qw, kw: qknorm(q, k, qw, kw, 1e-6), reference))
+                                    lambda q, k, qw, kw: qknorm(q, k, qw, kw, 1e-6), reference,
+                                    ours_pdl=lambda q, k, qw, kw: qknorm(q, k, qw, kw, 1e-6, enable_pdl=True)))
     return rows
 
 

@@ -29,7 +29,8 @@ def run() -> list:
 
         rows.append(harness.measure("rmsnorm", f"[{t}, {HIDDEN}]", nbytes, make,
                                     lambda x, w, o: rmsnorm(x, w, 1e-6, out=o),
-                                    lambda x, w, o: reference(x, w)))
+                                    lambda x, w, o: reference(x, w),
+                                    ours_pdl=lambda x, w, o: rmsnorm(x, w, 1e-6, out=o, enable_pdl=True)))
     return rows
 
 

@@ -45,7 +45,8 @@ def run() -> list:
                     torch.randn(t, HK, D, device="cuda", dtype=DTYPE), cache)
 
         rows.append(harness.measure("rope", f"[{t}, {HQ}+{HK}, {D}] neox", nbytes, make,
-                                    lambda p, q, k, c: apply_rope(p, q, k, c, True), reference))
+                                    lambda p, q, k, c: apply_rope(p, q, k, c, True), reference,
+                                    ours_pdl=lambda p, q, k, c: apply_rope(p, q, k, c, True, enable_pdl=True)))
     return rows
 
 

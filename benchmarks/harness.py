@@ -119,18 +119,23 @@ class Row:
     eager: Timing | None
     compiled: Timing | None
     notes: list = field(default_factory=list)
+    ours_pdl: Timing | None = None  # ours launched with programmatic dependent launch
 
 
 def measure(op: str, shape: str, nbytes: int, make_args: Callable[[], tuple], ours: Callable,
-            reference: Callable | None, with_compile: bool = True) -> Row:
-    """Times ``ours`` and (when given) ``reference`` eager and compiled, on fresh input sets."""
+            reference: Callable | None, with_compile: bool = True, ours_pdl: Callable | None = None) -> Row:
+    """Times ``ours`` and (when given) ``ours_pdl``, the same call with ``enable_pdl=True``, and
+    ``reference`` eager and compiled, on fresh input sets. Back to back in a graph, PDL lets each
+    call's launch overlap the previous call's tail: the column shows what a caller that enables
+    it gets."""
     sets = [make_args() for _ in range(num_sets(nbytes))]
     t_ours = time_calls(ours, sets)
+    t_pdl = time_calls(ours_pdl, sets) if ours_pdl is not None else None
     t_eager = time_calls(reference, sets) if reference is not None else None
     t_comp = time_calls(compiled(reference), sets) if reference is not None and with_compile else None
     del sets
     torch.cuda.empty_cache()
-    return Row(op, shape, nbytes, t_ours, t_eager, t_comp)
+    return Row(op, shape, nbytes, t_ours, t_eager, t_comp, ours_pdl=t_pdl)
 
 
 def copy_bandwidth_gbps(nbytes: int = 1 << 30) -> float:
@@ -150,16 +155,24 @@ def _fmt(t: Timing | None, nbytes: int) -> str:
     return f"{t.us:8.2f}{mark:1} {t.gbps(nbytes):7.0f}"
 
 
+def _speedup(compiled_time: Timing | None, ours: Timing | None) -> str:
+    return f"{compiled_time.us / ours.us:9.2f}x" if compiled_time and ours else f"{'-':>10}"
+
+
 def print_table(title: str, rows: Sequence[Row], copy_gbps: float | None = None) -> None:
-    """A short table: µs and GB/s for ours, eager and compiled, and our speedup over compile."""
+    """A short table: µs and GB/s for ours, eager and compiled, and our speedup over compile;
+    plus ours with PDL and its speedup where the rows have it."""
+    pdl = any(r.ours_pdl is not None for r in rows)
     print(f"\n== {title}" + (f"  (D2D copy: {copy_gbps:.0f} GB/s)" if copy_gbps else ""))
     print(f"{'shape':<28} {'MB':>8} | {'ours us':>9} {'GB/s':>7} | {'eager us':>9} {'GB/s':>7} | "
-          f"{'compile us':>9} {'GB/s':>7} | {'vs compile':>10}")
+          f"{'compile us':>9} {'GB/s':>7} | {'vs compile':>10}" + (f" | {'PDL us':>9} {'GB/s':>7} | {'vs compile':>10}" if pdl else ""))
     for r in rows:
-        speed = f"{r.compiled.us / r.ours.us:9.2f}x" if r.compiled else f"{'-':>10}"
-        print(f"{r.shape:<28} {r.nbytes / 2**20:8.2f} | {_fmt(r.ours, r.nbytes)} | {_fmt(r.eager, r.nbytes)} | "
-              f"{_fmt(r.compiled, r.nbytes)} | {speed}")
-    if any(not t.graph for r in rows for t in (r.ours, r.eager, r.compiled) if t is not None):
+        line = (f"{r.shape:<28} {r.nbytes / 2**20:8.2f} | {_fmt(r.ours, r.nbytes)} | {_fmt(r.eager, r.nbytes)} | "
+                f"{_fmt(r.compiled, r.nbytes)} | {_speedup(r.compiled, r.ours)}")
+        if pdl:
+            line += f" | {_fmt(r.ours_pdl, r.nbytes)} | {_speedup(r.compiled, r.ours_pdl)}"
+        print(line)
+    if any(not t.graph for r in rows for t in (r.ours, r.ours_pdl, r.eager, r.compiled) if t is not None):
         print("  * = timed eagerly (CUDA graph capture failed)")
 
 
