@@ -3,6 +3,7 @@
 # benchmarks. Logs go to $OUT (or ./gpu-logs). Usage:
 #   bash scripts/gpu_suite.sh tests        # prebuild + the whole pytest suite
 #   bash scripts/gpu_suite.sh benchmarks   # every CUDA benchmark, the call-overhead and load figures
+#   bash scripts/gpu_suite.sh tuning       # norm launch-shape sweep, Nsight Compute on small tokens
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG=${OUT:-gpu-logs}
@@ -30,5 +31,16 @@ case "${1:-tests}" in
     $PY benchmarks/bench_jit_load.py --samples 10 > "$LOG/jit_load.txt" 2>&1
     $PY -m mllm_kernel demo > "$LOG/demo.txt" 2>&1
     for f in bench_cuda bench_quant_kv call_overhead ffi_call jit_load demo; do echo "== $f"; tail -25 "$LOG/$f.txt"; done
+    ;;
+  tuning)
+    $PY benchmarks/tuning/tune_norm.py > "$LOG/tune_norm.txt" 2>&1
+    if command -v ncu > /dev/null; then
+      ncu --profile-from-start off --section SpeedOfLight --section LaunchStats --section Occupancy \
+        --section WarpStateStats -f -o "$LOG/small" $PY benchmarks/tuning/profile_small.py > "$LOG/ncu.txt" 2>&1
+      ncu --import "$LOG/small.ncu-rep" --page details > "$LOG/ncu_details.txt" 2>&1
+      grep -E "^  [a-z_]|Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Block Size|Grid Size" \
+        "$LOG/ncu_details.txt" > "$LOG/ncu_summary.txt"
+    fi
+    for f in tune_norm ncu_summary; do echo "== $f"; tail -150 "$LOG/$f.txt" 2>/dev/null; done
     ;;
 esac

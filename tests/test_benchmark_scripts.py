@@ -26,16 +26,20 @@ def _run(script: str, *args: str) -> str:
     return out.stdout
 
 
-@pytest.mark.parametrize("path", sorted(BENCHMARKS.glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(BENCHMARKS.rglob("*.py")), ids=lambda p: str(p.relative_to(BENCHMARKS)))
 def test_benchmark_script_compiles(path, tmp_path):
     py_compile.compile(str(path), cfile=str(tmp_path / "out.pyc"), doraise=True)
 
 
-def _bench_cpu_ops() -> list[str]:
-    spec = importlib.util.spec_from_file_location("bench_cpu", BENCHMARKS / "bench_cpu.py")
+def _bench_module_at(path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.OPS
+    return module
+
+
+def _bench_cpu_ops() -> list[str]:
+    return _bench_module_at(BENCHMARKS / "bench_cpu.py").OPS
 
 
 def test_bench_cpu_prints_a_row_per_op_dtype_and_row_count():
@@ -57,10 +61,7 @@ def _bench_module(name: str):
     """A CUDA benchmark script as a module (importing it needs no GPU; `harness` sits beside it)."""
     sys.path.insert(0, str(BENCHMARKS))
     try:
-        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
+        return _bench_module_at(BENCHMARKS / f"{name}.py")
     finally:
         sys.path.remove(str(BENCHMARKS))
 
@@ -95,3 +96,23 @@ def test_cuda_bench_in_place_references_match_the_ops():
     ops.apply_rope(positions, q, k, cache, True)
     torch.testing.assert_close(qr, q, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(kr, k, rtol=1e-5, atol=1e-5)
+
+
+def test_norm_tuning_kernels_build():
+    """benchmarks/tuning/tune_norm.py's kernels compile (the sweep itself needs a GPU)."""
+    from mllm_kernel.jit_utils import toolchain
+    from mllm_kernel.jit_utils.errors import ToolchainNotFoundError
+
+    try:
+        toolchain.find_nvcc()
+    except ToolchainNotFoundError:
+        pytest.skip("nvcc not found")
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        tune_norm = _bench_module_at(BENCHMARKS / "tuning" / "tune_norm.py")
+        module = tune_norm._module()
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    for threads, items in tune_norm.SHAPES:
+        assert callable(getattr(module, f"rms_{threads}x{items}"))
+        assert callable(getattr(module, f"fused_{threads}x{items}"))

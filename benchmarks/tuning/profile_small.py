@@ -1,0 +1,70 @@
+"""Runs our kernels and torch.compile's for the small-token cases once each inside a CUDA
+profiler range, for Nsight Compute:
+
+    ncu --profile-from-start off --section SpeedOfLight --section LaunchStats --section Occupancy \\
+        --section WarpStateStats -o $OUT/small python benchmarks/tuning/profile_small.py
+
+Everything is built and warmed up (JIT, Inductor autotuning) before the range opens, so only
+the kernels of the cases are profiled: per case and token count, ours first, then compile's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import bench_fused_add_rmsnorm  # noqa: E402
+import bench_rmsnorm  # noqa: E402
+import bench_silu_and_mul  # noqa: E402
+import harness  # noqa: E402
+
+HIDDEN, D = 4096, 11008
+DTYPE = torch.bfloat16
+
+
+def _cases(t: int):
+    from mllm_kernel.cuda.jit import fused_add_rmsnorm, rmsnorm, silu_and_mul
+
+    w = torch.randn(HIDDEN, device="cuda", dtype=DTYPE)
+    x = torch.randn(t, HIDDEN, device="cuda", dtype=DTYPE)
+    r = torch.randn(t, HIDDEN, device="cuda", dtype=DTYPE)
+    o = torch.empty_like(x)
+    g = torch.randn(t, 2 * D, device="cuda", dtype=DTYPE)
+    go = torch.empty(t, D, device="cuda", dtype=DTYPE)
+    rms_ref = harness.compiled(lambda x: bench_rmsnorm.reference(x, w))
+    fused_ref = harness.compiled(lambda x, r: bench_fused_add_rmsnorm.reference(x, r, w))
+    silu_ref = harness.compiled(bench_silu_and_mul.reference)
+    return [
+        (f"rmsnorm [{t}, {HIDDEN}]", lambda: rmsnorm(x, w, 1e-6, out=o), lambda: rms_ref(x)),
+        (f"fused_add_rmsnorm [{t}, {HIDDEN}]", lambda: fused_add_rmsnorm(x, r, w, 1e-6), lambda: fused_ref(x, r)),
+        (f"silu_and_mul [{t}, 2x{D}]", lambda: silu_and_mul(g, out=go), lambda: silu_ref(g)),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", default="16,64,1024")
+    args = parser.parse_args()
+    harness.require_cuda()
+    cases = [c for t in args.tokens.split(",") for c in _cases(int(t))]
+    for _, ours, compiled in cases:  # build, autotune and warm up outside the profiled range
+        for _ in range(3):
+            ours()
+            compiled()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    for name, ours, compiled in cases:
+        print(f"{name}: ours, then compile", flush=True)
+        ours()
+        compiled()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+
+
+if __name__ == "__main__":
+    main()
