@@ -170,7 +170,7 @@ def test_qknorm_bad_inputs():
         qknorm(q.view(3, 256), k, w, w)
     with pytest.raises(ValueError, match=_msg("qknorm: q and k must not be empty")):
         qknorm(q[:0], k[:0], w, w)
-    with pytest.raises(ValueError, match=_msg("qknorm_across_heads: q_weight: dim 0 (num_q_heads*head_dim) must be 256 as bound by q, got 64")):
+    with pytest.raises(ValueError, match=_msg("qknorm_across_heads: q_weight: dim 0 (num_q_heads * head_dim) must be 256 as bound by q, got 64")):
         qknorm_across_heads(q, k, w, _rand(128, dtype=torch.bfloat16))
     with pytest.raises(ValueError, match=_msg("qknorm_across_heads: q: stride 1 (head_dim) must be 64 as bound by q, got 128")):
         qknorm_across_heads(_rand(3, 4, 128, dtype=torch.bfloat16)[:, :, :64], k, w, w)

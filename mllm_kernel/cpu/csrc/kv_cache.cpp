@@ -3,6 +3,7 @@
 // thread pool.
 #include <mllm_kernel/cpu/thread_pool.hpp>
 #include <mllm_kernel/cpu/types.hpp>
+#include <mllm_kernel/head_args.hpp>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.hpp>
 
@@ -42,43 +43,26 @@ inline void copy_heads(std::uint8_t* dst, const std::uint8_t* src, std::int64_t 
 inline void store_kv_cache(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
                            tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping, std::int64_t num_threads) {
   using namespace host;
-  SymbolicSize T{"num_tokens"}, H{"num_kv_heads"}, D{"head_dim"}, N{"num_slots"};
-  SymbolicSize Sk{"k_token_stride"}, Shk{"k_head_stride"}, Sv{"v_token_stride"}, Shv{"v_head_stride"};
-  SymbolicDType dtype, index_dtype;
-  SymbolicDevice device;
-  (void)TensorMatcher({T, H, D})
-      .with_strides({Sk, Shk, 1})
-      .with_dtype<float, fp16_t, bf16_t>(dtype)
-      .with_device<kDLCPU>(device)
-      .verify(k, "k");
-  (void)TensorMatcher({T, H, D}).with_strides({Sv, Shv, 1}).with_dtype(dtype).with_device(device).verify(v, "v");
-  (void)TensorMatcher({N, H, D})
-      .with_dtype(dtype)
-      .with_device(device)
-      .verify(k_cache, "k_cache")
-      .verify(v_cache, "v_cache");
-  (void)TensorMatcher({T})
-      .with_dtype<std::int32_t, std::int64_t>(index_dtype)
-      .with_device(device)
-      .verify(slot_mapping, "slot_mapping");
-  RuntimeCheck(T.unwrap() > 0 && H.unwrap() > 0 && D.unwrap() > 0, "k and v must not be empty");
-  const bool int64_slots = index_dtype.is_type<std::int64_t>();
+  KVStoreArgs a;
+  a.verify<kDLCPU, float, fp16_t, bf16_t>(k, v, k_cache, v_cache, slot_mapping);
+  const std::int64_t T = a.tokens.unwrap(), N = a.num_slots.unwrap();
+  const bool int64_slots = a.index_dtype.is_type<std::int64_t>();
   if (int64_slots) {
-    detail::check_slots(static_cast<const std::int64_t*>(slot_mapping.data_ptr()), T.unwrap(), N.unwrap());
+    detail::check_slots(static_cast<const std::int64_t*>(slot_mapping.data_ptr()), T, N);
   } else {
-    detail::check_slots(static_cast<const std::int32_t*>(slot_mapping.data_ptr()), T.unwrap(), N.unwrap());
+    detail::check_slots(static_cast<const std::int32_t*>(slot_mapping.data_ptr()), T, N);
   }
 
-  const std::int64_t elem = dtype_bytes(dtype.unwrap());
-  const std::int64_t heads = H.unwrap(), head_bytes = D.unwrap() * elem, slot_bytes = heads * head_bytes;
+  const std::int64_t elem = dtype_bytes(a.dtype.unwrap());
+  const std::int64_t heads = a.heads.unwrap(), head_bytes = a.head_dim.unwrap() * elem, slot_bytes = heads * head_bytes;
   const auto* k_src = static_cast<const std::uint8_t*>(k.data_ptr());
   const auto* v_src = static_cast<const std::uint8_t*>(v.data_ptr());
   auto* k_dst = static_cast<std::uint8_t*>(k_cache.data_ptr());
   auto* v_dst = static_cast<std::uint8_t*>(v_cache.data_ptr());
   const void* slots = slot_mapping.data_ptr();
-  const std::int64_t k_tok = Sk.unwrap() * elem, k_head = Shk.unwrap() * elem;
-  const std::int64_t v_tok = Sv.unwrap() * elem, v_head = Shv.unwrap() * elem;
-  parallel_for(T.unwrap(), 4 * slot_bytes, num_threads, [&](std::int64_t begin, std::int64_t end) {
+  const std::int64_t k_tok = a.k_s0.unwrap() * elem, k_head = a.k_s1.unwrap() * elem;
+  const std::int64_t v_tok = a.v_s0.unwrap() * elem, v_head = a.v_s1.unwrap() * elem;
+  parallel_for(T, 4 * slot_bytes, num_threads, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t t = begin; t < end; ++t) {
       const std::int64_t slot = int64_slots ? static_cast<const std::int64_t*>(slots)[t]
                                             : static_cast<const std::int32_t*>(slots)[t];

@@ -1,6 +1,7 @@
 // CPU RMSNorm family: rmsnorm, fused_add_rmsnorm, qknorm and qknorm_across_heads for float32,
 // float16 and bfloat16 (computed in float32), Highway SIMD chosen at run time, rows split over
 // the module's thread pool. Bodies: mllm_kernel/cpu/norm.hpp.
+#include <mllm_kernel/head_args.hpp>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.hpp>
 
@@ -100,27 +101,18 @@ inline void fused_add_rmsnorm(tvm::ffi::TensorView input, tvm::ffi::TensorView r
 inline void qknorm(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::TensorView q_weight,
                    tvm::ffi::TensorView k_weight, double eps, std::int64_t num_threads) {
   using namespace host;
-  SymbolicSize T{"num_tokens"}, Hq{"num_q_heads"}, Hk{"num_k_heads"}, D{"head_dim"};
-  SymbolicSize Sq{"q_token_stride"}, Shq{"q_head_stride"}, Sk{"k_token_stride"}, Shk{"k_head_stride"};
-  SymbolicDType dtype;
-  SymbolicDevice device;
-  (void)TensorMatcher({T, Hq, D})
-      .with_strides({Sq, Shq, 1})
-      .with_dtype<float, fp16_t, bf16_t>(dtype)
-      .with_device<kDLCPU>(device)
-      .verify(q, "q");
-  (void)TensorMatcher({T, Hk, D}).with_strides({Sk, Shk, 1}).with_dtype(dtype).with_device(device).verify(k, "k");
-  (void)TensorMatcher({D}).with_dtype(dtype).with_device(device).verify(q_weight, "q_weight").verify(k_weight,
-                                                                                                    "k_weight");
-  RuntimeCheck(T.unwrap() > 0 && Hq.unwrap() > 0 && Hk.unwrap() > 0 && D.unwrap() > 0, "q and k must not be empty");
-
+  QKArgs a;
+  a.verify<kDLCPU, float, fp16_t, bf16_t>(q, k);
+  a.verify_weights(q_weight, k_weight, /*across_heads=*/false);
+  const std::int64_t Sq = a.q_s0.unwrap(), Shq = a.q_s1.unwrap(), Hq = a.q_heads.unwrap();
+  const std::int64_t Sk = a.k_s0.unwrap(), Shk = a.k_s1.unwrap(), Hk = a.k_heads.unwrap();
   const auto e = static_cast<float>(eps);
-  const RmsNormParams pq{{q.data_ptr(), Sq.unwrap(), Shq.unwrap(), Hq.unwrap()},
-                         {q.data_ptr(), Sq.unwrap(), Shq.unwrap(), Hq.unwrap()}, q_weight.data_ptr(), D.unwrap(), e};
-  const RmsNormParams pk{{k.data_ptr(), Sk.unwrap(), Shk.unwrap(), Hk.unwrap()},
-                         {k.data_ptr(), Sk.unwrap(), Shk.unwrap(), Hk.unwrap()}, k_weight.data_ptr(), D.unwrap(), e};
-  visit_float_dtype(dtype.unwrap(),
-                    [&](auto tag) { detail::norm_qk_tokens<decltype(tag)>(pq, pk, T.unwrap(), num_threads); });
+  const RmsNormParams pq{{q.data_ptr(), Sq, Shq, Hq}, {q.data_ptr(), Sq, Shq, Hq}, q_weight.data_ptr(),
+                         a.head_dim.unwrap(), e};
+  const RmsNormParams pk{{k.data_ptr(), Sk, Shk, Hk}, {k.data_ptr(), Sk, Shk, Hk}, k_weight.data_ptr(),
+                         a.head_dim.unwrap(), e};
+  visit_float_dtype(a.dtype.unwrap(),
+                    [&](auto tag) { detail::norm_qk_tokens<decltype(tag)>(pq, pk, a.tokens.unwrap(), num_threads); });
 }
 
 /// In place RMSNorm of each token over all its heads: q [T, Hq, D] (heads dense within a token)
@@ -128,30 +120,17 @@ inline void qknorm(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::Ten
 inline void qknorm_across_heads(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::TensorView q_weight,
                                 tvm::ffi::TensorView k_weight, double eps, std::int64_t num_threads) {
   using namespace host;
-  SymbolicSize T{"num_tokens"}, Hq{"num_q_heads"}, Hk{"num_k_heads"}, D{"head_dim"};
-  SymbolicSize Sq{"q_token_stride"}, Sk{"k_token_stride"};
-  SymbolicDType dtype;
-  SymbolicDevice device;
-  (void)TensorMatcher({T, Hq, D})
-      .with_strides({Sq, D, 1})
-      .with_dtype<float, fp16_t, bf16_t>(dtype)
-      .with_device<kDLCPU>(device)
-      .verify(q, "q");
-  (void)TensorMatcher({T, Hk, D}).with_strides({Sk, D, 1}).with_dtype(dtype).with_device(device).verify(k, "k");
-  SymbolicSize QW{"num_q_heads*head_dim"}, KW{"num_k_heads*head_dim"};
-  QW.bind(Hq.unwrap() * D.unwrap(), "q");
-  KW.bind(Hk.unwrap() * D.unwrap(), "k");
-  (void)TensorMatcher({QW}).with_dtype(dtype).with_device(device).verify(q_weight, "q_weight");
-  (void)TensorMatcher({KW}).with_dtype(dtype).with_device(device).verify(k_weight, "k_weight");
-  RuntimeCheck(T.unwrap() > 0 && Hq.unwrap() > 0 && Hk.unwrap() > 0 && D.unwrap() > 0, "q and k must not be empty");
-
+  QKArgs a;
+  a.verify<kDLCPU, float, fp16_t, bf16_t>(q, k, /*heads_packed=*/true);
+  a.verify_weights(q_weight, k_weight, /*across_heads=*/true);
+  const std::int64_t Sq = a.q_s0.unwrap(), Sk = a.k_s0.unwrap();
   const auto e = static_cast<float>(eps);
-  const RmsNormParams pq{{q.data_ptr(), Sq.unwrap(), 0, 1}, {q.data_ptr(), Sq.unwrap(), 0, 1}, q_weight.data_ptr(),
-                         QW.unwrap(), e};
-  const RmsNormParams pk{{k.data_ptr(), Sk.unwrap(), 0, 1}, {k.data_ptr(), Sk.unwrap(), 0, 1}, k_weight.data_ptr(),
-                         KW.unwrap(), e};
-  visit_float_dtype(dtype.unwrap(),
-                    [&](auto tag) { detail::norm_qk_tokens<decltype(tag)>(pq, pk, T.unwrap(), num_threads); });
+  const RmsNormParams pq{{q.data_ptr(), Sq, 0, 1}, {q.data_ptr(), Sq, 0, 1}, q_weight.data_ptr(),
+                         a.q_hidden.unwrap(), e};
+  const RmsNormParams pk{{k.data_ptr(), Sk, 0, 1}, {k.data_ptr(), Sk, 0, 1}, k_weight.data_ptr(),
+                         a.k_hidden.unwrap(), e};
+  visit_float_dtype(a.dtype.unwrap(),
+                    [&](auto tag) { detail::norm_qk_tokens<decltype(tag)>(pq, pk, a.tokens.unwrap(), num_threads); });
 }
 
 }  // namespace mllm_kernel::cpu

@@ -1,6 +1,7 @@
 // CPU rotary position embedding (apply_rope) for float32, float16 and bfloat16 q/k, in place,
 // NeoX or GPT-J layout, partial rotary; Highway SIMD chosen at run time, tokens split over the
 // module's thread pool. Body: mllm_kernel/cpu/rope.hpp.
+#include <mllm_kernel/head_args.hpp>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.hpp>
 
@@ -37,45 +38,28 @@ void check_positions(const Index* positions, std::int64_t count, std::int64_t ma
 inline void apply_rope(tvm::ffi::TensorView positions, tvm::ffi::TensorView q, tvm::ffi::TensorView k,
                        tvm::ffi::TensorView cos_sin_cache, bool is_neox, std::int64_t num_threads) {
   using namespace host;
-  SymbolicSize T{"num_tokens"}, Hq{"num_q_heads"}, Hk{"num_k_heads"}, D{"head_dim"};
-  SymbolicSize Sq{"q_token_stride"}, Shq{"q_head_stride"}, Sk{"k_token_stride"}, Shk{"k_head_stride"};
-  SymbolicSize P{"max_position"}, R{"rotary_dim"};
-  SymbolicDType dtype, index_dtype;
-  SymbolicDevice device;
-  (void)TensorMatcher({T, Hq, D})
-      .with_strides({Sq, Shq, 1})
-      .with_dtype<float, fp16_t, bf16_t>(dtype)
-      .with_device<kDLCPU>(device)
-      .verify(q, "q");
-  (void)TensorMatcher({T, Hk, D}).with_strides({Sk, Shk, 1}).with_dtype(dtype).with_device(device).verify(k, "k");
-  (void)TensorMatcher({T})
-      .with_dtype<std::int32_t, std::int64_t>(index_dtype)
-      .with_device(device)
-      .verify(positions, "positions");
-  (void)TensorMatcher({P, R}).with_dtype<float>().with_device(device).verify(cos_sin_cache, "cos_sin_cache");
-  RuntimeCheck(T.unwrap() > 0 && Hq.unwrap() > 0 && Hk.unwrap() > 0 && D.unwrap() > 0, "q and k must not be empty");
-  RuntimeCheck(R.unwrap() > 0 && R.unwrap() % 2 == 0 && R.unwrap() <= D.unwrap(),
-               "cos_sin_cache: rotary_dim (dim 1) must be even and in [2, head_dim = ", D.unwrap(), "], got ",
-               R.unwrap());
-  const bool int64_positions = index_dtype.is_type<std::int64_t>();
+  RopeArgs a;
+  a.verify<kDLCPU, float, fp16_t, bf16_t>(positions, q, k, cos_sin_cache);
+  const std::int64_t T = a.tokens.unwrap(), P = a.max_position.unwrap(), R = a.rotary_dim.unwrap();
+  const bool int64_positions = a.pos_dtype.is_type<std::int64_t>();
   if (int64_positions) {
-    detail::check_positions(static_cast<const std::int64_t*>(positions.data_ptr()), T.unwrap(), P.unwrap());
+    detail::check_positions(static_cast<const std::int64_t*>(positions.data_ptr()), T, P);
   } else {
-    detail::check_positions(static_cast<const std::int32_t*>(positions.data_ptr()), T.unwrap(), P.unwrap());
+    detail::check_positions(static_cast<const std::int32_t*>(positions.data_ptr()), T, P);
   }
 
-  const RopeParams p{{q.data_ptr(), Sq.unwrap(), Shq.unwrap(), Hq.unwrap()},
-                     {k.data_ptr(), Sk.unwrap(), Shk.unwrap(), Hk.unwrap()},
+  const RopeParams p{{q.data_ptr(), a.q_s0.unwrap(), a.q_s1.unwrap(), a.q_heads.unwrap()},
+                     {k.data_ptr(), a.k_s0.unwrap(), a.k_s1.unwrap(), a.k_heads.unwrap()},
                      positions.data_ptr(),
                      int64_positions,
                      static_cast<const float*>(cos_sin_cache.data_ptr()),
-                     R.unwrap(),
+                     R,
                      is_neox};
-  visit_float_dtype(dtype.unwrap(), [&](auto tag) {
+  visit_float_dtype(a.dtype.unwrap(), [&](auto tag) {
     using Elem = decltype(tag);
     auto* fn = MLLM_KERNEL_CPU_DISPATCH(RopeTokens<Elem>);
-    const std::int64_t bytes = (Hq.unwrap() + Hk.unwrap()) * R.unwrap() * 2 * static_cast<std::int64_t>(sizeof(Elem));
-    parallel_for(T.unwrap(), bytes, num_threads, [&](std::int64_t begin, std::int64_t end) { fn(p, begin, end); });
+    const std::int64_t bytes = (a.q_heads.unwrap() + a.k_heads.unwrap()) * R * 2 * static_cast<std::int64_t>(sizeof(Elem));
+    parallel_for(T, bytes, num_threads, [&](std::int64_t begin, std::int64_t end) { fn(p, begin, end); });
   });
 }
 

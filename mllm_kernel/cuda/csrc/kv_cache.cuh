@@ -13,6 +13,7 @@
 // head size, the pointers and the strides allow. One block per token.
 #pragma once
 
+#include <mllm_kernel/head_args.hpp>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.cuh>
 #include <mllm_kernel/utils.hpp>
@@ -113,30 +114,13 @@ void dispatch_unit(const KVParams<Slot>& p, std::int64_t tokens, std::int64_t he
 void store_kv_cache(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
                     tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping, bool enable_pdl) {
   using namespace mllm_kernel::host;
-  SymbolicSize T{"num_tokens"}, H{"num_kv_heads"}, D{"head_dim"}, N{"num_slots"};
-  SymbolicSize Sk{"k_token_stride"}, Shk{"k_head_stride"}, Sv{"v_token_stride"}, Shv{"v_head_stride"};
-  SymbolicDType dtype, index_dtype;
-  SymbolicDevice device;
-  (void)TensorMatcher({T, H, D})
-      .with_strides({Sk, Shk, 1})
-      .with_dtype<fp32_t, fp16_t, bf16_t, fp8_e4m3_t>(dtype)
-      .with_device<kDLCUDA>(device)
-      .verify(k, "k");
-  (void)TensorMatcher({T, H, D}).with_strides({Sv, Shv, 1}).with_dtype(dtype).with_device(device).verify(v, "v");
-  (void)TensorMatcher({N, H, D})
-      .with_dtype(dtype)
-      .with_device(device)
-      .verify(k_cache, "k_cache")
-      .verify(v_cache, "v_cache");
-  (void)TensorMatcher({T})
-      .with_dtype<std::int32_t, std::int64_t>(index_dtype)
-      .with_device(device)
-      .verify(slot_mapping, "slot_mapping");
-  RuntimeCheck(T.unwrap() > 0 && H.unwrap() > 0 && D.unwrap() > 0, "k and v must not be empty");
-  RuntimeCheck(T.unwrap() <= 0x7fffffff, "too many tokens: ", T.unwrap());
-  const std::int64_t elem = dtype_bytes(dtype.unwrap());
-  const std::int64_t head_bytes = D.unwrap() * elem;
-  RuntimeCheck(H.unwrap() * head_bytes <= 0x7fffffff, "a token's k ([", H.unwrap(), ", ", D.unwrap(),
+  KVStoreArgs a;
+  a.verify<kDLCUDA, fp32_t, fp16_t, bf16_t, fp8_e4m3_t>(k, v, k_cache, v_cache, slot_mapping);
+  const std::int64_t tokens = a.tokens.unwrap(), heads = a.heads.unwrap();
+  RuntimeCheck(tokens <= 0x7fffffff, "too many tokens: ", tokens);
+  const std::int64_t elem = dtype_bytes(a.dtype.unwrap());
+  const std::int64_t head_bytes = a.head_dim.unwrap() * elem;
+  RuntimeCheck(heads * head_bytes <= 0x7fffffff, "a token's k ([", heads, ", ", a.head_dim.unwrap(),
                "]) is too large");
 
   const auto fill = [&](auto* slots) {
@@ -146,17 +130,17 @@ void store_kv_cache(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::Te
                      static_cast<std::uint8_t*>(k_cache.data_ptr()),
                      static_cast<std::uint8_t*>(v_cache.data_ptr()),
                      slots,
-                     N.unwrap(),
-                     Sk.unwrap() * elem,
-                     Shk.unwrap() * elem,
-                     Sv.unwrap() * elem,
-                     Shv.unwrap() * elem,
-                     static_cast<int>(H.unwrap()),
+                     a.num_slots.unwrap(),
+                     a.k_s0.unwrap() * elem,
+                     a.k_s1.unwrap() * elem,
+                     a.v_s0.unwrap() * elem,
+                     a.v_s1.unwrap() * elem,
+                     static_cast<int>(heads),
                      0,
                      false};
-    dispatch_unit(p, T.unwrap(), H.unwrap(), head_bytes, device.unwrap(), enable_pdl);
+    dispatch_unit(p, tokens, heads, head_bytes, a.device.unwrap(), enable_pdl);
   };
-  if (index_dtype.is_type<std::int64_t>()) {
+  if (a.index_dtype.is_type<std::int64_t>()) {
     fill(static_cast<const std::int64_t*>(slot_mapping.data_ptr()));
   } else {
     fill(static_cast<const std::int32_t*>(slot_mapping.data_ptr()));

@@ -16,6 +16,7 @@
 // kernels otherwise.
 #pragma once
 
+#include <mllm_kernel/head_args.hpp>
 #include <mllm_kernel/impl/norm.cuh>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/type.cuh>
@@ -303,33 +304,18 @@ template <typename T>
 void qknorm(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::TensorView q_weight,
             tvm::ffi::TensorView k_weight, double eps, bool enable_pdl) {
   using namespace mllm_kernel::host;
-  SymbolicSize N{"num_tokens"}, Hq{"num_q_heads"}, Hk{"num_k_heads"}, D{"head_dim"};
-  SymbolicSize q_s0{"q_token_stride"}, q_s1{"q_head_stride"}, k_s0{"k_token_stride"}, k_s1{"k_head_stride"};
-  SymbolicDType dtype;
-  SymbolicDevice device;
-  (void)TensorMatcher({N, Hq, D})  //
-      .with_strides({q_s0, q_s1, 1})
-      .with_device<kDLCUDA>(device)
-      .with_dtype<T>(dtype)
-      .verify(q, "q");
-  (void)TensorMatcher({N, Hk, D})  //
-      .with_strides({k_s0, k_s1, 1})
-      .with_dtype(dtype)
-      .with_device(device)
-      .verify(k, "k");
-  (void)TensorMatcher({D}).with_dtype(dtype).with_device(device).verify(q_weight, "q_weight");
-  (void)TensorMatcher({D}).with_dtype(dtype).with_device(device).verify(k_weight, "k_weight");
-  RuntimeCheck(N.unwrap() > 0 && Hq.unwrap() > 0 && Hk.unwrap() > 0 && D.unwrap() > 0,
-               "q and k must not be empty, got q [", N.unwrap(), ", ", Hq.unwrap(), ", ", D.unwrap(), "] and k [",
-               N.unwrap(), ", ", Hk.unwrap(), ", ", D.unwrap(), "]");
-  check_hidden(D.unwrap(), "head_dim");
+  QKArgs a;
+  a.verify<kDLCUDA, T>(q, k);
+  a.verify_weights(q_weight, k_weight, /*across_heads=*/false);
+  const std::int64_t tokens = a.tokens.unwrap(), head_dim = a.head_dim.unwrap();
+  check_hidden(head_dim, "head_dim");
   check_eps(eps);
   NormParams<T> p{};
-  p.set0 = head_rows<T>(q, q_weight, N.unwrap(), Hq.unwrap(), q_s0.unwrap(), q_s1.unwrap(), D.unwrap());
-  p.set1 = head_rows<T>(k, k_weight, N.unwrap(), Hk.unwrap(), k_s0.unwrap(), k_s1.unwrap(), D.unwrap());
+  p.set0 = head_rows<T>(q, q_weight, tokens, a.q_heads.unwrap(), a.q_s0.unwrap(), a.q_s1.unwrap(), head_dim);
+  p.set1 = head_rows<T>(k, k_weight, tokens, a.k_heads.unwrap(), a.k_s0.unwrap(), a.k_s1.unwrap(), head_dim);
   p.total_rows = p.set0.rows + p.set1.rows;
   p.eps = static_cast<float>(eps);
-  launch<T, false>(p, device.unwrap(), enable_pdl);
+  launch<T, false>(p, a.device.unwrap(), enable_pdl);
 }
 
 /// Per-token RMSNorm over all heads of q[T, Hq, D] (weight [Hq * D]) and of k[T, Hk, D]
@@ -339,37 +325,19 @@ template <typename T>
 void qknorm_across_heads(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::TensorView q_weight,
                          tvm::ffi::TensorView k_weight, double eps, bool enable_pdl) {
   using namespace mllm_kernel::host;
-  SymbolicSize N{"num_tokens"}, Hq{"num_q_heads"}, Hk{"num_k_heads"}, D{"head_dim"};
-  SymbolicSize q_s0{"q_token_stride"}, k_s0{"k_token_stride"};
-  SymbolicDType dtype;
-  SymbolicDevice device;
-  (void)TensorMatcher({N, Hq, D})  //
-      .with_strides({q_s0, D, 1})
-      .with_device<kDLCUDA>(device)
-      .with_dtype<T>(dtype)
-      .verify(q, "q");
-  (void)TensorMatcher({N, Hk, D})  //
-      .with_strides({k_s0, D, 1})
-      .with_dtype(dtype)
-      .with_device(device)
-      .verify(k, "k");
-  SymbolicSize q_hidden{"num_q_heads * head_dim"}, k_hidden{"num_k_heads * head_dim"};
-  q_hidden.bind(Hq.unwrap() * D.unwrap(), "q");
-  k_hidden.bind(Hk.unwrap() * D.unwrap(), "k");
-  (void)TensorMatcher({q_hidden}).with_dtype(dtype).with_device(device).verify(q_weight, "q_weight");
-  (void)TensorMatcher({k_hidden}).with_dtype(dtype).with_device(device).verify(k_weight, "k_weight");
-  RuntimeCheck(N.unwrap() > 0 && Hq.unwrap() > 0 && Hk.unwrap() > 0 && D.unwrap() > 0,
-               "q and k must not be empty, got q [", N.unwrap(), ", ", Hq.unwrap(), ", ", D.unwrap(), "] and k [",
-               N.unwrap(), ", ", Hk.unwrap(), ", ", D.unwrap(), "]");
-  check_hidden(q_hidden.unwrap(), "num_q_heads * head_dim");
-  check_hidden(k_hidden.unwrap(), "num_k_heads * head_dim");
+  QKArgs a;
+  a.verify<kDLCUDA, T>(q, k, /*heads_packed=*/true);
+  a.verify_weights(q_weight, k_weight, /*across_heads=*/true);
+  check_hidden(a.q_hidden.unwrap(), "num_q_heads * head_dim");
+  check_hidden(a.k_hidden.unwrap(), "num_k_heads * head_dim");
   check_eps(eps);
+  const std::int64_t tokens = a.tokens.unwrap();
   NormParams<T> p{};
-  p.set0 = head_rows<T>(q, q_weight, N.unwrap(), 1, q_s0.unwrap(), 0, q_hidden.unwrap());
-  p.set1 = head_rows<T>(k, k_weight, N.unwrap(), 1, k_s0.unwrap(), 0, k_hidden.unwrap());
+  p.set0 = head_rows<T>(q, q_weight, tokens, 1, a.q_s0.unwrap(), 0, a.q_hidden.unwrap());
+  p.set1 = head_rows<T>(k, k_weight, tokens, 1, a.k_s0.unwrap(), 0, a.k_hidden.unwrap());
   p.total_rows = p.set0.rows + p.set1.rows;
   p.eps = static_cast<float>(eps);
-  launch<T, false>(p, device.unwrap(), enable_pdl);
+  launch<T, false>(p, a.device.unwrap(), enable_pdl);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 // once) and loops over the heads of q and k of one token; a block covers one or more tokens.
 #pragma once
 
+#include <mllm_kernel/head_args.hpp>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/type.cuh>
 #include <mllm_kernel/utils.cuh>
@@ -185,39 +186,12 @@ template <typename T>
 void apply_rope(tvm::ffi::TensorView positions, tvm::ffi::TensorView q, tvm::ffi::TensorView k,
                 tvm::ffi::TensorView cos_sin_cache, bool is_neox, bool enable_pdl) {
   using namespace mllm_kernel::host;
-  SymbolicSize N{"num_tokens"}, Hq{"num_q_heads"}, Hk{"num_k_heads"}, D{"head_dim"};
-  SymbolicSize q_s0{"q_token_stride"}, q_s1{"q_head_stride"}, k_s0{"k_token_stride"}, k_s1{"k_head_stride"};
-  SymbolicSize P{"max_position"}, R{"rotary_dim"};
-  SymbolicDType dtype, pos_dtype;
-  SymbolicDevice device;
-  (void)TensorMatcher({N, Hq, D})  //
-      .with_strides({q_s0, q_s1, 1})
-      .with_device<kDLCUDA>(device)
-      .with_dtype<T>(dtype)
-      .verify(q, "q");
-  (void)TensorMatcher({N, Hk, D})  //
-      .with_strides({k_s0, k_s1, 1})
-      .with_device(device)
-      .with_dtype(dtype)
-      .verify(k, "k");
-  (void)TensorMatcher({N})  //
-      .with_device(device)
-      .with_dtype<std::int32_t, std::int64_t>(pos_dtype)
-      .verify(positions, "positions");
-  (void)TensorMatcher({P, R})  //
-      .with_device(device)
-      .with_dtype<float>()
-      .verify(cos_sin_cache, "cos_sin_cache");
-  RuntimeCheck(N.unwrap() > 0 && Hq.unwrap() > 0 && Hk.unwrap() > 0 && D.unwrap() > 0,
-               "q and k must not be empty, got q [", N.unwrap(), ", ", Hq.unwrap(), ", ", D.unwrap(), "] and k [",
-               N.unwrap(), ", ", Hk.unwrap(), ", ", D.unwrap(), "]");
-  RuntimeCheck(P.unwrap() > 0, "cos_sin_cache must not be empty, got shape [", P.unwrap(), ", ", R.unwrap(), "]");
-  const std::int64_t rot = R.unwrap();
-  RuntimeCheck(rot >= 2 && rot % 2 == 0 && rot <= D.unwrap(),
-               "cos_sin_cache: rotary_dim (dim 1) must be even and in [2, head_dim = ", D.unwrap(), "], got ", rot);
+  RopeArgs a;
+  a.verify<kDLCUDA, T>(positions, q, k, cos_sin_cache);
+  const std::int64_t rot = a.rotary_dim.unwrap();
   RuntimeCheck(rot <= 2048, "cos_sin_cache: rotary_dim must be at most 2048, got ", rot);
-  RuntimeCheck(Hq.unwrap() + Hk.unwrap() <= 0x7fffffff, "too many heads");
-  const DLDevice dev = device.unwrap();
+  RuntimeCheck(a.q_heads.unwrap() + a.k_heads.unwrap() <= 0x7fffffff, "too many heads");
+  const DLDevice dev = a.device.unwrap();
   auto run = [&](auto pos_tag) {
     using Pos = decltype(pos_tag);
     RopeParams<T, Pos> p{};
@@ -225,14 +199,14 @@ void apply_rope(tvm::ffi::TensorView positions, tvm::ffi::TensorView q, tvm::ffi
     p.k = static_cast<T*>(k.data_ptr());
     p.positions = static_cast<const Pos*>(positions.data_ptr());
     p.cache = static_cast<const float*>(cos_sin_cache.data_ptr());
-    p.tokens = N.unwrap();
-    p.max_position = P.unwrap();
-    p.q_s0 = q_s0.unwrap();
-    p.q_s1 = q_s1.unwrap();
-    p.k_s0 = k_s0.unwrap();
-    p.k_s1 = k_s1.unwrap();
-    p.q_heads = static_cast<int>(Hq.unwrap());
-    p.k_heads = static_cast<int>(Hk.unwrap());
+    p.tokens = a.tokens.unwrap();
+    p.max_position = a.max_position.unwrap();
+    p.q_s0 = a.q_s0.unwrap();
+    p.q_s1 = a.q_s1.unwrap();
+    p.k_s0 = a.k_s0.unwrap();
+    p.k_s1 = a.k_s1.unwrap();
+    p.q_heads = static_cast<int>(a.q_heads.unwrap());
+    p.k_heads = static_cast<int>(a.k_heads.unwrap());
     p.rotary_dim = static_cast<int>(rot);
     if (is_neox) {
       dispatch_width<T, Pos, true>(p, dev, enable_pdl);
@@ -240,7 +214,7 @@ void apply_rope(tvm::ffi::TensorView positions, tvm::ffi::TensorView q, tvm::ffi
       dispatch_width<T, Pos, false>(p, dev, enable_pdl);
     }
   };
-  if (pos_dtype.is_type<std::int32_t>()) {
+  if (a.pos_dtype.is_type<std::int32_t>()) {
     run(std::int32_t{});
   } else {
     run(std::int64_t{});

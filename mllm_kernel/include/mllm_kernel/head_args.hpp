@@ -1,0 +1,132 @@
+// Argument checks shared by the CPU and CUDA kernels that take per-head tensors: the q/k pair
+// of qknorm, apply_rope's q/k/positions/cache, and store_kv_cache's k, v, caches and slot
+// mapping. Both backends
+// accept the same layouts and say the same things about bad ones; only the device type and the
+// dtypes differ, so those are template arguments.
+//
+//   QKArgs a;
+//   a.verify<kDLCUDA, bf16_t>(q, k);        // binds tokens, heads, head_dim, strides, dtype, device
+//   a.verify_weights(q_weight, k_weight, /*across_heads=*/false);
+//   a.tokens.unwrap(), a.q_s0.unwrap(), ...
+#pragma once
+
+#include <mllm_kernel/tensor.hpp>
+#include <mllm_kernel/utils.hpp>
+
+#include <dlpack/dlpack.h>
+#include <tvm/ffi/container/tensor.h>
+
+#include <cstdint>
+
+namespace mllm_kernel::host {
+
+/// q [T, Hq, D] and k [T, Hk, D]: one dtype, one device, dense along head_dim, free token and
+/// head strides (or, `heads_packed`, heads dense within a token), nothing empty.
+struct QKArgs {
+  SymbolicSize tokens{"num_tokens"}, q_heads{"num_q_heads"}, k_heads{"num_k_heads"}, head_dim{"head_dim"};
+  SymbolicSize q_s0{"q_token_stride"}, q_s1{"q_head_stride"}, k_s0{"k_token_stride"}, k_s1{"k_head_stride"};
+  // Bound by verify_weights(across_heads = true): the length each token is normalised over.
+  SymbolicSize q_hidden{"num_q_heads * head_dim"}, k_hidden{"num_k_heads * head_dim"};
+  SymbolicDType dtype;
+  SymbolicDevice device;
+
+  /// Checks q and k; dtypes Ts... (at least one), device type kDevice.
+  template <DLDeviceType kDevice, typename... Ts>
+  void verify(tvm::ffi::TensorView q, tvm::ffi::TensorView k, bool heads_packed = false) {
+    (void)TensorMatcher({tokens, q_heads, head_dim})
+        .with_strides({q_s0, heads_packed ? head_dim : q_s1, 1})
+        .template with_dtype<Ts...>(dtype)
+        .template with_device<kDevice>(device)
+        .verify(q, "q");
+    (void)TensorMatcher({tokens, k_heads, head_dim})
+        .with_strides({k_s0, heads_packed ? head_dim : k_s1, 1})
+        .with_dtype(dtype)
+        .with_device(device)
+        .verify(k, "k");
+    RuntimeCheck(tokens.unwrap() > 0 && q_heads.unwrap() > 0 && k_heads.unwrap() > 0 && head_dim.unwrap() > 0,
+                 "q and k must not be empty, got q [", tokens.unwrap(), ", ", q_heads.unwrap(), ", ",
+                 head_dim.unwrap(), "] and k [", tokens.unwrap(), ", ", k_heads.unwrap(), ", ", head_dim.unwrap(),
+                 "]");
+  }
+
+  /// Checks the norm weights after verify(): [head_dim] each for a per-head norm, or
+  /// [num_q_heads * head_dim] and [num_k_heads * head_dim] for a norm across a token's heads.
+  void verify_weights(tvm::ffi::TensorView q_weight, tvm::ffi::TensorView k_weight, bool across_heads) {
+    if (!across_heads) {
+      (void)TensorMatcher({head_dim}).with_dtype(dtype).with_device(device).verify(q_weight, "q_weight");
+      (void)TensorMatcher({head_dim}).with_dtype(dtype).with_device(device).verify(k_weight, "k_weight");
+      return;
+    }
+    q_hidden.bind(q_heads.unwrap() * head_dim.unwrap(), "q");
+    k_hidden.bind(k_heads.unwrap() * head_dim.unwrap(), "k");
+    (void)TensorMatcher({q_hidden}).with_dtype(dtype).with_device(device).verify(q_weight, "q_weight");
+    (void)TensorMatcher({k_hidden}).with_dtype(dtype).with_device(device).verify(k_weight, "k_weight");
+  }
+};
+
+/// apply_rope's arguments: q and k as in QKArgs (free strides), positions [T] int32 or int64 and
+/// cos_sin_cache [max_position, rotary_dim] float32 on the same device, rotary_dim even and at
+/// most head_dim.
+struct RopeArgs : QKArgs {
+  SymbolicSize max_position{"max_position"}, rotary_dim{"rotary_dim"};
+  SymbolicDType pos_dtype;
+
+  /// Checks every argument; q/k dtypes Ts... (at least one), device type kDevice.
+  template <DLDeviceType kDevice, typename... Ts>
+  void verify(tvm::ffi::TensorView positions, tvm::ffi::TensorView q, tvm::ffi::TensorView k,
+              tvm::ffi::TensorView cos_sin_cache) {
+    QKArgs::verify<kDevice, Ts...>(q, k);
+    (void)TensorMatcher({tokens})
+        .with_dtype<std::int32_t, std::int64_t>(pos_dtype)
+        .with_device(device)
+        .verify(positions, "positions");
+    (void)TensorMatcher({max_position, rotary_dim})
+        .with_dtype<float>()
+        .with_device(device)
+        .verify(cos_sin_cache, "cos_sin_cache");
+    RuntimeCheck(max_position.unwrap() > 0, "cos_sin_cache must not be empty, got shape [", max_position.unwrap(),
+                 ", ", rotary_dim.unwrap(), "]");
+    const std::int64_t rot = rotary_dim.unwrap();
+    RuntimeCheck(rot >= 2 && rot % 2 == 0 && rot <= head_dim.unwrap(),
+                 "cos_sin_cache: rotary_dim (dim 1) must be even and in [2, head_dim = ", head_dim.unwrap(), "], got ",
+                 rot);
+  }
+};
+
+/// store_kv_cache's arguments: k and v [T, H, D] (free token and head strides, dense along
+/// head_dim), k_cache and v_cache [num_slots, H, D] contiguous, all of one dtype on one device;
+/// slot_mapping [T] int32 or int64 there too; nothing empty.
+struct KVStoreArgs {
+  SymbolicSize tokens{"num_tokens"}, heads{"num_kv_heads"}, head_dim{"head_dim"}, num_slots{"num_slots"};
+  SymbolicSize k_s0{"k_token_stride"}, k_s1{"k_head_stride"}, v_s0{"v_token_stride"}, v_s1{"v_head_stride"};
+  SymbolicDType dtype, index_dtype;
+  SymbolicDevice device;
+
+  /// Checks every argument; dtypes Ts... (at least one), device type kDevice.
+  template <DLDeviceType kDevice, typename... Ts>
+  void verify(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
+              tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping) {
+    (void)TensorMatcher({tokens, heads, head_dim})
+        .with_strides({k_s0, k_s1, 1})
+        .template with_dtype<Ts...>(dtype)
+        .template with_device<kDevice>(device)
+        .verify(k, "k");
+    (void)TensorMatcher({tokens, heads, head_dim})
+        .with_strides({v_s0, v_s1, 1})
+        .with_dtype(dtype)
+        .with_device(device)
+        .verify(v, "v");
+    (void)TensorMatcher({num_slots, heads, head_dim})
+        .with_dtype(dtype)
+        .with_device(device)
+        .verify(k_cache, "k_cache")
+        .verify(v_cache, "v_cache");
+    (void)TensorMatcher({tokens})
+        .with_dtype<std::int32_t, std::int64_t>(index_dtype)
+        .with_device(device)
+        .verify(slot_mapping, "slot_mapping");
+    RuntimeCheck(tokens.unwrap() > 0 && heads.unwrap() > 0 && head_dim.unwrap() > 0, "k and v must not be empty");
+  }
+};
+
+}  // namespace mllm_kernel::host
