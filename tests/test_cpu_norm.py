@@ -139,7 +139,7 @@ def test_rmsnorm_bad_inputs():
         rmsnorm(x[:0], w)
     with pytest.raises(ValueError, match=_msg("rmsnorm: input: stride 1 must be 1, got 2")):
         rmsnorm(_rand(4, 128, dtype=torch.float32)[:, ::2], w)
-    with pytest.raises(ValueError, match=_msg("rmsnorm: out: dim 0 (num_rows) must be 4 as bound by input, got 3")):
+    with pytest.raises(ValueError, match=_msg("rmsnorm: out: dim 0 (num_tokens) must be 4 as bound by input, got 3")):
         rmsnorm(x, w, out=torch.empty(3, 64))
     with pytest.raises(ValueError, match=_msg("rmsnorm: input: must have at least 1 dim")):
         rmsnorm(torch.tensor(1.0), w)

@@ -3,7 +3,7 @@
 // thread pool.
 #include <mllm_kernel/cpu/thread_pool.hpp>
 #include <mllm_kernel/cpu/types.hpp>
-#include <mllm_kernel/head_args.hpp>
+#include <mllm_kernel/op_args.hpp>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.hpp>
 

@@ -1,7 +1,7 @@
 // CPU RMSNorm family: rmsnorm, fused_add_rmsnorm, qknorm and qknorm_across_heads for float32,
 // float16 and bfloat16 (computed in float32), Highway SIMD chosen at run time, rows split over
 // the module's thread pool. Bodies: mllm_kernel/cpu/norm.hpp.
-#include <mllm_kernel/head_args.hpp>
+#include <mllm_kernel/op_args.hpp>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.hpp>
 
@@ -42,24 +42,19 @@ void norm_qk_tokens(const RmsNormParams& q, const RmsNormParams& k, std::int64_t
 inline void rmsnorm(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::ffi::TensorView weight, double eps,
                     std::int64_t num_threads) {
   using namespace host;
-  SymbolicSize R{"num_rows"}, H{"hidden"}, S_in{"input_row_stride"}, S_out{"out_row_stride"};
-  SymbolicDType dtype;
-  SymbolicDevice device;
-  (void)TensorMatcher({R, H})
-      .with_strides({S_in, 1})
-      .with_dtype<float, fp16_t, bf16_t>(dtype)
-      .with_device<kDLCPU>(device)
-      .verify(input, "input");
-  (void)TensorMatcher({R, H}).with_strides({S_out, 1}).with_dtype(dtype).with_device(device).verify(out, "out");
-  (void)TensorMatcher({H}).with_dtype(dtype).with_device(device).verify(weight, "weight");
-  RuntimeCheck(R.unwrap() > 0 && H.unwrap() > 0, "input must not be empty");
+  NormRowsArgs a("out_row_stride");
+  a.verify<kDLCPU, float, fp16_t, bf16_t>(input, out, "out", weight);
+  const std::int64_t R = a.tokens.unwrap(), H = a.hidden.unwrap();
 
-  const RmsNormParams p{{input.data_ptr(), S_in.unwrap(), 0, 1}, {out.data_ptr(), S_out.unwrap(), 0, 1},
-                        weight.data_ptr(), H.unwrap(), static_cast<float>(eps)};
-  visit_float_dtype(dtype.unwrap(), [&](auto tag) {
+  const RmsNormParams p{{input.data_ptr(), a.in_stride.unwrap(), 0, 1},
+                        {out.data_ptr(), a.second_stride.unwrap(), 0, 1},
+                        weight.data_ptr(),
+                        H,
+                        static_cast<float>(eps)};
+  visit_float_dtype(a.dtype.unwrap(), [&](auto tag) {
     using T = decltype(tag);
     auto* fn = MLLM_KERNEL_CPU_DISPATCH(RmsNormRows<T>);
-    parallel_for(R.unwrap(), 2 * H.unwrap() * static_cast<std::int64_t>(sizeof(T)), num_threads,
+    parallel_for(R, 2 * H * static_cast<std::int64_t>(sizeof(T)), num_threads,
                  [&](std::int64_t begin, std::int64_t end) { fn(p, begin, end); });
   });
 }
@@ -69,29 +64,17 @@ inline void rmsnorm(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::f
 inline void fused_add_rmsnorm(tvm::ffi::TensorView input, tvm::ffi::TensorView residual, tvm::ffi::TensorView weight,
                               double eps, std::int64_t num_threads) {
   using namespace host;
-  SymbolicSize R{"num_rows"}, H{"hidden"}, S_in{"input_row_stride"}, S_res{"residual_row_stride"};
-  SymbolicDType dtype;
-  SymbolicDevice device;
-  (void)TensorMatcher({R, H})
-      .with_strides({S_in, 1})
-      .with_dtype<float, fp16_t, bf16_t>(dtype)
-      .with_device<kDLCPU>(device)
-      .verify(input, "input");
-  (void)TensorMatcher({R, H})
-      .with_strides({S_res, 1})
-      .with_dtype(dtype)
-      .with_device(device)
-      .verify(residual, "residual");
-  (void)TensorMatcher({H}).with_dtype(dtype).with_device(device).verify(weight, "weight");
-  RuntimeCheck(R.unwrap() > 0 && H.unwrap() > 0, "input must not be empty");
+  NormRowsArgs a("residual_row_stride");
+  a.verify<kDLCPU, float, fp16_t, bf16_t>(input, residual, "residual", weight);
+  const std::int64_t R = a.tokens.unwrap(), H = a.hidden.unwrap();
 
-  const FusedAddRmsNormParams p{{input.data_ptr(), S_in.unwrap(), 0, 1},
-                                {residual.data_ptr(), S_res.unwrap(), 0, 1},
-                                weight.data_ptr(), H.unwrap(), static_cast<float>(eps)};
-  visit_float_dtype(dtype.unwrap(), [&](auto tag) {
+  const FusedAddRmsNormParams p{{input.data_ptr(), a.in_stride.unwrap(), 0, 1},
+                                {residual.data_ptr(), a.second_stride.unwrap(), 0, 1},
+                                weight.data_ptr(), H, static_cast<float>(eps)};
+  visit_float_dtype(a.dtype.unwrap(), [&](auto tag) {
     using T = decltype(tag);
     auto* fn = MLLM_KERNEL_CPU_DISPATCH(FusedAddRmsNormRows<T>);
-    parallel_for(R.unwrap(), 4 * H.unwrap() * static_cast<std::int64_t>(sizeof(T)), num_threads,
+    parallel_for(R, 4 * H * static_cast<std::int64_t>(sizeof(T)), num_threads,
                  [&](std::int64_t begin, std::int64_t end) { fn(p, begin, end); });
   });
 }

@@ -1,7 +1,7 @@
 // CPU rotary position embedding (apply_rope) for float32, float16 and bfloat16 q/k, in place,
 // NeoX or GPT-J layout, partial rotary; Highway SIMD chosen at run time, tokens split over the
 // module's thread pool. Body: mllm_kernel/cpu/rope.hpp.
-#include <mllm_kernel/head_args.hpp>
+#include <mllm_kernel/op_args.hpp>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.hpp>
 
@@ -58,7 +58,8 @@ inline void apply_rope(tvm::ffi::TensorView positions, tvm::ffi::TensorView q, t
   visit_float_dtype(a.dtype.unwrap(), [&](auto tag) {
     using Elem = decltype(tag);
     auto* fn = MLLM_KERNEL_CPU_DISPATCH(RopeTokens<Elem>);
-    const std::int64_t bytes = (a.q_heads.unwrap() + a.k_heads.unwrap()) * R * 2 * static_cast<std::int64_t>(sizeof(Elem));
+    const std::int64_t heads = a.q_heads.unwrap() + a.k_heads.unwrap();
+    const std::int64_t bytes = heads * R * 2 * static_cast<std::int64_t>(sizeof(Elem));
     parallel_for(T, bytes, num_threads, [&](std::int64_t begin, std::int64_t end) { fn(p, begin, end); });
   });
 }

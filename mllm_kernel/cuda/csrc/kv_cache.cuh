@@ -13,7 +13,7 @@
 // head size, the pointers and the strides allow. One block per token.
 #pragma once
 
-#include <mllm_kernel/head_args.hpp>
+#include <mllm_kernel/op_args.hpp>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.cuh>
 #include <mllm_kernel/utils.hpp>

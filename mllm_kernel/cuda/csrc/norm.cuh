@@ -16,7 +16,7 @@
 // kernels otherwise.
 #pragma once
 
-#include <mllm_kernel/head_args.hpp>
+#include <mllm_kernel/op_args.hpp>
 #include <mllm_kernel/impl/norm.cuh>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/type.cuh>
@@ -210,40 +210,26 @@ template <typename T>
 void rmsnorm(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::ffi::TensorView weight, double eps,
              bool enable_pdl) {
   using namespace mllm_kernel::host;
-  SymbolicSize N{"num_tokens"}, D{"hidden"}, in_stride{"input_row_stride"}, out_stride{"out_row_stride"};
-  SymbolicDType dtype;
-  SymbolicDevice device;
-  (void)TensorMatcher({N, D})  //
-      .with_strides({in_stride, 1})
-      .with_device<kDLCUDA>(device)
-      .with_dtype<T>(dtype)
-      .verify(input, "input");
-  (void)TensorMatcher({N, D})  //
-      .with_strides({out_stride, 1})
-      .with_dtype(dtype)
-      .with_device(device)
-      .verify(out, "out");
-  (void)TensorMatcher({D}).with_dtype(dtype).with_device(device).verify(weight, "weight");
-  RuntimeCheck(N.unwrap() > 0 && D.unwrap() > 0, "input must not be empty, got shape [", N.unwrap(), ", ",
-               D.unwrap(), "]");
-  check_hidden(D.unwrap(), "hidden");
+  NormRowsArgs a("out_row_stride");
+  a.verify<kDLCUDA, T>(input, out, "out", weight);
+  check_hidden(a.hidden.unwrap(), "hidden");
   check_eps(eps);
   NormParams<T> p{};
   p.set0 = RowSet<T>{static_cast<T*>(out.data_ptr()),
                      static_cast<const T*>(input.data_ptr()),
                      nullptr,
                      static_cast<const T*>(weight.data_ptr()),
-                     N.unwrap(),
+                     a.tokens.unwrap(),
                      1,
-                     in_stride.unwrap(),
+                     a.in_stride.unwrap(),
                      0,
-                     out_stride.unwrap(),
+                     a.second_stride.unwrap(),
                      0,
                      0,
-                     static_cast<int>(D.unwrap())};
-  p.total_rows = N.unwrap();
+                     static_cast<int>(a.hidden.unwrap())};
+  p.total_rows = a.tokens.unwrap();
   p.eps = static_cast<float>(eps);
-  launch<T, false>(p, device.unwrap(), enable_pdl);
+  launch<T, false>(p, a.device.unwrap(), enable_pdl);
 }
 
 /// residual = input + residual; input = rmsnorm(residual) * weight, both [N, D], in place.
@@ -251,43 +237,30 @@ template <typename T>
 void fused_add_rmsnorm(tvm::ffi::TensorView input, tvm::ffi::TensorView residual, tvm::ffi::TensorView weight,
                        double eps, bool enable_pdl) {
   using namespace mllm_kernel::host;
-  SymbolicSize N{"num_tokens"}, D{"hidden"}, in_stride{"input_row_stride"}, res_stride{"residual_row_stride"};
-  SymbolicDType dtype;
-  SymbolicDevice device;
-  (void)TensorMatcher({N, D})  //
-      .with_strides({in_stride, 1})
-      .with_device<kDLCUDA>(device)
-      .with_dtype<T>(dtype)
-      .verify(input, "input");
-  (void)TensorMatcher({N, D})  //
-      .with_strides({res_stride, 1})
-      .with_dtype(dtype)
-      .with_device(device)
-      .verify(residual, "residual");
-  (void)TensorMatcher({D}).with_dtype(dtype).with_device(device).verify(weight, "weight");
-  RuntimeCheck(N.unwrap() > 0 && D.unwrap() > 0, "input must not be empty, got shape [", N.unwrap(), ", ",
-               D.unwrap(), "]");
-  check_hidden(D.unwrap(), "hidden");
+  NormRowsArgs a("residual_row_stride");
+  a.verify<kDLCUDA, T>(input, residual, "residual", weight);
+  check_hidden(a.hidden.unwrap(), "hidden");
   check_eps(eps);
-  RuntimeCheck(N.unwrap() == 1 || in_stride.unwrap() != 0, "input: row stride must not be 0 (written in place)");
-  RuntimeCheck(N.unwrap() == 1 || res_stride.unwrap() != 0, "residual: row stride must not be 0 (written in place)");
+  const std::int64_t tokens = a.tokens.unwrap(), in_stride = a.in_stride.unwrap();
+  RuntimeCheck(tokens == 1 || in_stride != 0, "input: row stride must not be 0 (written in place)");
+  RuntimeCheck(tokens == 1 || a.second_stride.unwrap() != 0, "residual: row stride must not be 0 (written in place)");
   T* in_ptr = static_cast<T*>(input.data_ptr());
   NormParams<T> p{};
   p.set0 = RowSet<T>{in_ptr,
                      in_ptr,
                      static_cast<T*>(residual.data_ptr()),
                      static_cast<const T*>(weight.data_ptr()),
-                     N.unwrap(),
+                     tokens,
                      1,
-                     in_stride.unwrap(),
+                     in_stride,
                      0,
-                     in_stride.unwrap(),
+                     in_stride,
                      0,
-                     res_stride.unwrap(),
-                     static_cast<int>(D.unwrap())};
-  p.total_rows = N.unwrap();
+                     a.second_stride.unwrap(),
+                     static_cast<int>(a.hidden.unwrap())};
+  p.total_rows = tokens;
   p.eps = static_cast<float>(eps);
-  launch<T, true>(p, device.unwrap(), enable_pdl);
+  launch<T, true>(p, a.device.unwrap(), enable_pdl);
 }
 
 /// An in-place row set over a [T, H, D] tensor view.

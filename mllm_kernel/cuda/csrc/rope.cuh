@@ -16,7 +16,7 @@
 // once) and loops over the heads of q and k of one token; a block covers one or more tokens.
 #pragma once
 
-#include <mllm_kernel/head_args.hpp>
+#include <mllm_kernel/op_args.hpp>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/type.cuh>
 #include <mllm_kernel/utils.cuh>

@@ -1,8 +1,8 @@
-// Argument checks shared by the CPU and CUDA kernels that take per-head tensors: the q/k pair
-// of qknorm, apply_rope's q/k/positions/cache, and store_kv_cache's k, v, caches and slot
-// mapping. Both backends
-// accept the same layouts and say the same things about bad ones; only the device type and the
-// dtypes differ, so those are template arguments.
+// Argument checks for the ops that have both a CPU and a CUDA kernel: the row norms' input,
+// output or residual and weight; the q/k pair of qknorm; apply_rope's q/k/positions/cache; and
+// store_kv_cache's k, v, caches and slot mapping. Both backends accept the same layouts and say
+// the same things about bad ones; only the device type and the dtypes differ, so those are
+// template arguments. The symbols stay bound after `verify`, for the kernel to read:
 //
 //   QKArgs a;
 //   a.verify<kDLCUDA, bf16_t>(q, k);        // binds tokens, heads, head_dim, strides, dtype, device
@@ -19,6 +19,38 @@
 #include <cstdint>
 
 namespace mllm_kernel::host {
+
+/// A row norm's arguments: input [N, D] and a second tensor of that shape (the output, or the
+/// residual: `second_name`), each with a free row stride and dense rows, and weight [D]; one
+/// dtype, one device; nothing empty.
+struct NormRowsArgs {
+  SymbolicSize tokens{"num_tokens"}, hidden{"hidden"}, in_stride{"input_row_stride"}, second_stride;
+  SymbolicDType dtype;
+  SymbolicDevice device;
+
+  /// `second_stride_name` names the second tensor's row stride in messages (a string literal).
+  explicit NormRowsArgs(const char* second_stride_name) : second_stride(second_stride_name) {}
+
+  /// Checks the three tensors; dtypes Ts... (at least one), device type kDevice. `second_name`
+  /// must be a string literal.
+  template <DLDeviceType kDevice, typename... Ts>
+  void verify(tvm::ffi::TensorView input, tvm::ffi::TensorView second, const char* second_name,
+              tvm::ffi::TensorView weight) {
+    (void)TensorMatcher({tokens, hidden})
+        .with_strides({in_stride, 1})
+        .template with_dtype<Ts...>(dtype)
+        .template with_device<kDevice>(device)
+        .verify(input, "input");
+    (void)TensorMatcher({tokens, hidden})
+        .with_strides({second_stride, 1})
+        .with_dtype(dtype)
+        .with_device(device)
+        .verify(second, second_name);
+    (void)TensorMatcher({hidden}).with_dtype(dtype).with_device(device).verify(weight, "weight");
+    RuntimeCheck(tokens.unwrap() > 0 && hidden.unwrap() > 0, "input must not be empty, got shape [", tokens.unwrap(),
+                 ", ", hidden.unwrap(), "]");
+  }
+};
 
 /// q [T, Hq, D] and k [T, Hk, D]: one dtype, one device, dense along head_dim, free token and
 /// head strides (or, `heads_packed`, heads dense within a token), nothing empty.
