@@ -1,18 +1,24 @@
-"""Host time per eager call from Python, on a 1-token input (loops of calls, synchronised once;
-the cases interleaved over 5 rounds, each reporting its best: ``harness.host_us_per_call``):
+"""Host time per eager call from Python on CUDA, on a 1-token input (loops of calls,
+synchronised once; the cases interleaved over 5 rounds, each reporting its best:
+``harness.host_us_per_call``):
 
-- ``mllm_kernel rmsnorm``: our op through the Python wrapper and tvm-ffi;
+- ``mllm_kernel.cuda.jit.rmsnorm``: our op through the Python wrapper and tvm-ffi (the direct
+  path that eager calls take);
 - ``  bound tvm-ffi function``: the compiled ``rmsnorm<bf16_t>`` called directly (tvm-ffi
   argument conversion + C++ checks + launch, no Python wrapper);
 - ``  tvm-ffi no-op (same args)``: an exported C++ function that does nothing, called with the
   same argument types (3 CUDA tensors, a float, a bool): the fixed cost of a tvm-ffi call;
-- ``torch.mul(out=)``: a one-kernel PyTorch eager op;
+- ``mllm_kernel.ops.rmsnorm``: the device-dispatching op in eager mode (a direct call underneath);
+- ``torch.ops.mllm_kernel.rmsnorm``: the same kernel through PyTorch's custom-op dispatcher (the
+  path ``torch.compile`` graphs hold);
+- ``torch.mul(out=) (eager op)``: a one-kernel PyTorch eager op;
 - ``ctypes launch floor``: a ctypes call into an nvcc-built shared library that launches a
   trivial kernel with raw pointers (built in a temporary folder by this script);
 - ``  ctypes no-op``: the same library's function that returns at once (ctypes' own cost).
 
 The breakdown printed after the table: Python wrapper = op - bound function; C++ checks and
-launch = bound function - tvm-ffi no-op; launch = floor - ctypes no-op.
+launch = bound function - tvm-ffi no-op; launch = floor - ctypes no-op; then the direct path and
+``mllm_kernel.ops`` over the floor. ``bench_call_overhead.py --device cuda`` prints this too.
 """
 
 from __future__ import annotations
@@ -70,43 +76,50 @@ def _build_noop(folder: Path):
     return load_cpu_jit("bench_launch_noop", cpp_files=[str(src)], cpp_wrappers=[("noop", "bench::noop")]).noop
 
 
-def run() -> list[tuple[str, float]]:
+DIRECT, BOUND, NOOP = "mllm_kernel.cuda.jit.rmsnorm", "  bound tvm-ffi function", "  tvm-ffi no-op (same args)"
+OPS, CUSTOM_OP, EAGER = "mllm_kernel.ops.rmsnorm", "torch.ops.mllm_kernel.rmsnorm", "torch.mul(out=) (eager op)"
+FLOOR, CTYPES_NOOP = "ctypes launch floor", "  ctypes no-op"
+
+
+def run(iters: int | None = None) -> list[tuple[str, float]]:
+    from mllm_kernel import ops
     from mllm_kernel.cuda.jit import norm, rmsnorm
 
-    iters = 2000 if harness.ci() else 20000
+    iters = iters or (2000 if harness.ci() else 20000)
     x = torch.randn(1, 4096, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
     out = torch.empty_like(x)
     y = torch.empty_like(x)
     buf = torch.zeros(32, device="cuda")
     bound = norm._FUNCTIONS.get("rmsnorm", "input", x)
+    custom = torch.ops.mllm_kernel.rmsnorm
     with tempfile.TemporaryDirectory() as tmp:
         noop = _build_noop(Path(tmp))
         dll = _build_floor(Path(tmp))
         ptr = buf.data_ptr()
         stream = torch.cuda.current_stream().cuda_stream
         cases = [
-            ("mllm_kernel rmsnorm", lambda: rmsnorm(x, w, 1e-6, out=out)),
-            ("  bound tvm-ffi function", lambda: bound(out, x, w, 1e-6, False)),
-            ("  tvm-ffi no-op (same args)", lambda: noop(out, x, w, 1e-6, False)),
-            ("torch.mul(out=)", lambda: torch.mul(x, 2, out=y)),
-            ("ctypes launch floor", lambda: dll.launch_floor(ptr, 32, stream)),
-            ("  ctypes no-op", lambda: dll.noop(ptr, 32, stream)),
+            (DIRECT, lambda: rmsnorm(x, w, 1e-6, out=out)),
+            (BOUND, lambda: bound(out, x, w, 1e-6, False)),
+            (NOOP, lambda: noop(out, x, w, 1e-6, False)),
+            (OPS, lambda: ops.rmsnorm(x, w, 1e-6, out=out)),
+            (CUSTOM_OP, lambda: custom(x, w, 1e-6)),
+            (EAGER, lambda: torch.mul(x, 2, out=y)),
+            (FLOOR, lambda: dll.launch_floor(ptr, 32, stream)),
+            (CTYPES_NOOP, lambda: dll.noop(ptr, 32, stream)),
         ]
         return harness.host_us_per_call(cases, iters, sync=torch.cuda.synchronize)
 
 
 def print_results(results) -> None:
-    print("\n== host time per eager call (1 token, bf16 [1, 4096])")
+    print("\n== host time per eager call, 1-token rmsnorm on cuda (bf16 [1, 4096])")
     for name, us in results:
-        print(f"{name:<28} {us:7.2f} us")
-    t = dict((name.strip(), us) for name, us in results)
-    keys = ("mllm_kernel rmsnorm", "bound tvm-ffi function", "tvm-ffi no-op (same args)", "ctypes launch floor",
-            "ctypes no-op")
-    if all(k in t for k in keys):
-        op, bound, noop, floor, cnoop = (t[k] for k in keys)
-        print(f"breakdown: Python wrapper {op - bound:.2f} us, C++ checks + launch {bound - noop:.2f} us, "
-              f"tvm-ffi call {noop:.2f} us; raw launch {floor - cnoop:.2f} us; op / floor = {op / floor:.2f}x")
+        print(f"{name:<34} {us:7.2f} us")
+    t = dict(results)
+    print(f"breakdown: Python wrapper {t[DIRECT] - t[BOUND]:.2f} us, C++ checks + launch {t[BOUND] - t[NOOP]:.2f} us, "
+          f"tvm-ffi call {t[NOOP]:.2f} us; raw launch {t[FLOOR] - t[CTYPES_NOOP]:.2f} us")
+    print(f"direct / floor = {t[DIRECT] / t[FLOOR]:.2f}x, ops / floor = {t[OPS] / t[FLOOR]:.2f}x, "
+          f"direct / eager op = {t[DIRECT] / t[EAGER]:.2f}x")
 
 
 def main() -> None:

@@ -116,3 +116,10 @@ def test_norm_tuning_kernels_build():
     for threads, items in tune_norm.SHAPES:
         assert callable(getattr(module, f"rms_{threads}x{items}"))
         assert callable(getattr(module, f"fused_{threads}x{items}"))
+
+
+def test_bench_call_overhead_cpu_prints_every_path():
+    stdout = _run("bench_call_overhead.py", "--device", "cpu", "--iters", "50")
+    for name in ("mllm_kernel.cpu.jit.rmsnorm", "mllm_kernel.ops.rmsnorm", "torch.ops.mllm_kernel.rmsnorm",
+                 "torch.mul(out=) (eager op)"):
+        assert any(line.startswith(name) and line.endswith(" us") for line in stdout.splitlines()), stdout
