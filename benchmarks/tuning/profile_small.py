@@ -1,5 +1,5 @@
-"""Runs our kernels and torch.compile's for the small-token cases once each inside a CUDA
-profiler range, for Nsight Compute:
+"""Runs our kernels and torch.compile's for the small-token cases (norms, silu_and_mul, static
+and per-token FP8 quantization) once each inside a CUDA profiler range, for Nsight Compute:
 
     ncu --profile-from-start off --section SpeedOfLight --section LaunchStats --section Occupancy \\
         --section WarpStateStats -o $OUT/small python benchmarks/tuning/profile_small.py
@@ -19,6 +19,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import bench_fused_add_rmsnorm  # noqa: E402
+import bench_quant  # noqa: E402
 import bench_rmsnorm  # noqa: E402
 import bench_silu_and_mul  # noqa: E402
 import harness  # noqa: E402
@@ -28,7 +29,7 @@ DTYPE = torch.bfloat16
 
 
 def _cases(t: int):
-    from mllm_kernel.cuda.jit import fused_add_rmsnorm, rmsnorm, silu_and_mul
+    from mllm_kernel.cuda.jit import fused_add_rmsnorm, per_tensor_quant_fp8, per_token_quant_fp8, rmsnorm, silu_and_mul
 
     w = torch.randn(HIDDEN, device="cuda", dtype=DTYPE)
     x = torch.randn(t, HIDDEN, device="cuda", dtype=DTYPE)
@@ -39,10 +40,17 @@ def _cases(t: int):
     rms_ref = harness.compiled(lambda x: bench_rmsnorm.reference(x, w))
     fused_ref = harness.compiled(lambda x, r: bench_fused_add_rmsnorm.reference(x, r, w))
     silu_ref = harness.compiled(bench_silu_and_mul.reference)
+    q = torch.empty(t, HIDDEN, device="cuda", dtype=torch.float8_e4m3fn)
+    scale = torch.full((1,), 0.05, device="cuda")
+    static_ref = harness.compiled(bench_quant.ref_per_tensor_static)
+    token_ref = harness.compiled(bench_quant.ref_per_token_fp8)
     return [
         (f"rmsnorm [{t}, {HIDDEN}]", lambda: rmsnorm(x, w, 1e-6, out=o), lambda: rms_ref(x)),
         (f"fused_add_rmsnorm [{t}, {HIDDEN}]", lambda: fused_add_rmsnorm(x, r, w, 1e-6), lambda: fused_ref(x, r)),
         (f"silu_and_mul [{t}, 2x{D}]", lambda: silu_and_mul(g, out=go), lambda: silu_ref(g)),
+        (f"per_tensor static fp8 [{t}, {HIDDEN}]", lambda: per_tensor_quant_fp8(x, scale, out=q),
+         lambda: static_ref(x, scale)),
+        (f"per_token fp8 [{t}, {HIDDEN}]", lambda: per_token_quant_fp8(x, out=q), lambda: token_ref(x)),
     ]
 
 
