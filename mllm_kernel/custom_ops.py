@@ -138,6 +138,8 @@ def per_tensor_quant_fp8(input: Tensor, scale: Tensor | None) -> tuple[Tensor, T
     return out, scale_out.clone() if scale is not None and scale_out is scale else scale_out
 
 
-@_register("store_kv_cache", ("k_cache", "v_cache"), lambda k, v, k_cache, v_cache, slot_mapping: None)
-def store_kv_cache(k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor, slot_mapping: Tensor) -> None:
-    kernel_for("store_kv_cache", k)(k, v, k_cache, v_cache, slot_mapping)
+@_register("store_kv_cache", ("k_cache", "v_cache"),
+           lambda k, v, k_cache, v_cache, slot_mapping, k_scale=None, v_scale=None: None)
+def store_kv_cache(k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor, slot_mapping: Tensor,
+                   k_scale: Tensor | None = None, v_scale: Tensor | None = None) -> None:
+    kernel_for("store_kv_cache", k)(k, v, k_cache, v_cache, slot_mapping, k_scale=k_scale, v_scale=v_scale)

@@ -187,14 +187,16 @@ def per_token_group_quant_int8(input: torch.Tensor, group_size: int = 128, eps: 
 
 
 def store_kv_cache(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                   slot_mapping: torch.Tensor) -> None:
-    """Scatter k, v [T, H, D] into the caches [num_slots, H, D] at slot_mapping [T] (negative: skip)."""
+                   slot_mapping: torch.Tensor, k_scale: torch.Tensor | None = None,
+                   v_scale: torch.Tensor | None = None) -> None:
+    """Scatter k, v [T, H, D] into the caches [num_slots, H, D] at slot_mapping [T] (negative: skip).
+    With k_scale and v_scale (float32 [1]) the caches are float8_e4m3fn holding k / k_scale, v / v_scale."""
     if not isinstance(k, torch.Tensor):
         return call_with_arrays(store_kv_cache, ("k_cache", "v_cache"), k=k, v=v, k_cache=k_cache, v_cache=v_cache,
-                                slot_mapping=slot_mapping)
+                                slot_mapping=slot_mapping, k_scale=k_scale, v_scale=v_scale)
     if _compiling():
-        return _library.store_kv_cache(k, v, k_cache, v_cache, slot_mapping)
-    return kernel_for("store_kv_cache", k)(k, v, k_cache, v_cache, slot_mapping)
+        return _library.store_kv_cache(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale)
+    return kernel_for("store_kv_cache", k)(k, v, k_cache, v_cache, slot_mapping, k_scale=k_scale, v_scale=v_scale)
 
 
 __all__ = [

@@ -55,7 +55,8 @@ def test_add_constant_module_builds(constant):
     assert callable(_KERNELS[constant].module("cuda").add_constant)
 
 
-HEADERS = ["type.cuh", "math.cuh", "vec.cuh", "warp.cuh", "cta.cuh", "atomic.cuh", "tile.cuh", "impl/norm.cuh"]
+HEADERS = ["type.cuh", "math.cuh", "vec.cuh", "warp.cuh", "cta.cuh", "atomic.cuh", "tile.cuh", "quantize.cuh",
+           "impl/norm.cuh"]
 
 
 @pytest.mark.parametrize("header", HEADERS)

@@ -43,4 +43,6 @@ def test_quant_module_builds(dtype):
 def test_kv_cache_module_builds():
     from mllm_kernel.cuda.jit import kv_cache
 
-    assert callable(kv_cache._kv_cache_module.module("cuda").store_kv_cache)
+    module = kv_cache._kv_cache_module.module("cuda")
+    assert callable(module.store_kv_cache)
+    assert callable(module.store_kv_cache__fp8)

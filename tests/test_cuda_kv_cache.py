@@ -179,3 +179,121 @@ def test_bad_inputs():
     raises("k_cache: must be contiguous", k, v, _caches(8, 2, 128, torch.bfloat16)[0][..., ::2], vc, slots)
     raises("k and v must not be empty", k[:0], v[:0], kc, vc, slots[:0])
     raises("k: must have 3 dims", k.reshape(4, 128), v, kc, vc, slots)
+
+
+# ---------------------------------------------------------------- the quantizing store (float8 caches)
+FP8 = torch.float8_e4m3fn
+
+
+def _fp8_expected(k, v, k_cache, v_cache, slots, k_scale, v_scale):
+    """The quantizers' formula: x / scale in float32, saturated to +-448, rounded to nearest even
+    (PyTorch's conversion); a zero scale stores zeros."""
+
+    def quantize(x, scale):
+        if scale == 0:
+            return torch.zeros(x.shape, dtype=FP8, device=x.device)
+        return (x.float() / scale).clamp(-448.0, 448.0).to(FP8)
+
+    ek, ev = k_cache.clone(), v_cache.clone()
+    keep = slots >= 0
+    idx = slots[keep].long()
+    ek[idx] = quantize(k[keep], k_scale)
+    ev[idx] = quantize(v[keep], v_scale)
+    return ek, ev
+
+
+def _scales(k_scale, v_scale):
+    return (torch.tensor([k_scale], dtype=torch.float32, device="cuda"),
+            torch.tensor([v_scale], dtype=torch.float32, device="cuda"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=_ids)
+@pytest.mark.parametrize("slot_dtype", [torch.int32, torch.int64], ids=_ids)
+@pytest.mark.parametrize("tokens,heads,dim", [(1, 1, 64), (5, 8, 128), (257, 2, 96), (100, 4, 7), (3, 32, 256)])
+@pytest.mark.parametrize("skip_every", [0, 3])
+def test_store_kv_cache_fp8(dtype, slot_dtype, tokens, heads, dim, skip_every):
+    num_slots = 2 * tokens + 3
+    k = _randn(tokens, heads, dim, dtype=dtype, seed=1)
+    v = _randn(tokens, heads, dim, dtype=dtype, seed=2)
+    k[..., ::5] *= 40.0  # outliers: some saturate at 448 * scale
+    k_cache, v_cache = _caches(num_slots, heads, dim, FP8)
+    slots = _slots(tokens, num_slots, slot_dtype, skip_every=skip_every)
+    ek, ev = _fp8_expected(k, v, k_cache, v_cache, slots, 0.013, 0.0071)
+    k_scale, v_scale = _scales(0.013, 0.0071)
+    store_kv_cache(k, v, k_cache, v_cache, slots, k_scale=k_scale, v_scale=v_scale)
+    _assert_bytes_equal(k_cache, ek)
+    _assert_bytes_equal(v_cache, ev)
+
+
+@pytest.mark.parametrize("head_dim", [128, 5])
+def test_store_kv_cache_fp8_from_fused_qkv(head_dim):
+    tokens, hq, hkv = 33, 8, 2
+    qkv = _randn(tokens, (hq + 2 * hkv) * head_dim, dtype=torch.bfloat16, seed=3)
+    _, k, v = qkv.split([hq * head_dim, hkv * head_dim, hkv * head_dim], dim=-1)
+    k, v = k.view(tokens, hkv, head_dim), v.view(tokens, hkv, head_dim)
+    k_cache, v_cache = _caches(100, hkv, head_dim, FP8)
+    slots = _slots(tokens, 100, torch.int64, seed=4, skip_every=5)
+    ek, ev = _fp8_expected(k, v, k_cache, v_cache, slots, 0.02, 0.03)
+    store_kv_cache(k, v, k_cache, v_cache, slots, k_scale=_scales(0.02, 0.03)[0], v_scale=_scales(0.02, 0.03)[1])
+    _assert_bytes_equal(k_cache, ek)
+    _assert_bytes_equal(v_cache, ev)
+
+
+def test_store_kv_cache_fp8_saturates_and_zero_scale():
+    k = torch.tensor([[[1000.0, -1000.0, 0.5, -3.0, 1e-6, 0.0, 7.0, 449.0]]], device="cuda")
+    v = k.clone()
+    k_cache, v_cache = _caches(2, 1, 8, FP8)
+    store_kv_cache(k, v, k_cache, v_cache, torch.tensor([1], device="cuda"), k_scale=_scales(1.0, 0.0)[0],
+                   v_scale=_scales(1.0, 0.0)[1])
+    assert k_cache[1, 0].float().tolist() == [448.0, -448.0, 0.5, -3.0, 0.0, 0.0, 7.0, 448.0]
+    assert not v_cache[1].float().any()
+    assert torch.all(k_cache[0].view(torch.uint8) == 0x7F)
+
+
+def test_store_kv_cache_fp8_graph_reads_the_scales_on_replay():
+    """The kernel reads the scales from device memory: new values copied into the captured scale
+    tensors take effect on replay."""
+    k = _randn(16, 2, 128, dtype=torch.bfloat16)
+    v = _randn(16, 2, 128, dtype=torch.bfloat16, seed=1)
+    k_cache, v_cache = _caches(64, 2, 128, FP8)
+    slots = _slots(16, 64, torch.int64, seed=2)
+    k_scale, v_scale = _scales(0.01, 0.01)
+    store_kv_cache(k, v, k_cache, v_cache, slots, k_scale=k_scale, v_scale=v_scale)  # build outside capture
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        store_kv_cache(k, v, k_cache, v_cache, slots, k_scale=k_scale, v_scale=v_scale)
+    k_scale.fill_(0.05)
+    v_scale.fill_(0.002)
+    for c in (k_cache, v_cache):
+        c.view(torch.uint8).fill_(0x7F)
+    graph.replay()
+    torch.cuda.synchronize()
+    ek, ev = _fp8_expected(k, v, *_caches(64, 2, 128, FP8), slots, 0.05, 0.002)
+    _assert_bytes_equal(k_cache, ek)
+    _assert_bytes_equal(v_cache, ev)
+
+
+def test_store_kv_cache_fp8_bad_inputs():
+    k = _randn(4, 2, 64, dtype=torch.bfloat16)
+    v = _randn(4, 2, 64, dtype=torch.bfloat16, seed=1)
+    kc, vc = _caches(8, 2, 64, FP8)
+    slots = torch.arange(4, dtype=torch.int64, device="cuda")
+    ks, vs = _scales(0.1, 0.1)
+
+    def raises(message, *args, **kwargs):
+        with pytest.raises(ValueError, match=re.escape(f"{OP}: {message}")):
+            store_kv_cache(*args, **kwargs)
+
+    raises("a float8_e4m3fn cache of bfloat16 k and v needs k_scale and v_scale", k, v, kc, vc, slots)
+    raises("k_scale and v_scale go together", k, v, kc, vc, slots, k_scale=ks)
+    raises("k_cache: dtype must be float8_e4m3fn, got bfloat16", k, v, kc.bfloat16(), vc, slots, k_scale=ks,
+           v_scale=vs)
+    raises("k: dtype must be one of float32, float16, bfloat16, got float8_e4m3fn", k.to(FP8), v.to(FP8), kc, vc,
+           slots, k_scale=ks, v_scale=vs)
+    raises("k_scale: dtype must be float32, got float64", k, v, kc, vc, slots, k_scale=ks.double(), v_scale=vs)
+    raises("v_scale: dim 0 must be 1, got 2", k, v, kc, vc, slots, k_scale=ks, v_scale=torch.ones(2, device="cuda"))
+    raises("k_scale: device must be cuda:0 as bound by k, got cpu", k, v, kc, vc, slots, k_scale=ks.cpu(),
+           v_scale=vs)
+    raises("slot_mapping[1] = 8 is out of range for a cache of 8 slots", k, v, kc, vc,
+           torch.tensor([0, 8, 1, 2], device="cuda"), k_scale=ks, v_scale=vs)

@@ -105,6 +105,13 @@ TEST(EntryPoint, PrefixesErrorsWithTheOpName) {
   EXPECT_EQ(error.message(), "twice_positive: n must be positive, got -4" + at(g_check_line));
 }
 
+TEST(EntryPoint, AVariantEntryPointNamesItsOp) {
+  constexpr auto entry =
+      mllm_kernel::ffi_detail::make_entry_point<"twice_positive__fast", &twice_positive>(&twice_positive);
+  const tvm::ffi::Error error = expect_ffi_error([&] { entry(-4); });
+  EXPECT_EQ(error.message(), "twice_positive: n must be positive, got -4" + at(g_check_line));
+}
+
 TEST(EntryPoint, KeepsTheErrorKind) {
   constexpr auto entry = mllm_kernel::ffi_detail::make_entry_point<"device_failure", &device_failure>(&device_failure);
   const tvm::ffi::Error error = expect_ffi_error([&] { entry(); });

@@ -1,13 +1,21 @@
-// CPU store_kv_cache: copies each token's k and v heads into the paged caches at its slot.
-// Pure data movement (memcpy per token), no Highway body; tokens split over the module's
-// thread pool.
-#include <mllm_kernel/cpu/thread_pool.hpp>
-#include <mllm_kernel/cpu/types.hpp>
+// CPU store_kv_cache: copies each token's k and v heads into the paged caches at its slot
+// (memcpy per token), or, for a float8_e4m3fn cache of float32/float16/bfloat16 k and v,
+// quantizes them with a per-tensor scale on the way (Highway body: mllm_kernel/cpu/kv_cache.hpp,
+// chosen at run time). Tokens split over the module's thread pool.
 #include <mllm_kernel/op_args.hpp>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.hpp>
 
 #include <tvm/ffi/container/tensor.h>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "mllm_kernel/cpu/kv_cache.hpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <mllm_kernel/cpu/dispatch.hpp>
+#include <mllm_kernel/cpu/float_dtype.hpp>
+#include <mllm_kernel/cpu/kv_cache.hpp>
+#include <mllm_kernel/cpu/thread_pool.hpp>
+#include <mllm_kernel/cpu/types.hpp>
 
 #include <cstdint>
 #include <cstring>
@@ -70,6 +78,40 @@ inline void store_kv_cache(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::
       detail::copy_heads(k_dst + slot * slot_bytes, k_src + t * k_tok, heads, k_head, head_bytes);
       detail::copy_heads(v_dst + slot * slot_bytes, v_src + t * v_tok, heads, v_head, head_bytes);
     }
+  });
+}
+
+/// k_cache[slot_mapping[t]] = fp8(k[t] / k_scale), v_cache[slot_mapping[t]] = fp8(v[t] / v_scale)
+/// for every token with a non-negative slot: k, v as above in float32, float16 or bfloat16;
+/// caches contiguous [num_slots, H, D] float8_e4m3fn; k_scale, v_scale float32 [1].
+inline void store_kv_cache_fp8(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
+                               tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping,
+                               tvm::ffi::TensorView k_scale, tvm::ffi::TensorView v_scale, std::int64_t num_threads) {
+  using namespace host;
+  KVStoreArgs a;
+  a.verify_quantized<kDLCPU, fp8_e4m3_storage, float, fp16_t, bf16_t>(k, v, k_cache, v_cache, slot_mapping, k_scale,
+                                                                      v_scale);
+  const std::int64_t T = a.tokens.unwrap(), N = a.num_slots.unwrap();
+  const bool int64_slots = a.index_dtype.is_type<std::int64_t>();
+  if (int64_slots) {
+    detail::check_slots(static_cast<const std::int64_t*>(slot_mapping.data_ptr()), T, N);
+  } else {
+    detail::check_slots(static_cast<const std::int32_t*>(slot_mapping.data_ptr()), T, N);
+  }
+  const KVQuantParams p{{k.data_ptr(), a.k_s0.unwrap(), a.k_s1.unwrap(), static_cast<std::uint8_t*>(k_cache.data_ptr()),
+                         *static_cast<const float*>(k_scale.data_ptr())},
+                        {v.data_ptr(), a.v_s0.unwrap(), a.v_s1.unwrap(), static_cast<std::uint8_t*>(v_cache.data_ptr()),
+                         *static_cast<const float*>(v_scale.data_ptr())},
+                        slot_mapping.data_ptr(),
+                        int64_slots,
+                        a.heads.unwrap(),
+                        a.head_dim.unwrap()};
+  visit_float_dtype(a.dtype.unwrap(), [&](auto tag) {
+    using Elem = decltype(tag);
+    auto* fn = MLLM_KERNEL_CPU_DISPATCH(StoreKVFp8Tokens<Elem>);
+    // Bytes per token: k and v read in Elem, written as one byte each.
+    const std::int64_t bytes = 2 * a.heads.unwrap() * a.head_dim.unwrap() * (static_cast<std::int64_t>(sizeof(Elem)) + 1);
+    parallel_for(T, bytes, num_threads, [&](std::int64_t begin, std::int64_t end) { fn(p, begin, end); });
   });
 }
 

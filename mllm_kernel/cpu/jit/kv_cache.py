@@ -1,4 +1,5 @@
-"""CPU ``store_kv_cache``: scatter each token's k/v heads into paged caches by slot."""
+"""CPU ``store_kv_cache``: scatter each token's k/v heads into paged caches by slot, copying, or
+quantizing into float8_e4m3fn caches with per-tensor scales."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ import torch
 
 from mllm_kernel.cpu.jit._threads import num_threads
 from mllm_kernel.jit_utils import jit
+from mllm_kernel.kv_scales import wants_fp8_store
 
 
 @jit(
     device="cpu",
     cpp_files=["kv_cache.cpp"],
-    cpp_wrappers=[("store_kv_cache", "mllm_kernel::cpu::store_kv_cache")],
+    cpp_wrappers=[("store_kv_cache", "mllm_kernel::cpu::store_kv_cache"),
+                  ("store_kv_cache__fp8", "mllm_kernel::cpu::store_kv_cache_fp8")],
     func_name="cpu_kv_cache",
 )
 def _kv_cache_module(compiled_module):
@@ -19,7 +22,14 @@ def _kv_cache_module(compiled_module):
 
 
 def store_kv_cache(
-    k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor
+    k: torch.Tensor,
+    v: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    *,
+    k_scale: torch.Tensor | None = None,
+    v_scale: torch.Tensor | None = None,
 ) -> None:
     """``k_cache[slot_mapping[t]] = k[t]``, ``v_cache[slot_mapping[t]] = v[t]``.
 
@@ -27,5 +37,13 @@ def store_kv_cache(
     ``[num_slots, Hkv, D]`` of the same dtype (float32, float16, bfloat16); ``slot_mapping``:
     ``[T]`` int32/int64, a negative slot skips the token, one >= num_slots raises ValueError
     before anything is written.
+
+    With ``k_scale`` and ``v_scale`` (float32 ``[1]`` tensors) the caches are float8_e4m3fn and
+    hold ``k / k_scale`` and ``v / v_scale`` (round to nearest even, saturated to +-448; a zero
+    scale stores zeros), the per-tensor scaled FP8 KV cache of serving engines.
     """
-    _kv_cache_module.module("cpu").store_kv_cache(k, v, k_cache, v_cache, slot_mapping, num_threads())
+    module = _kv_cache_module.module("cpu")
+    if wants_fp8_store("store_kv_cache", k, k_cache, k_scale, v_scale):
+        module.store_kv_cache__fp8(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale, num_threads())
+    else:
+        module.store_kv_cache(k, v, k_cache, v_cache, slot_mapping, num_threads())

@@ -1,19 +1,25 @@
 // CUDA KV-cache store, one module for every element type:
 //   store_kv_cache(k, v, k_cache, v_cache, slot_mapping, enable_pdl)
 //       k_cache[slot_mapping[t]] = k[t], v_cache[slot_mapping[t]] = v[t]
+//   store_kv_cache_fp8(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale, enable_pdl)
+//       the same into float8_e4m3fn caches of k / k_scale and v / v_scale (quantize.cuh)
 // k, v: [T, H, D] with free token and head strides (slices of a fused QKV projection need no
 // copy); caches: contiguous [num_slots, H, D] of k's dtype (float32, float16, bfloat16 or
-// float8_e4m3fn); slot_mapping: contiguous [T] int32 or int64. A negative slot skips its token.
+// float8_e4m3fn), or float8_e4m3fn for the quantizing store of float32/float16/bfloat16 k;
+// k_scale, v_scale: float32 [1] on the device (read by the kernel, so a CUDA graph can update
+// them); slot_mapping: contiguous [T] int32 or int64. A negative slot skips its token.
 //
 // The kernel never writes outside the caches: a slot >= num_slots is skipped like a negative
 // one. Reporting such a slot needs its value on the host (a device-to-host sync), so that check
 // lives in the Python wrapper (`validate=True`), not here.
 //
 // The copy is dtype-blind: it moves bytes in the widest unit (16, 8, 4, 2 or 1 bytes) that the
-// head size, the pointers and the strides allow. One block per token.
+// head size, the pointers and the strides allow. The quantizing store reads 16-byte vectors of k
+// and v where those allow it, elements otherwise. One block per token.
 #pragma once
 
 #include <mllm_kernel/op_args.hpp>
+#include <mllm_kernel/quantize.cuh>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.cuh>
 #include <mllm_kernel/utils.hpp>
@@ -109,6 +115,83 @@ void dispatch_unit(const KVParams<Slot>& p, std::int64_t tokens, std::int64_t he
   launch_kv<std::uint8_t, Slot>(p, tokens, head_bytes, device, enable_pdl);
 }
 
+/// The quantizing store: element strides of k and v, the caches, the scales on the device.
+template <typename T, typename Slot>
+struct KVQuantParams {
+  const T* k;
+  const T* v;
+  fp8_e4m3_t* k_cache;
+  fp8_e4m3_t* v_cache;
+  const float* k_scale;
+  const float* v_scale;
+  const Slot* slots;
+  std::int64_t num_slots;
+  std::int64_t k_token_stride, k_head_stride;  // elements
+  std::int64_t v_token_stride, v_head_stride;  // elements
+  int heads;
+  int head_vecs;  // vectors of kVec elements per head
+  bool pdl;       // launched with programmatic dependent launch: run the PDL instructions
+};
+
+/// Token blockIdx.x: every thread quantizes vectors i, i + blockDim.x, ... of the token's
+/// H * D elements, of k and of v.
+template <typename T, int kVec, typename Slot>
+__global__ void __launch_bounds__(kKVMaxBlock)
+    store_kv_cache_fp8_kernel(const __grid_constant__ KVQuantParams<T, Slot> p) {
+  using namespace mllm_kernel::device;
+  using Vec = AlignedVector<T, kVec>;
+  if (p.pdl) pdl_wait_primary();
+  const std::int64_t t = blockIdx.x;
+  const std::int64_t slot = static_cast<std::int64_t>(p.slots[t]);
+  if (slot >= 0 && slot < p.num_slots) {
+    const int vecs = p.heads * p.head_vecs;
+    const std::int64_t slot_offset = slot * vecs;  // in vectors of the cache
+    const float k_scale = *p.k_scale, v_scale = *p.v_scale;
+    for (int i = threadIdx.x; i < vecs; i += blockDim.x) {
+      const int h = i / p.head_vecs;
+      const int c = i - h * p.head_vecs;
+      Vec kx, vx;
+      kx.load(p.k + t * p.k_token_stride + h * p.k_head_stride, c);
+      vx.load(p.v + t * p.v_token_stride + h * p.v_head_stride, c);
+      quantize_store(kx, k_scale, p.k_cache, slot_offset + i);
+      quantize_store(vx, v_scale, p.v_cache, slot_offset + i);
+    }
+  }
+  if (p.pdl) pdl_launch_dependents();
+}
+
+template <typename T, int kVec, typename Slot>
+void launch_kv_fp8(KVQuantParams<T, Slot> p, std::int64_t tokens, std::int64_t head_dim, DLDevice device,
+                   bool enable_pdl) {
+  using namespace mllm_kernel::host;
+  p.head_vecs = static_cast<int>(head_dim / kVec);
+  p.pdl = enable_pdl;
+  const std::int64_t vecs = static_cast<std::int64_t>(p.heads) * p.head_vecs;
+  const int threads = static_cast<int>(std::min<std::int64_t>(kKVMaxBlock, div_ceil(vecs, 32) * 32));
+  LaunchKernel(static_cast<unsigned>(tokens), threads, device)
+      .enable_pdl(enable_pdl)(store_kv_cache_fp8_kernel<T, kVec, Slot>, p);
+}
+
+/// 16-byte loads of k and v (kVec-byte stores to the caches) where pointers, strides and the
+/// head size allow them, one element at a time otherwise.
+template <typename T, typename Slot>
+void dispatch_fp8(const KVQuantParams<T, Slot>& p, std::int64_t tokens, std::int64_t heads, std::int64_t head_dim,
+                  DLDevice device, bool enable_pdl) {
+  using namespace mllm_kernel::host;
+  constexpr int kVec = mllm_kernel::device::kVecElems<T>;
+  VectorizeCheck src(kVec, sizeof(T));
+  src.pointer(p.k).pointer(p.v).length(head_dim);
+  src.stride(p.k_token_stride, tokens).stride(p.v_token_stride, tokens);
+  src.stride(p.k_head_stride, heads).stride(p.v_head_stride, heads);
+  VectorizeCheck dst(kVec, sizeof(fp8_e4m3_t));
+  dst.pointer(p.k_cache).pointer(p.v_cache);
+  if (src.ok() && dst.ok()) {
+    launch_kv_fp8<T, kVec, Slot>(p, tokens, head_dim, device, enable_pdl);
+  } else {
+    launch_kv_fp8<T, 1, Slot>(p, tokens, head_dim, device, enable_pdl);
+  }
+}
+
 /// k_cache[slot_mapping[t]] = k[t] and v_cache[slot_mapping[t]] = v[t] for every token t whose
 /// slot is in [0, num_slots); see the file comment for the layouts.
 void store_kv_cache(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
@@ -144,6 +227,54 @@ void store_kv_cache(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::Te
     fill(static_cast<const std::int64_t*>(slot_mapping.data_ptr()));
   } else {
     fill(static_cast<const std::int32_t*>(slot_mapping.data_ptr()));
+  }
+}
+
+/// The quantizing store: k_cache[slot_mapping[t]] = fp8(k[t] / k_scale), and v likewise, for
+/// every token t whose slot is in [0, num_slots); see the file comment for the layouts.
+void store_kv_cache_fp8(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
+                        tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping, tvm::ffi::TensorView k_scale,
+                        tvm::ffi::TensorView v_scale, bool enable_pdl) {
+  using namespace mllm_kernel::host;
+  KVStoreArgs a;
+  a.verify_quantized<kDLCUDA, fp8_e4m3_t, fp32_t, fp16_t, bf16_t>(k, v, k_cache, v_cache, slot_mapping, k_scale,
+                                                                   v_scale);
+  const std::int64_t tokens = a.tokens.unwrap(), heads = a.heads.unwrap(), head_dim = a.head_dim.unwrap();
+  RuntimeCheck(tokens <= 0x7fffffff, "too many tokens: ", tokens);
+  RuntimeCheck(heads * head_dim <= 0x7fffffff, "a token's k ([", heads, ", ", head_dim, "]) is too large");
+  const auto run = [&](auto elem_tag, auto* slots) {
+    using T = decltype(elem_tag);
+    using Slot = std::remove_const_t<std::remove_pointer_t<decltype(slots)>>;
+    KVQuantParams<T, Slot> p{static_cast<const T*>(k.data_ptr()),
+                             static_cast<const T*>(v.data_ptr()),
+                             static_cast<fp8_e4m3_t*>(k_cache.data_ptr()),
+                             static_cast<fp8_e4m3_t*>(v_cache.data_ptr()),
+                             static_cast<const float*>(k_scale.data_ptr()),
+                             static_cast<const float*>(v_scale.data_ptr()),
+                             slots,
+                             a.num_slots.unwrap(),
+                             a.k_s0.unwrap(),
+                             a.k_s1.unwrap(),
+                             a.v_s0.unwrap(),
+                             a.v_s1.unwrap(),
+                             static_cast<int>(heads),
+                             0,
+                             false};
+    dispatch_fp8(p, tokens, heads, head_dim, a.device.unwrap(), enable_pdl);
+  };
+  const auto with_slots = [&](auto elem_tag) {
+    if (a.index_dtype.is_type<std::int64_t>()) {
+      run(elem_tag, static_cast<const std::int64_t*>(slot_mapping.data_ptr()));
+    } else {
+      run(elem_tag, static_cast<const std::int32_t*>(slot_mapping.data_ptr()));
+    }
+  };
+  if (a.dtype.is_type<fp32_t>()) {
+    with_slots(fp32_t{});
+  } else if (a.dtype.is_type<fp16_t>()) {
+    with_slots(fp16_t{});
+  } else {
+    with_slots(bf16_t{});
   }
 }
 

@@ -22,6 +22,7 @@
 #include <mllm_kernel/atomic.cuh>
 #include <mllm_kernel/cta.cuh>
 #include <mllm_kernel/math.cuh>
+#include <mllm_kernel/quantize.cuh>
 #include <mllm_kernel/runtime.cuh>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/type.cuh>
@@ -42,31 +43,9 @@ using mllm_kernel::bf16_t;
 using mllm_kernel::fp16_t;
 using mllm_kernel::fp32_t;
 using mllm_kernel::fp8_e4m3_t;
-
-/// What a quantized element is: its largest magnitude and the conversion from q = x / scale.
-template <typename Out>
-struct QuantFormat;
-
-template <>
-struct QuantFormat<fp8_e4m3_t> {
-  static constexpr float kMax = 448.0f;
-  /// The saturating (__NV_SATFINITE) conversion rounds to nearest even and keeps NaN.
-  static __device__ __forceinline__ fp8_e4m3_t convert(float q) { return fp8_e4m3_t(q); }
-};
-
-template <>
-struct QuantFormat<std::int8_t> {
-  static constexpr float kMax = 127.0f;
-  static __device__ __forceinline__ std::int8_t convert(float q) {
-    return static_cast<std::int8_t>(__float2int_rn(fminf(fmaxf(q, -128.0f), 127.0f)));
-  }
-};
-
-/// x / scale converted to Out; zero when the scale is zero.
-template <typename Out>
-__device__ __forceinline__ Out quantize(float x, float scale) {
-  return QuantFormat<Out>::convert(scale == 0.0f ? 0.0f : x / scale);
-}
+using mllm_kernel::device::QuantFormat;
+using mllm_kernel::device::quantize;
+using mllm_kernel::device::quantize_store;
 
 /// The smallest power of two >= s, for s >= 0 (0 stays 0): the UE8M0 scale format.
 __device__ __forceinline__ float round_up_pow2(float s) {
@@ -82,16 +61,6 @@ __device__ __forceinline__ float vec_amax(const mllm_kernel::device::AlignedVect
 #pragma unroll
   for (int j = 0; j < N; ++j) m = fmaxf(m, fabsf(mllm_kernel::device::cast<float>(v[j])));
   return m;
-}
-
-/// Quantizes a vector of T into a vector of Out and stores it at vector index `i` of `dst`.
-template <typename Out, typename T, int N>
-__device__ __forceinline__ void quantize_store(const mllm_kernel::device::AlignedVector<T, N>& v, float scale,
-                                               Out* dst, std::int64_t i) {
-  mllm_kernel::device::AlignedVector<Out, N> q;
-#pragma unroll
-  for (int j = 0; j < N; ++j) q[j] = quantize<Out>(mllm_kernel::device::cast<float>(v[j]), scale);
-  q.store(dst, i);
 }
 
 /// Rows of `hidden` elements; scales[r * scale_s0 + g * scale_s1].

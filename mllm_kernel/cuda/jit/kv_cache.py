@@ -1,6 +1,7 @@
-"""CUDA ``store_kv_cache``: scatter each token's k/v heads into paged caches by slot.
+"""CUDA ``store_kv_cache``: scatter each token's k/v heads into paged caches by slot, copying, or
+quantizing into float8_e4m3fn caches with per-tensor scales.
 
-One compiled module serves every cache dtype (the copy moves bytes;
+One compiled module serves every dtype (the copy moves bytes;
 ``mllm_kernel/cuda/csrc/kv_cache.cuh``).
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from mllm_kernel.jit_utils import jit
+from mllm_kernel.kv_scales import wants_fp8_store
 
 _OP = "store_kv_cache"
 
@@ -16,7 +18,7 @@ _OP = "store_kv_cache"
 @jit(
     device="cuda",
     cuda_files=["kv_cache.cuh"],
-    cuda_wrappers=[(_OP, "store_kv_cache")],
+    cuda_wrappers=[(_OP, "store_kv_cache"), ("store_kv_cache__fp8", "store_kv_cache_fp8")],
     func_name="kv_cache",
 )
 def _kv_cache_module(compiled_module):
@@ -51,6 +53,8 @@ def store_kv_cache(
     slot_mapping: torch.Tensor,
     validate: bool = True,
     *,
+    k_scale: torch.Tensor | None = None,
+    v_scale: torch.Tensor | None = None,
     enable_pdl: bool = False,
 ) -> None:
     """``k_cache[slot_mapping[t]] = k[t]``, ``v_cache[slot_mapping[t]] = v[t]``.
@@ -60,6 +64,12 @@ def store_kv_cache(
     or float8_e4m3fn); ``slot_mapping``: contiguous ``[T]`` int32/int64. A negative slot skips
     its token.
 
+    With ``k_scale`` and ``v_scale`` (float32 ``[1]`` tensors on the device, read by the kernel,
+    so a captured graph picks up new values) the caches are float8_e4m3fn and hold
+    ``k / k_scale`` and ``v / v_scale`` (round to nearest even, saturated to +-448; a zero scale
+    stores zeros), the per-tensor scaled FP8 KV cache of serving engines; k and v are then
+    float32, float16 or bfloat16.
+
     Out-of-range slots: the kernel never writes outside the caches (it skips a slot >=
     num_slots). With ``validate=True`` (the default) the wrapper also reads
     ``slot_mapping.max()`` back to the host before launching -- one device-to-host sync -- and
@@ -68,6 +78,11 @@ def store_kv_cache(
     skipped while a CUDA graph is being captured (a sync is not allowed there), where bad slots
     are only skipped.
     """
+    quantize = wants_fp8_store(_OP, k, k_cache, k_scale, v_scale)
     if validate and not torch.cuda.is_current_stream_capturing():
         _check_slots(slot_mapping, k_cache)
-    _kv_cache_module.module("cuda").store_kv_cache(k, v, k_cache, v_cache, slot_mapping, bool(enable_pdl))
+    module = _kv_cache_module.module("cuda")
+    if quantize:
+        module.store_kv_cache__fp8(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale, bool(enable_pdl))
+    else:
+        module.store_kv_cache(k, v, k_cache, v_cache, slot_mapping, bool(enable_pdl))

@@ -4,6 +4,8 @@
 // rarely write it by hand. The exported function behaves exactly like `function`, except that
 // an error it throws reaches Python with the op name in front of its message:
 //   "add_constant: src: dtype must be int32, got float32 [at add_constant.cuh:52]"
+// An op with several entry points names them `op__variant` (store_kv_cache__fp8); the message
+// then names the op the user called, the part before "__".
 #pragma once
 
 #include <mllm_kernel/utils.hpp>
@@ -14,6 +16,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace mllm_kernel::ffi_detail {
@@ -25,13 +28,18 @@ struct FixedString {
   char value[N];
 };
 
+/// The op name of an export name: the part before "__", if any.
+inline std::string op_name(std::string_view export_name) {
+  return std::string(export_name.substr(0, export_name.find("__")));
+}
+
 /// Calls kFunction with the same signature and prefixes errors with the op name.
 template <FixedString kName, auto kFunction, typename R, typename... Args>
 R entry_point(Args... args) {
   try {
     return kFunction(std::forward<Args>(args)...);
   } catch (const tvm::ffi::Error& error) {
-    throw tvm::ffi::Error(error.kind(), std::string(kName.value) + ": " + error.message(), std::string());
+    throw tvm::ffi::Error(error.kind(), op_name(kName.value) + ": " + error.message(), std::string());
   }
 }
 

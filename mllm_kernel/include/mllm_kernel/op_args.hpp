@@ -126,18 +126,48 @@ struct RopeArgs : QKArgs {
 };
 
 /// store_kv_cache's arguments: k and v [T, H, D] (free token and head strides, dense along
-/// head_dim), k_cache and v_cache [num_slots, H, D] contiguous, all of one dtype on one device;
-/// slot_mapping [T] int32 or int64 there too; nothing empty.
+/// head_dim), k_cache and v_cache [num_slots, H, D] contiguous, slot_mapping [T] int32 or int64,
+/// all on one device; nothing empty. The caches hold k's dtype (`verify`), or Cache with a
+/// float32 [1] scale each for k and v (`verify_quantized`: a float8 cache of a wider k).
 struct KVStoreArgs {
   SymbolicSize tokens{"num_tokens"}, heads{"num_kv_heads"}, head_dim{"head_dim"}, num_slots{"num_slots"};
   SymbolicSize k_s0{"k_token_stride"}, k_s1{"k_head_stride"}, v_s0{"v_token_stride"}, v_s1{"v_head_stride"};
   SymbolicDType dtype, index_dtype;
   SymbolicDevice device;
 
-  /// Checks every argument; dtypes Ts... (at least one), device type kDevice.
+  /// Checks every argument; dtypes Ts... (at least one) for k, v and the caches, device type
+  /// kDevice.
   template <DLDeviceType kDevice, typename... Ts>
   void verify(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
               tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping) {
+    verify_sources<kDevice, Ts...>(k, v);
+    (void)TensorMatcher({num_slots, heads, head_dim})
+        .with_dtype(dtype)
+        .with_device(device)
+        .verify(k_cache, "k_cache")
+        .verify(v_cache, "v_cache");
+    verify_slots(slot_mapping);
+  }
+
+  /// As verify, for caches of dtype Cache written as k / k_scale and v / v_scale.
+  template <DLDeviceType kDevice, typename Cache, typename... Ts>
+  void verify_quantized(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
+                        tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping, tvm::ffi::TensorView k_scale,
+                        tvm::ffi::TensorView v_scale) {
+    verify_sources<kDevice, Ts...>(k, v);
+    (void)TensorMatcher({num_slots, heads, head_dim})
+        .template with_dtype<Cache>()
+        .with_device(device)
+        .verify(k_cache, "k_cache")
+        .verify(v_cache, "v_cache");
+    verify_slots(slot_mapping);
+    (void)TensorMatcher({1}).with_dtype<float>().with_device(device).verify(k_scale, "k_scale").verify(v_scale,
+                                                                                                     "v_scale");
+  }
+
+ private:
+  template <DLDeviceType kDevice, typename... Ts>
+  void verify_sources(tvm::ffi::TensorView k, tvm::ffi::TensorView v) {
     (void)TensorMatcher({tokens, heads, head_dim})
         .with_strides({k_s0, k_s1, 1})
         .template with_dtype<Ts...>(dtype)
@@ -148,11 +178,8 @@ struct KVStoreArgs {
         .with_dtype(dtype)
         .with_device(device)
         .verify(v, "v");
-    (void)TensorMatcher({num_slots, heads, head_dim})
-        .with_dtype(dtype)
-        .with_device(device)
-        .verify(k_cache, "k_cache")
-        .verify(v_cache, "v_cache");
+  }
+  void verify_slots(tvm::ffi::TensorView slot_mapping) {
     (void)TensorMatcher({tokens})
         .with_dtype<std::int32_t, std::int64_t>(index_dtype)
         .with_device(device)
