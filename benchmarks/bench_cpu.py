@@ -122,6 +122,11 @@ def ref_store_kv_cache(k, v, kc, vc, slots):
     vc[slots] = v
 
 
+def ref_store_kv_cache_fp8(k, v, kc, vc, slots, k_scale, v_scale):
+    kc[slots] = (k.float() / k_scale).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+    vc[slots] = (v.float() / v_scale).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+
+
 # ---------------------------------------------------------------- cases
 def make_case(op: str, dtype: torch.dtype, rows: int):
     """(kernel thunk, eager fn, eager args, bytes moved) for one op/dtype/row count."""
@@ -176,11 +181,19 @@ def make_case(op: str, dtype: torch.dtype, rows: int):
         slots = torch.randperm(2 * rows, generator=g)[:rows]
         return (lambda: K.store_kv_cache(k, v, kc, vc, slots)), ref_store_kv_cache, (k, v, kc, vc, slots), \
             4 * k.numel() * e
+    if op == "store_kv_cache_fp8":
+        k, v = rnd(rows, HEADS_K, HEAD_DIM), rnd(rows, HEADS_K, HEAD_DIM)
+        kc = torch.zeros(2 * rows, HEADS_K, HEAD_DIM, dtype=torch.float8_e4m3fn)
+        vc = torch.zeros_like(kc)
+        slots = torch.randperm(2 * rows, generator=g)[:rows]
+        ks, vs = torch.tensor([0.02]), torch.tensor([0.03])
+        return (lambda: K.store_kv_cache(k, v, kc, vc, slots, k_scale=ks, v_scale=vs)), ref_store_kv_cache_fp8, \
+            (k, v, kc, vc, slots, ks, vs), 2 * k.numel() * (e + 1)
     raise ValueError(f"unknown op {op!r}")
 
 
 OPS = ["rmsnorm", "fused_add_rmsnorm", "qknorm", "apply_rope", "silu_and_mul", "gelu_and_mul", "per_token_quant_int8",
-       "per_token_group_quant_int8", "per_token_group_quant_fp8", "softmax", "store_kv_cache"]
+       "per_token_group_quant_int8", "per_token_group_quant_fp8", "softmax", "store_kv_cache", "store_kv_cache_fp8"]
 
 
 def copy_bandwidth(repeats: int) -> tuple[float, float]:

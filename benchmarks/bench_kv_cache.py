@@ -1,5 +1,6 @@
 """store_kv_cache: mllm_kernel vs eager vs torch.compile of indexed assignment (bf16, 32 KV
-heads x 128 = hidden 4096; slots a random permutation of a cache twice the token count).
+heads x 128 = hidden 4096; slots a random permutation of a cache twice the token count), into a
+bf16 cache and, quantizing with per-tensor scales, into a float8_e4m3fn cache.
 
 Bytes counted: k and v read once, their cache slots written once.
 """
@@ -17,6 +18,11 @@ DTYPE = torch.bfloat16
 def reference(k, v, k_cache, v_cache, slots):
     k_cache[slots] = k
     v_cache[slots] = v
+
+
+def reference_fp8(k, v, k_cache, v_cache, slots, k_scale, v_scale):
+    k_cache[slots] = (k.float() / k_scale).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+    v_cache[slots] = (v.float() / v_scale).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
 
 
 def token_counts() -> list[int]:
@@ -44,12 +50,24 @@ def run() -> list:
                                     reference,
                                     ours_pdl=lambda k, v, kc, vc, s: store_kv_cache(k, v, kc, vc, s, validate=False,
                                                                                     enable_pdl=True)))
+
+        def make_fp8():
+            k, v, _, _, slots = make()
+            k_cache = torch.empty(slots_total, HEADS, HEAD_DIM, device="cuda", dtype=torch.float8_e4m3fn)
+            scales = torch.full((1,), 0.02, device="cuda"), torch.full((1,), 0.03, device="cuda")
+            return k, v, k_cache, torch.empty_like(k_cache), slots, *scales
+
+        nbytes = 2 * t * HEADS * HEAD_DIM * 3 + 8 * t
+        rows.append(harness.measure("store_kv_cache fp8", f"[{t}, {HEADS}, {HEAD_DIM}] -> fp8", nbytes, make_fp8,
+                                    lambda k, v, kc, vc, s, ks, vs: store_kv_cache(k, v, kc, vc, s, validate=False,
+                                                                                   k_scale=ks, v_scale=vs),
+                                    reference_fp8))
     return rows
 
 
 def main() -> None:
     harness.require_cuda()
-    harness.print_table("store_kv_cache bf16", run(), harness.copy_bandwidth_gbps())
+    harness.print_table("store_kv_cache, bf16 k and v", run(), harness.copy_bandwidth_gbps())
 
 
 if __name__ == "__main__":
