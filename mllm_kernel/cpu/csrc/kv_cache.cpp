@@ -33,6 +33,19 @@ void check_slots(const Index* slots, std::int64_t count, std::int64_t num_slots)
   }
 }
 
+/// Checks the verified slot_mapping of `a` (int32 or int64) before anything is written;
+/// returns whether it is int64.
+inline bool check_slot_mapping(const host::KVStoreArgs& a, tvm::ffi::TensorView slot_mapping) {
+  const std::int64_t count = a.tokens.unwrap(), num_slots = a.num_slots.unwrap();
+  const bool int64_slots = a.index_dtype.is_type<std::int64_t>();
+  if (int64_slots) {
+    check_slots(static_cast<const std::int64_t*>(slot_mapping.data_ptr()), count, num_slots);
+  } else {
+    check_slots(static_cast<const std::int32_t*>(slot_mapping.data_ptr()), count, num_slots);
+  }
+  return int64_slots;
+}
+
 /// One token's heads ([H, D], heads `head_stride` bytes apart) into a dense cache slot.
 inline void copy_heads(std::uint8_t* dst, const std::uint8_t* src, std::int64_t heads, std::int64_t head_stride,
                        std::int64_t head_bytes) {
@@ -53,13 +66,8 @@ inline void store_kv_cache(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::
   using namespace host;
   KVStoreArgs a;
   a.verify<kDLCPU, float, fp16_t, bf16_t>(k, v, k_cache, v_cache, slot_mapping);
-  const std::int64_t T = a.tokens.unwrap(), N = a.num_slots.unwrap();
-  const bool int64_slots = a.index_dtype.is_type<std::int64_t>();
-  if (int64_slots) {
-    detail::check_slots(static_cast<const std::int64_t*>(slot_mapping.data_ptr()), T, N);
-  } else {
-    detail::check_slots(static_cast<const std::int32_t*>(slot_mapping.data_ptr()), T, N);
-  }
+  const std::int64_t T = a.tokens.unwrap();
+  const bool int64_slots = detail::check_slot_mapping(a, slot_mapping);
 
   const std::int64_t elem = dtype_bytes(a.dtype.unwrap());
   const std::int64_t heads = a.heads.unwrap(), head_bytes = a.head_dim.unwrap() * elem, slot_bytes = heads * head_bytes;
@@ -91,13 +99,8 @@ inline void store_kv_cache_fp8(tvm::ffi::TensorView k, tvm::ffi::TensorView v, t
   KVStoreArgs a;
   a.verify_quantized<kDLCPU, fp8_e4m3_storage, float, fp16_t, bf16_t>(k, v, k_cache, v_cache, slot_mapping, k_scale,
                                                                       v_scale);
-  const std::int64_t T = a.tokens.unwrap(), N = a.num_slots.unwrap();
-  const bool int64_slots = a.index_dtype.is_type<std::int64_t>();
-  if (int64_slots) {
-    detail::check_slots(static_cast<const std::int64_t*>(slot_mapping.data_ptr()), T, N);
-  } else {
-    detail::check_slots(static_cast<const std::int32_t*>(slot_mapping.data_ptr()), T, N);
-  }
+  const std::int64_t T = a.tokens.unwrap();
+  const bool int64_slots = detail::check_slot_mapping(a, slot_mapping);
   const KVQuantParams p{{k.data_ptr(), a.k_s0.unwrap(), a.k_s1.unwrap(), static_cast<std::uint8_t*>(k_cache.data_ptr()),
                          *static_cast<const float*>(k_scale.data_ptr())},
                         {v.data_ptr(), a.v_s0.unwrap(), a.v_s1.unwrap(), static_cast<std::uint8_t*>(v_cache.data_ptr()),
