@@ -1,6 +1,6 @@
 // Per-target body of the CPU KV-cache store into a float8_e4m3fn cache: each token's k and v
-// heads divided by their scale and converted like the quantization kernels (round to nearest
-// even, saturate to +-448; a zero scale writes zeros). Included once per SIMD target by
+// heads divided by their scale and converted by the quantization kernels' QuantizeSpan (round
+// to nearest even, saturate to +-448; a zero scale writes zeros). Included once per SIMD target by
 // Highway's foreach_target; the parameter struct sits behind a classic include guard.
 #ifndef MLLM_KERNEL_CPU_KV_CACHE_PARAMS_
 #define MLLM_KERNEL_CPU_KV_CACHE_PARAMS_
@@ -37,8 +37,6 @@ struct KVQuantParams {
 
 #include <hwy/highway.h>
 
-#include <cstring>
-
 HWY_BEFORE_NAMESPACE();
 namespace mllm_kernel::cpu::HWY_NAMESPACE {
 
@@ -47,20 +45,10 @@ template <typename T>
 HWY_INLINE void QuantizeTokenHeads(const KVQuantSide& s, std::int64_t t, std::int64_t slot, std::int64_t heads,
                                    std::int64_t head_dim) {
   const DF df;
-  const ToFp8E4M3 convert;
-  const auto d = static_cast<std::size_t>(head_dim);
   std::uint8_t* slot_bytes = s.cache + slot * heads * head_dim;
   for (std::int64_t h = 0; h < heads; ++h) {
     const T* x = static_cast<const T*>(s.src) + t * s.token_stride + h * s.head_stride;
-    std::uint8_t* y = slot_bytes + h * head_dim;
-    if (s.scale == 0.0f) {
-      std::memset(y, 0, d);
-      continue;
-    }
-    const VF scale = hn::Set(df, s.scale);
-    ForEachChunk(df, d, [&](std::size_t i, std::size_t n) {
-      StoreBytes(df, convert(df, hn::Div(Load(df, x + i, n), scale)), y + i, n);
-    });
+    QuantizeSpan<T, ToFp8E4M3>(df, x, slot_bytes + h * head_dim, static_cast<std::size_t>(head_dim), s.scale);
   }
 }
 

@@ -93,12 +93,26 @@ HWY_INLINE float RoundUpToPowerOfTwo(float s) {
   return s;
 }
 
+/// y[i] = Convert(x[i] / scale) for i < size; zeros when the scale is zero.
+template <typename T, typename Convert>
+HWY_INLINE void QuantizeSpan(DF df, const T* HWY_RESTRICT x, typename Convert::Byte* HWY_RESTRICT y,
+                             std::size_t size, float scale) {
+  if (scale == 0.0f) {
+    std::memset(y, 0, size);
+    return;
+  }
+  const Convert convert;
+  const VF v_scale = hn::Set(df, scale);
+  ForEachChunk(df, size, [&](std::size_t i, std::size_t n) {
+    StoreBytes(df, convert(df, hn::Div(Load(df, x + i, n), v_scale)), y + i, n);
+  });
+}
+
 /// Quantizes rows [begin, end).
 template <typename T, typename Convert>
 HWY_INLINE void QuantRows(const QuantParams& p, std::int64_t begin, std::int64_t end) {
   using Byte = typename Convert::Byte;
   const DF df;
-  const Convert convert;
   const auto group = static_cast<std::size_t>(p.group_size);
   const std::int64_t groups = p.hidden / p.group_size;
   for (std::int64_t r = begin; r < end; ++r) {
@@ -110,14 +124,7 @@ HWY_INLINE void QuantRows(const QuantParams& p, std::int64_t begin, std::int64_t
       float scale = std::max(AbsMax(df, x, group), p.eps) / Convert::kMax;
       if (p.scale_ue8m0 && scale > 0.0f) scale = RoundUpToPowerOfTwo(scale);
       p.scales[r * p.scale_token_stride + g * p.scale_group_stride] = scale;
-      if (scale == 0.0f) {
-        std::memset(y, 0, group);
-        continue;
-      }
-      const VF v_scale = hn::Set(df, scale);
-      ForEachChunk(df, group, [&](std::size_t i, std::size_t n) {
-        StoreBytes(df, convert(df, hn::Div(Load(df, x + i, n), v_scale)), y + i, n);
-      });
+      QuantizeSpan<T, Convert>(df, x, y, group, scale);
     }
   }
 }
