@@ -115,6 +115,16 @@ void dispatch_unit(const KVParams<Slot>& p, std::int64_t tokens, std::int64_t he
   launch_kv<std::uint8_t, Slot>(p, tokens, head_bytes, device, enable_pdl);
 }
 
+/// Both stores index tokens by block and a token's bytes of cache by int: both must fit 32 bits.
+/// `elem_bytes`: bytes per element of the cache.
+void check_index_range(const mllm_kernel::host::KVStoreArgs& a, std::int64_t elem_bytes) {
+  using mllm_kernel::host::RuntimeCheck;
+  const std::int64_t tokens = a.tokens.unwrap(), heads = a.heads.unwrap(), head_dim = a.head_dim.unwrap();
+  RuntimeCheck(tokens <= 0x7fffffff, "too many tokens: ", tokens);
+  RuntimeCheck(heads * head_dim * elem_bytes <= 0x7fffffff, "a token's k ([", heads, ", ", head_dim,
+               "]) is too large");
+}
+
 /// The quantizing store: element strides of k and v, the caches, the scales on the device.
 template <typename T, typename Slot>
 struct KVQuantParams {
@@ -200,11 +210,9 @@ void store_kv_cache(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::Te
   KVStoreArgs a;
   a.verify<kDLCUDA, fp32_t, fp16_t, bf16_t, fp8_e4m3_t>(k, v, k_cache, v_cache, slot_mapping);
   const std::int64_t tokens = a.tokens.unwrap(), heads = a.heads.unwrap();
-  RuntimeCheck(tokens <= 0x7fffffff, "too many tokens: ", tokens);
   const std::int64_t elem = dtype_bytes(a.dtype.unwrap());
+  check_index_range(a, elem);
   const std::int64_t head_bytes = a.head_dim.unwrap() * elem;
-  RuntimeCheck(heads * head_bytes <= 0x7fffffff, "a token's k ([", heads, ", ", a.head_dim.unwrap(),
-               "]) is too large");
 
   const auto fill = [&](auto* slots) {
     using Slot = std::remove_const_t<std::remove_pointer_t<decltype(slots)>>;
@@ -240,8 +248,7 @@ void store_kv_cache_fp8(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi
   a.verify_quantized<kDLCUDA, fp8_e4m3_t, fp32_t, fp16_t, bf16_t>(k, v, k_cache, v_cache, slot_mapping, k_scale,
                                                                    v_scale);
   const std::int64_t tokens = a.tokens.unwrap(), heads = a.heads.unwrap(), head_dim = a.head_dim.unwrap();
-  RuntimeCheck(tokens <= 0x7fffffff, "too many tokens: ", tokens);
-  RuntimeCheck(heads * head_dim <= 0x7fffffff, "a token's k ([", heads, ", ", head_dim, "]) is too large");
+  check_index_range(a, 1);
   const auto run = [&](auto elem_tag, auto* slots) {
     using T = decltype(elem_tag);
     using Slot = std::remove_const_t<std::remove_pointer_t<decltype(slots)>>;
