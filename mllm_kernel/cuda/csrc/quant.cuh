@@ -85,12 +85,23 @@ constexpr int kBlock = 256;
 // ---------------------------------------------------------------------------------------------
 // Per-token-group: kLanes consecutive lanes of a warp share one group of kGroup elements, each
 // lane holding kItems vectors of kVec; the group's amax is a shuffle reduction over the lanes.
+// A lane loads kGroupItemsPerLane vectors (when the group has that many) before reducing, so
+// each thread has several 16-byte loads in flight.
+
+constexpr int kGroupItemsPerLane = 4;
+
+/// Lanes that share one group of kGroupVecs vectors.
+template <int kGroupVecs>
+constexpr int group_lanes() {
+  return kGroupVecs <= kGroupItemsPerLane ? 1 : kGroupVecs / kGroupItemsPerLane;
+}
 
 template <typename T, typename Out, int kVec, int kGroup, bool kUE8M0>
 __global__ void __launch_bounds__(kBlock) group_quant_kernel(const __grid_constant__ QuantParams<T, Out> p) {
   using namespace mllm_kernel::device;
   constexpr int kGroupVecs = kGroup / kVec;
-  constexpr int kLanes = kGroupVecs < kWarpThreads ? kGroupVecs : kWarpThreads;
+  constexpr int kLanes = group_lanes<kGroupVecs>();
+  static_assert(kLanes <= kWarpThreads && kGroupVecs % kLanes == 0);
   constexpr int kItems = kGroupVecs / kLanes;
   using Vec = AlignedVector<T, kVec>;
   const std::int64_t tid = static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x;
@@ -253,6 +264,40 @@ __global__ void __launch_bounds__(kBlock) amax_kernel(const __grid_constant__ Qu
   if (threadIdx.x == 0) atomic::max(p.scales, amax / QuantFormat<fp8_e4m3_t>::kMax);
 }
 
+/// Dynamic per-tensor quantization of a small tensor (at most kSmallTensorVecs vectors) by one
+/// block: amax, scale and quantization from registers in one launch, instead of a memset, the
+/// amax kernel and the quantization kernel.
+constexpr int kSmallTensorItems = 8;
+constexpr std::int64_t kSmallTensorVecs = static_cast<std::int64_t>(kBlock) * kSmallTensorItems;
+
+template <typename T, int kVec>
+__global__ void __launch_bounds__(kBlock) small_tensor_quant_kernel(const __grid_constant__ QuantParams<T, fp8_e4m3_t> p) {
+  using namespace mllm_kernel::device;
+  using Vec = AlignedVector<T, kVec>;
+  __shared__ float scratch[cta::kScratchSize];
+  const std::int64_t vecs_per_row = p.hidden / kVec;
+  const std::int64_t total = p.rows * vecs_per_row;
+  const bool flat = p.rows == 1 || (p.in_stride == p.hidden && p.out_stride == p.hidden);
+  Vec v[kSmallTensorItems];
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kSmallTensorItems; ++j) {
+    const std::int64_t i = threadIdx.x + static_cast<std::int64_t>(j) * kBlock;
+    if (i < total) {
+      v[j].load(p.in + (flat ? i * kVec : vec_offset(i, vecs_per_row, p.in_stride, kVec)));
+      amax = fmaxf(amax, vec_amax(v[j]));
+    }
+  }
+  amax = cta::reduce_max(amax, scratch);
+  const float scale = amax / QuantFormat<fp8_e4m3_t>::kMax;
+  if (threadIdx.x == 0) *p.scales = scale;
+#pragma unroll
+  for (int j = 0; j < kSmallTensorItems; ++j) {
+    const std::int64_t i = threadIdx.x + static_cast<std::int64_t>(j) * kBlock;
+    if (i < total) quantize_store(v[j], scale, p.out + (flat ? i * kVec : vec_offset(i, vecs_per_row, p.out_stride, kVec)), 0);
+  }
+}
+
 template <typename T, int kVec>
 __global__ void __launch_bounds__(kBlock) tensor_quant_kernel(const __grid_constant__ QuantParams<T, fp8_e4m3_t> p) {
   using namespace mllm_kernel::device;
@@ -330,7 +375,7 @@ template <typename T, typename Out, int kVec, int kGroup, bool kUE8M0>
 void launch_group(const QuantParams<T, Out>& p, DLDevice device) {
   using namespace mllm_kernel::host;
   constexpr int kGroupVecs = kGroup / kVec;
-  constexpr int kLanes = kGroupVecs < 32 ? kGroupVecs : 32;
+  constexpr int kLanes = group_lanes<kGroupVecs>();
   const std::int64_t threads = p.rows * p.groups * kLanes;
   const std::int64_t blocks = div_ceil(threads, kBlock);
   RuntimeCheck(blocks <= 0x7fffffff, "input too large: ", p.rows, " rows of ", p.hidden);
@@ -392,6 +437,10 @@ void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is
   const std::int64_t total = p.rows * (p.hidden / kVec);
   const std::int64_t blocks = div_ceil(total, kBlock);
   RuntimeCheck(blocks <= 0x7fffffff, "input too large: ", p.rows, " rows of ", p.hidden);
+  if (!is_static && total <= kSmallTensorVecs) {
+    LaunchKernel(1, kBlock, device)(small_tensor_quant_kernel<T, kVec>, p);
+    return;
+  }
   if (!is_static) {
     const cudaStream_t stream = LaunchKernel::resolve_device(device);
     RuntimeDeviceCheck(cudaMemsetAsync(p.scales, 0, sizeof(float), stream));
