@@ -140,8 +140,40 @@ __global__ void __launch_bounds__(kBlock) group_quant_kernel(const __grid_consta
 }
 
 // ---------------------------------------------------------------------------------------------
-// Per-token: one block per row; a first loop over the row finds amax (block reduction), a
-// second loop (mostly L1/L2 hits: the row was just read) quantizes.
+// Per-token: one block per row. Rows of at most kBlock * kRowItems vectors are held in
+// registers between the amax (block reduction) and the quantization; longer rows are read
+// twice, the second loop mostly hitting L1/L2 (the row was just read).
+
+constexpr int kRowItems = 4;
+
+template <typename T, typename Out, int kVec>
+__global__ void __launch_bounds__(kBlock) row_quant_registers_kernel(const __grid_constant__ QuantParams<T, Out> p) {
+  using namespace mllm_kernel::device;
+  using Vec = AlignedVector<T, kVec>;
+  __shared__ float scratch[cta::kScratchSize];
+  const std::int64_t row = blockIdx.x;
+  const int num_vecs = static_cast<int>(p.hidden / kVec);
+  const T* src = p.in + row * p.in_stride;
+  Vec v[kRowItems];
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kRowItems; ++j) {
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i < num_vecs) {
+      v[j].load(src, i);
+      amax = fmaxf(amax, vec_amax(v[j]));
+    }
+  }
+  amax = cta::reduce_max(amax, scratch);
+  const float scale = fmaxf(amax, p.eps) / QuantFormat<Out>::kMax;
+  if (threadIdx.x == 0) p.scales[row * p.scale_s0] = scale;
+  Out* dst = p.out + row * p.out_stride;
+#pragma unroll
+  for (int j = 0; j < kRowItems; ++j) {
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i < num_vecs) quantize_store(v[j], scale, dst, i);
+  }
+}
 
 template <typename T, typename Out, int kVec>
 __global__ void __launch_bounds__(kBlock) row_quant_kernel(const __grid_constant__ QuantParams<T, Out> p) {
@@ -424,8 +456,13 @@ void row_quant(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::
   const std::int64_t num_vecs = vec ? p.hidden / kVec : p.hidden;
   const int threads = static_cast<int>(std::min<std::int64_t>(kBlock, div_ceil(num_vecs, 32) * 32));
   const dim3 grid(static_cast<unsigned>(p.rows));
-  if (vec) {
+  const bool in_registers = num_vecs <= static_cast<std::int64_t>(threads) * kRowItems;
+  if (vec && in_registers) {
+    LaunchKernel(grid, threads, device)(row_quant_registers_kernel<T, Out, kVec>, p);
+  } else if (vec) {
     LaunchKernel(grid, threads, device)(row_quant_kernel<T, Out, kVec>, p);
+  } else if (in_registers) {
+    LaunchKernel(grid, threads, device)(row_quant_registers_kernel<T, Out, 1>, p);
   } else {
     LaunchKernel(grid, threads, device)(row_quant_kernel<T, Out, 1>, p);
   }
