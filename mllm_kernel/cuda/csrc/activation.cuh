@@ -60,7 +60,7 @@ template <typename T, int kVec, typename Act, bool kIndex32>
 __global__ void __launch_bounds__(kActBlock) act_and_mul_kernel(const __grid_constant__ ActParams<T> p) {
   using namespace mllm_kernel::device;
   using Vec = AlignedVector<T, kVec>;
-  if (p.pdl) pdl_wait_primary();
+  if (p.pdl) pdl_wait_and_release();
   std::int64_t row, col;
   if constexpr (kIndex32) {
     const unsigned i = blockIdx.x * kActBlock + threadIdx.x;
@@ -81,7 +81,6 @@ __global__ void __launch_bounds__(kActBlock) act_and_mul_kernel(const __grid_con
     for (int j = 0; j < kVec; ++j) out[j] = cast<T>(Act::apply(cast<float>(gate[j])) * cast<float>(up[j]));
     out.store(p.out + row * p.out_stride, col);
   }
-  if (p.pdl) pdl_launch_dependents();
 }
 
 template <typename T, int kVec, typename Act>

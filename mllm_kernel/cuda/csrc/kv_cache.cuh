@@ -62,7 +62,7 @@ constexpr int kKVMaxBlock = 256;
 template <typename Unit, typename Slot>
 __global__ void __launch_bounds__(kKVMaxBlock) store_kv_cache_kernel(const __grid_constant__ KVParams<Slot> p) {
   using namespace mllm_kernel::device;
-  if (p.pdl) pdl_wait_primary();
+  if (p.pdl) pdl_wait_and_release();
   const std::int64_t t = blockIdx.x;
   const std::int64_t slot = static_cast<std::int64_t>(p.slots[t]);
   // Negative slots are skipped by design; slots past the end are skipped to stay in bounds.
@@ -82,7 +82,6 @@ __global__ void __launch_bounds__(kKVMaxBlock) store_kv_cache_kernel(const __gri
       v_dst[i] = vx;
     }
   }
-  if (p.pdl) pdl_launch_dependents();
 }
 
 template <typename Unit, typename Slot>

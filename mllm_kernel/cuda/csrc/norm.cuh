@@ -91,10 +91,9 @@ template <typename T, int kVec, int kWidth, int kItems, bool kFusedAdd>
 __global__ void __launch_bounds__(mllm_kernel::host::norm::kGroupBlockThreads)
     rmsnorm_group_kernel(const __grid_constant__ NormParams<T> p) {
   using namespace mllm_kernel::device;
-  if (p.pdl) pdl_wait_primary();
+  if (p.pdl) pdl_wait_and_release();
   const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / kWidth) + threadIdx.x / kWidth;
   norm::rms_group_row<T, kVec, kWidth, kItems, kFusedAdd>(locate_row(p, r), p.eps);
-  if (p.pdl) pdl_launch_dependents();
 }
 
 /// Blocks per SM the CTA kernel is compiled to fit: small-item rows get
@@ -112,9 +111,8 @@ __global__ void __launch_bounds__(kMaxThreads, (cta_min_blocks<kItems, kMaxThrea
     rmsnorm_cta_kernel(const __grid_constant__ NormParams<T> p) {
   using namespace mllm_kernel::device;
   __shared__ float scratch[kMaxThreads / kWarpThreads];
-  if (p.pdl) pdl_wait_primary();
+  if (p.pdl) pdl_wait_and_release();
   norm::rms_cta_row_bounded<T, kVec, kItems, kMaxThreads, kFusedAdd>(locate_row(p, blockIdx.x), p.eps, scratch);
-  if (p.pdl) pdl_launch_dependents();
 }
 
 /// Launches the CTA path with kCtaItemsSmall items, picking the compiled block-size bound.

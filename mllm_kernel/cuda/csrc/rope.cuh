@@ -114,7 +114,7 @@ __device__ __forceinline__ void rotate(T* x, int chunk, int half, const float (&
 template <typename T, typename Pos, int kPairs, bool kNeox>
 __global__ void __launch_bounds__(1024) rope_kernel(const __grid_constant__ RopeParams<T, Pos> p) {
   const std::int64_t token = static_cast<std::int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
-  if (p.pdl) mllm_kernel::device::pdl_wait_primary();
+  if (p.pdl) mllm_kernel::device::pdl_wait_and_release();
   if (token < p.tokens && static_cast<int>(threadIdx.x) < p.chunks * p.heads_per_iter) {
     const int chunk = static_cast<int>(threadIdx.x) % p.chunks;
     const int first_head = static_cast<int>(threadIdx.x) / p.chunks;
@@ -136,7 +136,6 @@ __global__ void __launch_bounds__(1024) rope_kernel(const __grid_constant__ Rope
       rotate<T, kPairs, kNeox>(x, chunk, half, c, s, valid);
     }
   }
-  if (p.pdl) mllm_kernel::device::pdl_launch_dependents();
 }
 
 /// Target threads per block; a block covers several tokens when one token has less work.

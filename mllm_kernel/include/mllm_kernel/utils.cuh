@@ -76,6 +76,17 @@ MLLM_DEVICE void pdl_launch_dependents() {
 #endif
 }
 
+/// PDL at the top of a kernel that reads nothing before the previous kernel is done: wait for
+/// it, then let the next kernel be scheduled at once. Releasing this early is safe whatever this
+/// kernel still does, since the next kernel's own wait covers this whole grid finishing and its
+/// writes being visible; it only lets the next grid's blocks launch and reach that wait during
+/// this grid's tail, so the launch latency of back-to-back kernels overlaps work.
+template <bool kUsePDL = true>
+MLLM_DEVICE void pdl_wait_and_release() {
+  pdl_wait_primary<kUsePDL>();
+  pdl_launch_dependents<kUsePDL>();
+}
+
 }  // namespace mllm_kernel::device
 
 namespace mllm_kernel::host {
