@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(kKVMaxBlock)
     store_kv_cache_fp8_kernel(const __grid_constant__ KVQuantParams<T, Slot> p) {
   using namespace mllm_kernel::device;
   using Vec = AlignedVector<T, kVec>;
-  if (p.pdl) pdl_wait_primary();
+  if (p.pdl) pdl_wait_and_release();
   const std::int64_t t = blockIdx.x;
   const std::int64_t slot = static_cast<std::int64_t>(p.slots[t]);
   if (slot >= 0 && slot < p.num_slots) {
@@ -166,7 +166,6 @@ __global__ void __launch_bounds__(kKVMaxBlock)
       quantize_store(vx, v_scale, p.v_cache, slot_offset + i);
     }
   }
-  if (p.pdl) pdl_launch_dependents();
 }
 
 template <typename T, int kVec, typename Slot>
