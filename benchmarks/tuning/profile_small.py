@@ -1,5 +1,6 @@
-"""Runs our kernels and torch.compile's for the small-token cases (norms, silu_and_mul, static
-and per-token FP8 quantization) once each inside a CUDA profiler range, for Nsight Compute:
+"""Runs our kernels and torch.compile's for the small-token cases (norms, silu_and_mul, static,
+per-token, dynamic per-tensor and group FP8 quantization) once each inside a CUDA profiler
+range, for Nsight Compute:
 
     ncu --profile-from-start off --section SpeedOfLight --section LaunchStats --section Occupancy \\
         --section WarpStateStats -o $OUT/small python benchmarks/tuning/profile_small.py
@@ -29,7 +30,14 @@ DTYPE = torch.bfloat16
 
 
 def _cases(t: int):
-    from mllm_kernel.cuda.jit import fused_add_rmsnorm, per_tensor_quant_fp8, per_token_quant_fp8, rmsnorm, silu_and_mul
+    from mllm_kernel.cuda.jit import (
+        fused_add_rmsnorm,
+        per_tensor_quant_fp8,
+        per_token_group_quant_fp8,
+        per_token_quant_fp8,
+        rmsnorm,
+        silu_and_mul,
+    )
 
     w = torch.randn(HIDDEN, device="cuda", dtype=DTYPE)
     x = torch.randn(t, HIDDEN, device="cuda", dtype=DTYPE)
@@ -44,6 +52,8 @@ def _cases(t: int):
     scale = torch.full((1,), 0.05, device="cuda")
     static_ref = harness.compiled(bench_quant.ref_per_tensor_static)
     token_ref = harness.compiled(bench_quant.ref_per_token_fp8)
+    dynamic_ref = harness.compiled(bench_quant.ref_per_tensor_dynamic)
+    group_ref = harness.compiled(bench_quant.ref_group_fp8)
     return [
         (f"rmsnorm [{t}, {HIDDEN}]", lambda: rmsnorm(x, w, 1e-6, out=o), lambda: rms_ref(x)),
         (f"fused_add_rmsnorm [{t}, {HIDDEN}]", lambda: fused_add_rmsnorm(x, r, w, 1e-6), lambda: fused_ref(x, r)),
@@ -51,12 +61,15 @@ def _cases(t: int):
         (f"per_tensor static fp8 [{t}, {HIDDEN}]", lambda: per_tensor_quant_fp8(x, scale, out=q),
          lambda: static_ref(x, scale)),
         (f"per_token fp8 [{t}, {HIDDEN}]", lambda: per_token_quant_fp8(x, out=q), lambda: token_ref(x)),
+        (f"per_tensor dynamic fp8 [{t}, {HIDDEN}]", lambda: per_tensor_quant_fp8(x, out=q), lambda: dynamic_ref(x)),
+        (f"group128 fp8 [{t}, {HIDDEN}]", lambda: per_token_group_quant_fp8(x, bench_quant.GROUP, out=q),
+         lambda: group_ref(x)),
     ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tokens", default="16,64,1024")
+    parser.add_argument("--tokens", default="1,64,1024")
     args = parser.parse_args()
     harness.require_cuda()
     cases = [c for t in args.tokens.split(",") for c in _cases(int(t))]

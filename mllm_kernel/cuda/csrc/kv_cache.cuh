@@ -38,6 +38,7 @@ using mllm_kernel::bf16_t;
 using mllm_kernel::fp16_t;
 using mllm_kernel::fp32_t;
 using mllm_kernel::fp8_e4m3_t;
+using mllm_kernel::ScaleDivisor;
 
 /// Byte pointers and byte strides of one store.
 template <typename Slot>
@@ -155,7 +156,7 @@ __global__ void __launch_bounds__(kKVMaxBlock)
   if (slot >= 0 && slot < p.num_slots) {
     const int vecs = p.heads * p.head_vecs;
     const std::int64_t slot_offset = slot * vecs;  // in vectors of the cache
-    const float k_scale = *p.k_scale, v_scale = *p.v_scale;
+    const ScaleDivisor k_scale(*p.k_scale), v_scale(*p.v_scale);
     for (int i = threadIdx.x; i < vecs; i += blockDim.x) {
       const int h = i / p.head_vecs;
       const int c = i - h * p.head_vecs;

@@ -1,12 +1,14 @@
 // Element quantization shared by the CUDA kernels that write float8_e4m3fn or int8: the
 // activation quantizers (quant.cuh) and the FP8 KV-cache store (kv_cache.cuh).
 //
-//   q = x / scale                 in fp32, IEEE division (not x * (1 / scale))
+//   q = x / scale                 in fp32, as IEEE division rounds it (not x * (1 / scale)), through
+//                                 ScaleDivisor: a kernel builds one per scale and reuses it
 //   float8_e4m3fn: round to nearest even, saturated to +-448 (NaN stays NaN)
 //   int8:          round_half_even(clamp(q, -128, 127))
 //   a zero scale gives 0
 #pragma once
 
+#include <mllm_kernel/scale_divisor.hpp>
 #include <mllm_kernel/type.cuh>
 #include <mllm_kernel/utils.cuh>
 #include <mllm_kernel/vec.cuh>
@@ -34,19 +36,19 @@ struct QuantFormat<std::int8_t> {
   }
 };
 
-/// x / scale converted to Out; zero when the scale is zero.
-template <typename Out>
-MLLM_DEVICE Out quantize(float x, float scale) {
-  return QuantFormat<Out>::convert(scale == 0.0f ? 0.0f : x / scale);
+/// A vector of T quantized to a vector of Out: x / scale converted, zero when the scale is zero.
+template <typename Out, typename T, int N>
+MLLM_DEVICE AlignedVector<Out, N> quantize(const AlignedVector<T, N>& v, const ScaleDivisor& divide) {
+  AlignedVector<Out, N> q;
+#pragma unroll
+  for (int j = 0; j < N; ++j) q[j] = QuantFormat<Out>::convert(divide(cast<float>(v[j])));
+  return q;
 }
 
 /// Quantizes a vector of T into a vector of Out and stores it at vector index `i` of `dst`.
 template <typename Out, typename T, int N>
-MLLM_DEVICE void quantize_store(const AlignedVector<T, N>& v, float scale, Out* dst, std::int64_t i) {
-  AlignedVector<Out, N> q;
-#pragma unroll
-  for (int j = 0; j < N; ++j) q[j] = quantize<Out>(cast<float>(v[j]), scale);
-  q.store(dst, i);
+MLLM_DEVICE void quantize_store(const AlignedVector<T, N>& v, const ScaleDivisor& divide, Out* dst, std::int64_t i) {
+  quantize<Out>(v, divide).store(dst, i);
 }
 
 }  // namespace mllm_kernel::device

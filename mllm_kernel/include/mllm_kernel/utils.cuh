@@ -4,6 +4,7 @@
 #pragma once
 
 #include <mllm_kernel/dtype.hpp>
+#include <mllm_kernel/host_device.hpp>
 #include <mllm_kernel/source_location.hpp>
 #include <mllm_kernel/utils.hpp>
 
@@ -22,8 +23,6 @@
 
 /// Marks a function that runs on the device only, always inlined.
 #define MLLM_DEVICE __device__ __forceinline__
-/// Marks a function callable from host and device, always inlined.
-#define MLLM_HOST_DEVICE __host__ __device__ __forceinline__
 
 namespace mllm_kernel {
 

@@ -1,0 +1,99 @@
+"""FP8 quantizer variants on [T, 4096] bf16 against the library and torch.compile (H100 tuning aid).
+
+For static per-tensor, per-token and group-128 quantization, times under the harness's CUDA
+graphs the library op, ``torch.compile`` of the reference and the kernels of
+``quant_variants.cuh``: each division (IEEE per element, a multiply by the reciprocal as a
+speed bound, ``ScaleDivisor``) with a few block shapes. Shows what the small-token cases
+spend their time on.
+
+    python benchmarks/tuning/tune_quant.py [--tokens 1,64,1024,16384]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import bench_quant  # noqa: E402
+import harness  # noqa: E402
+
+HIDDEN = 4096
+FP8 = torch.float8_e4m3fn
+DIVISIONS = {0: "ieee", 1: "recip", 2: "divisor"}
+STATIC_THREADS = (128, 256)
+TOKEN_THREADS = (128, 256, 512)
+GROUP_LANES = (4, 16)
+
+
+def _module():
+    from mllm_kernel.jit_utils import load_cuda_jit
+
+    wrappers = []
+    for d in DIVISIONS:
+        wrappers += [(f"static_{t}_{d}", f"run_static<{t}, {d}>") for t in STATIC_THREADS]
+        wrappers += [(f"token_{t}_{d}", f"run_token<{t}, {d}>") for t in TOKEN_THREADS]
+        wrappers += [(f"group_{lanes}_{d}", f"run_group<{lanes}, {d}>") for lanes in GROUP_LANES]
+    return load_cuda_jit("tune_quant_variants", cuda_files=[Path(__file__).resolve().parent / "quant_variants.cuh"],
+                         cuda_wrappers=wrappers)
+
+
+def _cases(module, t: int):
+    """(op, library fn, reference fn, {variant: fn}, scales per row); every fn takes (x, out, scales)."""
+    from mllm_kernel.cuda.jit import per_tensor_quant_fp8, per_token_group_quant_fp8, per_token_quant_fp8
+
+    def variants(kind, shapes):
+        return {f"{kind} {s} {name}": getattr(module, f"{kind}_{s}_{d}") for s in shapes for d, name in DIVISIONS.items()}
+
+    return [
+        ("per_tensor static", lambda x, o, s: per_tensor_quant_fp8(x, s, out=o),
+         lambda x, o, s: bench_quant.ref_per_tensor_static(x, s), variants("static", STATIC_THREADS), 0),
+        ("per_token", lambda x, o, s: per_token_quant_fp8(x, out=o),
+         lambda x, o, s: bench_quant.ref_per_token_fp8(x), variants("token", TOKEN_THREADS), 1),
+        ("group128", lambda x, o, s: per_token_group_quant_fp8(x, 128, out=o),
+         lambda x, o, s: bench_quant.ref_group_fp8(x), variants("group", GROUP_LANES), HIDDEN // 128),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", default="1,64,1024,16384")
+    args = parser.parse_args()
+    harness.require_cuda()
+    module = _module()
+    print(f"device: {torch.cuda.get_device_name()}  copy {harness.copy_bandwidth_gbps():.0f} GB/s")
+    for t in (int(v) for v in args.tokens.split(",")):
+        nbytes = 3 * t * HIDDEN
+        for op, library, reference, variants, scales_per_row in _cases(module, t):
+            def make():
+                x = torch.randn(t, HIDDEN, device="cuda", dtype=torch.bfloat16)
+                s = (torch.full((1,), 0.05, device="cuda") if scales_per_row == 0
+                     else torch.empty(t * scales_per_row, device="cuda"))
+                return x, torch.empty(t, HIDDEN, device="cuda", dtype=FP8), s
+
+            sets = [make() for _ in range(harness.num_sets(nbytes))]
+            comp = harness.time_calls(harness.compiled(reference), sets)
+            print(f"\n== {op} [{t}, {HIDDEN}]  compile {comp.us:.2f} us ({comp.gbps(nbytes):.0f} GB/s)")
+            x, o, s = sets[0]
+            expected_out = library(x, o, s)[0].view(torch.uint8).clone()
+            for name, fn in {"library": library, **variants}.items():
+                if name != "library":  # the variants must write what the library writes
+                    o.fill_(0x7F)
+                    fn(o, s, x)
+                    same = torch.equal(o.view(torch.uint8), expected_out)
+                    timing = harness.time_calls(lambda x, o, s, fn=fn: fn(o, s, x), sets)
+                else:
+                    same = True
+                    timing = harness.time_calls(fn, sets)
+                print(f"  {name:<24} {timing.us:8.2f} us {timing.gbps(nbytes):6.0f} GB/s  {comp.us / timing.us:5.2f}x"
+                      f"{'' if same else '  (output differs from the library)'}")
+            del sets
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
