@@ -1,6 +1,6 @@
 """Runs every CUDA benchmark in one process and prints each table plus a final compact one.
 
-    python benchmarks/run_all_cuda.py            # full (about 4-6 minutes on an H100)
+    python benchmarks/run_all_cuda.py            # full (about a minute on an H100)
     CI=true python benchmarks/run_all_cuda.py    # reduced shapes and repetitions
 """
 

@@ -98,8 +98,8 @@ def test_cuda_bench_in_place_references_match_the_ops():
     torch.testing.assert_close(kr, k, rtol=1e-5, atol=1e-5)
 
 
-def test_norm_tuning_kernels_build():
-    """benchmarks/tuning/tune_norm.py's kernels compile (the sweep itself needs a GPU)."""
+def _tuning_module(name: str):
+    """benchmarks/tuning/<name>.py imported and its kernels built (skips without nvcc)."""
     from mllm_kernel.jit_utils import toolchain
     from mllm_kernel.jit_utils.errors import ToolchainNotFoundError
 
@@ -109,13 +109,30 @@ def test_norm_tuning_kernels_build():
         pytest.skip("nvcc not found")
     sys.path.insert(0, str(BENCHMARKS))
     try:
-        tune_norm = _bench_module_at(BENCHMARKS / "tuning" / "tune_norm.py")
-        module = tune_norm._module()
+        script = _bench_module_at(BENCHMARKS / "tuning" / f"{name}.py")
+        return script, script._module()
     finally:
         sys.path.remove(str(BENCHMARKS))
+
+
+def test_norm_tuning_kernels_build():
+    """benchmarks/tuning/tune_norm.py's kernels compile (the sweep itself needs a GPU)."""
+    tune_norm, module = _tuning_module("tune_norm")
     for threads, items in tune_norm.SHAPES:
         assert callable(getattr(module, f"rms_{threads}x{items}"))
         assert callable(getattr(module, f"fused_{threads}x{items}"))
+
+
+def test_quant_tuning_kernels_build():
+    """benchmarks/tuning/tune_quant.py's kernels compile (the timing itself needs a GPU)."""
+    tune_quant, module = _tuning_module("tune_quant")
+    for d in tune_quant.DIVISIONS:
+        for threads in tune_quant.STATIC_THREADS:
+            assert callable(getattr(module, f"static_{threads}_{d}"))
+        for threads in tune_quant.TOKEN_THREADS:
+            assert callable(getattr(module, f"token_{threads}_{d}"))
+        for lanes in tune_quant.GROUP_LANES:
+            assert callable(getattr(module, f"group_{lanes}_{d}"))
 
 
 def test_bench_call_overhead_cpu_prints_every_path():
