@@ -15,15 +15,20 @@ def _gen(seed):
     return torch.Generator().manual_seed(seed)
 
 
+def _slots(tokens, num_slots, index_dtype):
+    """Distinct random slots for `tokens` tokens, every third token skipped (-1)."""
+    slots = torch.randperm(num_slots, generator=_gen(0))[:tokens]
+    slots[::3] = -1
+    return slots.to(index_dtype)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
 @pytest.mark.parametrize("tokens,heads,d,strided", [(1, 1, 1, False), (7, 2, 3, True), (5, 8, 128, False),
                                                      (3000, 2, 64, True), (2, 1, 16384, False)])
 def test_store_kv_cache(dtype, index_dtype, tokens, heads, d, strided):
     num_slots = 2 * tokens + 3
-    slots = torch.randperm(num_slots, generator=_gen(0))[:tokens]
-    slots[::3] = -1  # skipped tokens
-    slots = slots.to(index_dtype)
+    slots = _slots(tokens, num_slots, index_dtype)
     if strided:  # k and v as views of a fused qkv buffer, heads padded
         kv = torch.randn(tokens, 2, heads, d + 2, generator=_gen(1)).to(dtype)
         k, v = kv[:, 0, :, :d], kv[:, 1, :, :d]
@@ -87,9 +92,7 @@ def _fp8_reference(x, scale):
                                                      (300, 2, 72, True), (2, 1, 4100, False)])
 def test_store_kv_cache_fp8(dtype, index_dtype, tokens, heads, d, strided):
     num_slots = 2 * tokens + 3
-    slots = torch.randperm(num_slots, generator=_gen(0))[:tokens]
-    slots[::3] = -1
-    slots = slots.to(index_dtype)
+    slots = _slots(tokens, num_slots, index_dtype)
     if strided:
         kv = torch.randn(tokens, 2, heads, d + 2, generator=_gen(1)).to(dtype)
         k, v = kv[:, 0, :, :d], kv[:, 1, :, :d]

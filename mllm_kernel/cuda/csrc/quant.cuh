@@ -150,6 +150,17 @@ __global__ void __launch_bounds__(kBlock) group_quant_kernel(const __grid_consta
 
 constexpr int kMaxRowItems = 4;
 
+/// The row's scale from each thread's partial amax: max(block amax, eps) / kMax, written to
+/// scales[row] by thread 0 and returned as the divisor the row's elements use.
+template <typename T, typename Out>
+__device__ __forceinline__ ScaleDivisor row_divisor(float amax, const QuantParams<T, Out>& p, std::int64_t row,
+                                                    float* scratch) {
+  amax = mllm_kernel::device::cta::reduce_max(amax, scratch);
+  const float scale = fmaxf(amax, p.eps) / QuantFormat<Out>::kMax;
+  if (threadIdx.x == 0) p.scales[row * p.scale_s0] = scale;
+  return ScaleDivisor(scale);
+}
+
 template <typename T, typename Out, int kVec, int kRowItems>
 __global__ void __launch_bounds__(kBlock) row_quant_registers_kernel(const __grid_constant__ QuantParams<T, Out> p) {
   using namespace mllm_kernel::device;
@@ -168,11 +179,8 @@ __global__ void __launch_bounds__(kBlock) row_quant_registers_kernel(const __gri
       amax = fmaxf(amax, vec_amax(v[j]));
     }
   }
-  amax = cta::reduce_max(amax, scratch);
-  const float scale = fmaxf(amax, p.eps) / QuantFormat<Out>::kMax;
-  if (threadIdx.x == 0) p.scales[row * p.scale_s0] = scale;
+  const ScaleDivisor divide = row_divisor(amax, p, row, scratch);
   Out* dst = p.out + row * p.out_stride;
-  const ScaleDivisor divide(scale);
 #pragma unroll
   for (int j = 0; j < kRowItems; ++j) {
     const int i = threadIdx.x + j * blockDim.x;
@@ -194,11 +202,8 @@ __global__ void __launch_bounds__(kBlock) row_quant_kernel(const __grid_constant
     v.load(src, i);
     amax = fmaxf(amax, vec_amax(v));
   }
-  amax = cta::reduce_max(amax, scratch);
-  const float scale = fmaxf(amax, p.eps) / QuantFormat<Out>::kMax;
-  if (threadIdx.x == 0) p.scales[row * p.scale_s0] = scale;
+  const ScaleDivisor divide = row_divisor(amax, p, row, scratch);
   Out* dst = p.out + row * p.out_stride;
-  const ScaleDivisor divide(scale);
   for (int i = threadIdx.x; i < num_vecs; i += blockDim.x) {
     Vec v;
     v.load(src, i);
@@ -466,6 +471,24 @@ void group_quant(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi
   }
 }
 
+/// Launches the per-token kernel for rows of `num_vecs` vectors of kVec: in registers with the
+/// fewest items per thread that hold the row, else the two-pass kernel.
+template <typename T, typename Out, int kVec>
+void launch_rows(const QuantParams<T, Out>& p, std::int64_t num_vecs, int threads, DLDevice device) {
+  using namespace mllm_kernel::host;
+  const dim3 grid(static_cast<unsigned>(p.rows));
+  const std::int64_t items = div_ceil(num_vecs, threads);
+  if (items > kMaxRowItems) {
+    LaunchKernel(grid, threads, device)(row_quant_kernel<T, Out, kVec>, p);
+  } else if (items == 1) {
+    LaunchKernel(grid, threads, device)(row_quant_registers_kernel<T, Out, kVec, 1>, p);
+  } else if (items == 2) {
+    LaunchKernel(grid, threads, device)(row_quant_registers_kernel<T, Out, kVec, 2>, p);
+  } else {
+    LaunchKernel(grid, threads, device)(row_quant_registers_kernel<T, Out, kVec, 4>, p);
+  }
+}
+
 template <typename T, typename Out>
 void row_quant(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input) {
   using namespace mllm_kernel::host;
@@ -479,19 +502,10 @@ void row_quant(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::
   const bool vec = can_vectorize(p, kVec);
   const std::int64_t num_vecs = vec ? p.hidden / kVec : p.hidden;
   const int threads = static_cast<int>(std::min<std::int64_t>(kBlock, div_ceil(num_vecs, 32) * 32));
-  const dim3 grid(static_cast<unsigned>(p.rows));
-  const std::int64_t items = div_ceil(num_vecs, threads);
-  if (items > kMaxRowItems) {
-    LaunchKernel(grid, threads, device)(vec ? row_quant_kernel<T, Out, kVec> : row_quant_kernel<T, Out, 1>, p);
-  } else if (items == 1) {
-    LaunchKernel(grid, threads, device)(
-        vec ? row_quant_registers_kernel<T, Out, kVec, 1> : row_quant_registers_kernel<T, Out, 1, 1>, p);
-  } else if (items == 2) {
-    LaunchKernel(grid, threads, device)(
-        vec ? row_quant_registers_kernel<T, Out, kVec, 2> : row_quant_registers_kernel<T, Out, 1, 2>, p);
+  if (vec) {
+    launch_rows<T, Out, kVec>(p, num_vecs, threads, device);
   } else {
-    LaunchKernel(grid, threads, device)(
-        vec ? row_quant_registers_kernel<T, Out, kVec, 4> : row_quant_registers_kernel<T, Out, 1, 4>, p);
+    launch_rows<T, Out, 1>(p, num_vecs, threads, device);
   }
 }
 
