@@ -201,6 +201,18 @@ def token_counts() -> list[int]:
     return [1, 64, 2048] if CI else [1, 16, 64, 1024, 16384]
 
 
+def tuning_tokens(doc: str, default: str) -> list[int]:
+    """The ``--tokens`` list of a tuning script (``doc``: its module docstring), after checking
+    that CUDA is there."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--tokens", default=default, help="comma-separated token counts")
+    tokens = [int(t) for t in parser.parse_args().tokens.split(",")]
+    require_cuda()
+    return tokens
+
+
 def require_cuda() -> None:
     if not torch.cuda.is_available():
         print("CUDA is not available: nothing to benchmark.")

@@ -123,9 +123,19 @@ def test_norm_tuning_kernels_build():
         assert callable(getattr(module, f"fused_{threads}x{items}"))
 
 
+def test_act_tuning_kernels_build():
+    """benchmarks/tuning/tune_act.py's kernels compile (the sweep itself needs a GPU)."""
+    tune_act, module = _tuning_module("tune_act")
+    for elems, threads in tune_act.SHAPES:
+        assert callable(getattr(module, f"act_{elems}x{threads}"))
+
+
 def test_quant_tuning_kernels_build():
     """benchmarks/tuning/tune_quant.py's kernels compile (the timing itself needs a GPU)."""
     tune_quant, module = _tuning_module("tune_quant")
+    resident = tune_quant._resident_module()
+    for shape in tune_quant.RESIDENT_SHAPES:
+        assert callable(getattr(resident, tune_quant._resident_name(*shape)))
     for d in tune_quant.DIVISIONS:
         for threads in tune_quant.STATIC_THREADS:
             assert callable(getattr(module, f"static_{threads}_{d}"))

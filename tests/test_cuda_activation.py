@@ -72,6 +72,16 @@ def test_act_and_mul_many_tokens(act, dtype):
     _close(out, _ref(x, ref), dtype)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_act_and_mul_more_rows_than_a_grid_dimension(dtype):
+    """70000 rows: past the 65535 blocks of a grid's y dimension, so blocks loop over rows."""
+    fn, ref = ACTS["silu"]
+    x = _randn(70000, 2 * 24, dtype=dtype, seed=3)
+    out = torch.full((70000, 24), float("nan"), device="cuda", dtype=dtype)
+    fn(x, out=out)
+    _close(out, _ref(x, ref), dtype)
+
+
 @pytest.mark.parametrize("act", list(ACTS))
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("offset", [0, 1, 8])  # 1: misaligned start -> scalar path

@@ -94,6 +94,20 @@ def test_store_kv_cache_from_fused_qkv(dtype, head_dim):
     _assert_bytes_equal(v_cache, ev)
 
 
+def test_store_kv_cache_token_past_a_grid_dimension():
+    """One token of 2^24 + 1 one-byte units (an odd head size of float8): more than 65535 blocks of
+    256 threads, so blocks loop over the token's units."""
+    dim = (1 << 24) + 1
+    k = _randn(1, 1, dim, dtype=torch.float8_e4m3fn, seed=1)
+    v = _randn(1, 1, dim, dtype=torch.float8_e4m3fn, seed=2)
+    k_cache, v_cache = _caches(2, 1, dim, torch.float8_e4m3fn)
+    slots = torch.tensor([1], device="cuda", dtype=torch.int32)
+    ek, ev = _expected(k, v, k_cache, v_cache, slots)
+    store_kv_cache(k, v, k_cache, v_cache, slots)
+    _assert_bytes_equal(k_cache, ek)
+    _assert_bytes_equal(v_cache, ev)
+
+
 def test_store_kv_cache_head_strided():
     """A head stride that is not head_dim (k transposed from [H, T, D])."""
     k = _randn(4, 6, 64, dtype=torch.float16, seed=5).transpose(0, 1)  # [6, 4, 64], head stride 6*64

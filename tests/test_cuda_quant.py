@@ -223,6 +223,47 @@ def test_per_tensor_dynamic(dtype, shape):
     _assert_same(q.reshape(-1, shape[-1]), ref_q)
 
 
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+def test_per_tensor_dynamic_large_finds_the_peak_anywhere(where):
+    """[8192, 8192] bf16 (128 MB) is more than the resident kernel holds on chip (registers, shared
+    memory), so its chunks have a register part, a shared-memory part and a streamed part; the
+    single largest value sits in the first, a middle or the last chunk."""
+    x = _data(8192, 8192, dtype=torch.bfloat16, seed=5)
+    flat = x.view(-1)
+    index = {"first": 3, "middle": flat.numel() // 2 + 11, "last": flat.numel() - 1}[where]
+    flat[index] = -1000.0
+    out = _poisoned(x.shape, FP8)
+    q, scale = per_tensor_quant_fp8(x, out=out)
+    ref_q, ref_s = _ref_tensor(x)
+    _assert_scales(scale, ref_s)
+    _assert_same(q, ref_q)
+
+
+@pytest.mark.parametrize("rows", [64, 4096])
+def test_per_tensor_dynamic_under_cuda_graph(rows):
+    """The one-launch (cooperative) kernel and its scale reset replay in a CUDA graph, each replay
+    computing the scale of the input's current contents."""
+    x = _data(rows, 4096, dtype=torch.bfloat16, seed=rows)
+    out = _poisoned(x.shape, FP8)
+    scale = torch.full((1,), float("nan"), device="cuda")
+    per_tensor_quant_fp8(x, out=out)  # build outside the capture
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        _, s = per_tensor_quant_fp8(x, out=out)
+        scale.copy_(s)
+    torch.cuda.current_stream().wait_stream(stream)
+    for factor in (3.0, 0.5):
+        x.mul_(factor)
+        out.view(torch.uint8).fill_(0x7F)
+        graph.replay()
+        torch.cuda.synchronize()
+        ref_q, ref_s = _ref_tensor(x)
+        _assert_scales(scale, ref_s)
+        _assert_same(out, ref_q)
+
+
 def test_per_tensor_dynamic_repeated_calls_reset_the_scale():
     """The amax buffer is zeroed per call: a smaller tensor after a larger one gets its own scale."""
     big = _data(16, 256, dtype=torch.bfloat16, seed=1) * 100

@@ -11,7 +11,6 @@ the kernels of the cases are profiled: per case and token count, ours first, the
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -68,11 +67,7 @@ def _cases(t: int):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tokens", default="1,64,1024")
-    args = parser.parse_args()
-    harness.require_cuda()
-    cases = [c for t in args.tokens.split(",") for c in _cases(int(t))]
+    cases = [c for t in harness.tuning_tokens(__doc__, "1,64,1024") for c in _cases(t)]
     for _, ours, compiled in cases:  # build, autotune and warm up outside the profiled range
         for _ in range(3):
             ours()

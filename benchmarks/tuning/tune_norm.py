@@ -11,7 +11,6 @@ shows which shape wins at which token count, and what PDL buys back to back.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -75,12 +74,8 @@ def _sweep(fused: bool, tokens: list[int], module) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tokens", default="1,16,64,256,1024,16384")
-    args = parser.parse_args()
-    harness.require_cuda()
+    tokens = harness.tuning_tokens(__doc__, "1,16,64,256,1024,16384")
     module = _module()
-    tokens = [int(t) for t in args.tokens.split(",")]
     print(f"device: {torch.cuda.get_device_name()}  copy {harness.copy_bandwidth_gbps():.0f} GB/s")
     for fused in (False, True):
         _sweep(fused, tokens, module)

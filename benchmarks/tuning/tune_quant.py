@@ -11,7 +11,6 @@ spend their time on.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -27,7 +26,9 @@ FP8 = torch.float8_e4m3fn
 DIVISIONS = {0: "ieee", 1: "recip", 2: "divisor"}
 STATIC_THREADS = (128, 256)
 TOKEN_THREADS = (128, 256, 512)
-GROUP_LANES = (4, 16)
+GROUP_LANES = (4, 8, 16)
+# The library's resident dynamic per-tensor kernel: (threads, vectors in registers, blocks an SM, stash).
+RESIDENT_SHAPES = [(512, 8, 2, True), (512, 4, 2, True), (1024, 4, 1, True), (256, 8, 4, True), (512, 8, 2, False)]
 
 
 def _module():
@@ -42,14 +43,31 @@ def _module():
                          cuda_wrappers=wrappers)
 
 
-def _cases(module, t: int):
-    """(op, library fn, reference fn, {variant: fn}, scales per row); every fn takes (x, out, scales)."""
+def _resident_name(threads: int, items: int, blocks: int, stash: bool) -> str:
+    return f"resident_{threads}x{items}x{blocks}{'' if stash else '_nostash'}"
+
+
+def _resident_module():
+    from mllm_kernel.jit_utils import load_cuda_jit
+
+    wrappers = [(_resident_name(*shape), f"run_resident<{shape[0]}, {shape[1]}, {shape[2]}, {str(shape[3]).lower()}>")
+                for shape in RESIDENT_SHAPES]
+    return load_cuda_jit("tune_quant_resident", cuda_files=[Path(__file__).resolve().parent / "resident_variants.cuh"],
+                         cuda_wrappers=wrappers)
+
+
+def _cases(module, resident, t: int):
+    """(op, library fn, reference fn, {variant: fn}, scales per row); every fn takes (x, out, scales),
+    a variant fn (out, scales, x)."""
     from mllm_kernel.cuda.jit import per_tensor_quant_fp8, per_token_group_quant_fp8, per_token_quant_fp8
 
     def variants(kind, shapes):
         return {f"{kind} {s} {name}": getattr(module, f"{kind}_{s}_{d}") for s in shapes for d, name in DIVISIONS.items()}
 
     return [
+        ("per_tensor dynamic", lambda x, o, s: per_tensor_quant_fp8(x, out=o),
+         lambda x, o, s: bench_quant.ref_per_tensor_dynamic(x),
+         {_resident_name(*shape): getattr(resident, _resident_name(*shape)) for shape in RESIDENT_SHAPES}, 0),
         ("per_tensor static", lambda x, o, s: per_tensor_quant_fp8(x, s, out=o),
          lambda x, o, s: bench_quant.ref_per_tensor_static(x, s), variants("static", STATIC_THREADS), 0),
         ("per_token", lambda x, o, s: per_token_quant_fp8(x, out=o),
@@ -60,15 +78,12 @@ def _cases(module, t: int):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tokens", default="1,64,1024,16384")
-    args = parser.parse_args()
-    harness.require_cuda()
-    module = _module()
+    tokens = harness.tuning_tokens(__doc__, "1,64,1024,16384")
+    module, resident = _module(), _resident_module()
     print(f"device: {torch.cuda.get_device_name()}  copy {harness.copy_bandwidth_gbps():.0f} GB/s")
-    for t in (int(v) for v in args.tokens.split(",")):
+    for t in tokens:
         nbytes = 3 * t * HIDDEN
-        for op, library, reference, variants, scales_per_row in _cases(module, t):
+        for op, library, reference, variants, scales_per_row in _cases(module, resident, t):
             def make():
                 x = torch.randn(t, HIDDEN, device="cuda", dtype=torch.bfloat16)
                 s = (torch.full((1,), 0.05, device="cuda") if scales_per_row == 0

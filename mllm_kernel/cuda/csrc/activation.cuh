@@ -5,7 +5,7 @@
 // input is [N, 2d] (any row stride, unit stride within a row), out is [N, d] (any row stride).
 // The gate and the product are computed in fp32 and rounded once. Each thread handles one
 // 16-byte vector of the gate half and the matching vector of the up half when pointers,
-// strides and d allow it, one element otherwise.
+// strides and d allow it (a quarter of that for inputs of a few tokens), one element otherwise.
 #pragma once
 
 #include <mllm_kernel/math.cuh>
@@ -18,6 +18,7 @@
 #include <dlpack/dlpack.h>
 #include <tvm/ffi/container/tensor.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace {
@@ -52,27 +53,17 @@ struct ActParams {
   bool pdl;        // launched with programmatic dependent launch: run the PDL instructions
 };
 
-constexpr int kActBlock = 256;
-
-/// Thread i handles vector (i % d_vecs) of row (i / d_vecs). 32-bit division when the index
-/// space fits, which it does for any realistic shape.
-template <typename T, int kVec, typename Act, bool kIndex32>
-__global__ void __launch_bounds__(kActBlock) act_and_mul_kernel(const __grid_constant__ ActParams<T> p) {
+/// Grid: blockIdx.x over the vectors of a half row, blockIdx.y over rows (striding by gridDim.y
+/// past 65535 rows). Thread (x, y) handles vector blockIdx.x * kThreads + threadIdx.x of its rows:
+/// no index division, which costs more than the element work at a few tokens.
+template <typename T, int kVec, int kThreads, typename Act>
+__global__ void __launch_bounds__(kThreads) act_and_mul_kernel(const __grid_constant__ ActParams<T> p) {
   using namespace mllm_kernel::device;
   using Vec = AlignedVector<T, kVec>;
   if (p.pdl) pdl_wait_and_release();
-  std::int64_t row, col;
-  if constexpr (kIndex32) {
-    const unsigned i = blockIdx.x * kActBlock + threadIdx.x;
-    const unsigned dv = static_cast<unsigned>(p.d_vecs);
-    row = i / dv;
-    col = i - static_cast<unsigned>(row) * dv;
-  } else {
-    const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kActBlock + threadIdx.x;
-    row = i / p.d_vecs;
-    col = i - row * p.d_vecs;
-  }
-  if (row < p.rows) {
+  const std::int64_t col = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (col >= p.d_vecs) return;
+  for (std::int64_t row = blockIdx.y; row < p.rows; row += gridDim.y) {
     const T* in_row = p.in + row * p.in_stride;
     Vec gate, up, out;
     gate.load(in_row, col);
@@ -83,21 +74,30 @@ __global__ void __launch_bounds__(kActBlock) act_and_mul_kernel(const __grid_con
   }
 }
 
-template <typename T, int kVec, typename Act>
-void launch(ActParams<T> p, DLDevice device, bool enable_pdl) {
+/// Launches act_and_mul_kernel<T, kVec, kThreads, Act> over all rows; `p.d` must be a multiple
+/// of kVec with pointers and strides aligned to kVec elements.
+template <typename T, int kVec, int kThreads, typename Act>
+void launch_act(ActParams<T> p, DLDevice device, bool enable_pdl) {
   using namespace mllm_kernel::host;
   p.d_vecs = p.d / kVec;
   p.pdl = enable_pdl;
-  const std::int64_t threads = p.rows * p.d_vecs;
-  const std::int64_t blocks = div_ceil(threads, kActBlock);
-  RuntimeCheck(blocks <= 0x7fffffff, "input too large: ", p.rows, " rows of ", 2 * p.d);
-  if (blocks * kActBlock <= 0xffffffffLL) {
-    LaunchKernel(static_cast<unsigned>(blocks), kActBlock, device)
-        .enable_pdl(enable_pdl)(act_and_mul_kernel<T, kVec, Act, true>, p);
-  } else {
-    LaunchKernel(static_cast<unsigned>(blocks), kActBlock, device)
-        .enable_pdl(enable_pdl)(act_and_mul_kernel<T, kVec, Act, false>, p);
+  const dim3 grid(static_cast<unsigned>(div_ceil(p.d_vecs, kThreads)),
+                  static_cast<unsigned>(std::min<std::int64_t>(p.rows, 65535)));
+  LaunchKernel(grid, kThreads, device).enable_pdl(enable_pdl)(act_and_mul_kernel<T, kVec, kThreads, Act>, p);
+}
+
+/// Threads in flight below which the vectors shrink to spread a few tokens over more SMs.
+constexpr std::int64_t kSmallActThreads = 16384;
+
+/// The launch shape: 16-byte vectors in blocks of 256 threads, or for inputs of fewer than
+/// kSmallActThreads such vectors, quarter vectors in blocks of 128 (more threads and SMs, a
+/// shorter chain each).
+template <typename T, int kVec, typename Act>
+void launch_shape(const ActParams<T>& p, DLDevice device, bool enable_pdl) {
+  if constexpr (kVec >= 4) {
+    if (p.rows * (p.d / kVec) < kSmallActThreads) return launch_act<T, kVec / 4, 128, Act>(p, device, enable_pdl);
   }
+  launch_act<T, kVec, 256, Act>(p, device, enable_pdl);
 }
 
 /// Checks the tensors and launches with the widest usable vector.
@@ -126,10 +126,11 @@ void act_and_mul(tvm::ffi::TensorView out, tvm::ffi::TensorView input, bool enab
   constexpr int kVec = mllm_kernel::device::kVecElems<T>;
   VectorizeCheck check(kVec, sizeof(T));
   check.pointer(p.in).pointer(p.out).length(p.d).stride(p.in_stride, p.rows).stride(p.out_stride, p.rows);
+  RuntimeCheck(p.d / (check.ok() ? kVec : 1) <= 0x7fffffffLL * 128, "input too large: rows of ", D2.unwrap());
   if (check.ok()) {
-    launch<T, kVec, Act>(p, device.unwrap(), enable_pdl);
+    launch_shape<T, kVec, Act>(p, device.unwrap(), enable_pdl);
   } else {
-    launch<T, 1, Act>(p, device.unwrap(), enable_pdl);
+    launch_act<T, 1, 256, Act>(p, device.unwrap(), enable_pdl);
   }
 }
 

@@ -15,7 +15,8 @@
 //
 // The copy is dtype-blind: it moves bytes in the widest unit (16, 8, 4, 2 or 1 bytes) that the
 // head size, the pointers and the strides allow. The quantizing store reads 16-byte vectors of k
-// and v where those allow it, elements otherwise. One block per token.
+// and v where those allow it, elements otherwise. A token's units are spread over blocks of up to
+// 256 threads, about one unit a thread (grid: tokens x blocks per token).
 #pragma once
 
 #include <mllm_kernel/op_args.hpp>
@@ -58,8 +59,12 @@ struct KVParams {
 
 constexpr int kKVMaxBlock = 256;
 
-/// Token blockIdx.x: every thread copies units i, i + blockDim.x, ... of the token's H * D
-/// elements, of k and of v.
+/// Units i = blockIdx.y * blockDim.x + threadIdx.x (+ multiples of gridDim.y * blockDim.x) of
+/// token blockIdx.x's H * D elements, of k and of v.
+__device__ __forceinline__ int token_unit_begin() { return blockIdx.y * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ int token_unit_step() { return gridDim.y * blockDim.x; }
+
+/// Token blockIdx.x, units from token_unit_begin(): both loads are issued before both stores.
 template <typename Unit, typename Slot>
 __global__ void __launch_bounds__(kKVMaxBlock) store_kv_cache_kernel(const __grid_constant__ KVParams<Slot> p) {
   using namespace mllm_kernel::device;
@@ -74,7 +79,7 @@ __global__ void __launch_bounds__(kKVMaxBlock) store_kv_cache_kernel(const __gri
     const auto* v_src = p.v + t * p.v_token_stride;
     auto* k_dst = reinterpret_cast<Unit*>(p.k_cache) + slot_offset;
     auto* v_dst = reinterpret_cast<Unit*>(p.v_cache) + slot_offset;
-    for (int i = threadIdx.x; i < units; i += blockDim.x) {
+    for (int i = token_unit_begin(); i < units; i += token_unit_step()) {
       const int h = i / p.head_units;
       const int c = i - h * p.head_units;
       const Unit kx = reinterpret_cast<const Unit*>(k_src + h * p.k_head_stride)[c];
@@ -85,14 +90,26 @@ __global__ void __launch_bounds__(kKVMaxBlock) store_kv_cache_kernel(const __gri
   }
 }
 
+/// Blocks of up to kKVMaxBlock threads; a token's `units` spread over grid.y blocks so that
+/// each thread has about one unit: a few tokens still fill many SMs, and no thread waits on a
+/// second round trip to memory.
+inline dim3 kv_grid(std::int64_t tokens, std::int64_t units, int threads) {
+  using mllm_kernel::host::div_ceil;
+  return dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(std::min<std::int64_t>(div_ceil(units, threads), 65535)));
+}
+
+inline int kv_threads(std::int64_t units) {
+  return static_cast<int>(std::min<std::int64_t>(kKVMaxBlock, mllm_kernel::host::div_ceil(units, 32) * 32));
+}
+
 template <typename Unit, typename Slot>
 void launch_kv(KVParams<Slot> p, std::int64_t tokens, std::int64_t head_bytes, DLDevice device, bool enable_pdl) {
   using namespace mllm_kernel::host;
   p.head_units = static_cast<int>(head_bytes / static_cast<std::int64_t>(sizeof(Unit)));
   p.pdl = enable_pdl;
   const std::int64_t units = static_cast<std::int64_t>(p.heads) * p.head_units;
-  const int threads = static_cast<int>(std::min<std::int64_t>(kKVMaxBlock, div_ceil(units, 32) * 32));
-  LaunchKernel(static_cast<unsigned>(tokens), threads, device)
+  const int threads = kv_threads(units);
+  LaunchKernel(kv_grid(tokens, units, threads), threads, device)
       .enable_pdl(enable_pdl)(store_kv_cache_kernel<Unit, Slot>, p);
 }
 
@@ -143,8 +160,7 @@ struct KVQuantParams {
   bool pdl;       // launched with programmatic dependent launch: run the PDL instructions
 };
 
-/// Token blockIdx.x: every thread quantizes vectors i, i + blockDim.x, ... of the token's
-/// H * D elements, of k and of v.
+/// Token blockIdx.x, vectors from token_unit_begin() of the token's H * D elements, of k and v.
 template <typename T, int kVec, typename Slot>
 __global__ void __launch_bounds__(kKVMaxBlock)
     store_kv_cache_fp8_kernel(const __grid_constant__ KVQuantParams<T, Slot> p) {
@@ -157,7 +173,7 @@ __global__ void __launch_bounds__(kKVMaxBlock)
     const int vecs = p.heads * p.head_vecs;
     const std::int64_t slot_offset = slot * vecs;  // in vectors of the cache
     const ScaleDivisor k_scale(*p.k_scale), v_scale(*p.v_scale);
-    for (int i = threadIdx.x; i < vecs; i += blockDim.x) {
+    for (int i = token_unit_begin(); i < vecs; i += token_unit_step()) {
       const int h = i / p.head_vecs;
       const int c = i - h * p.head_vecs;
       Vec kx, vx;
@@ -176,8 +192,8 @@ void launch_kv_fp8(KVQuantParams<T, Slot> p, std::int64_t tokens, std::int64_t h
   p.head_vecs = static_cast<int>(head_dim / kVec);
   p.pdl = enable_pdl;
   const std::int64_t vecs = static_cast<std::int64_t>(p.heads) * p.head_vecs;
-  const int threads = static_cast<int>(std::min<std::int64_t>(kKVMaxBlock, div_ceil(vecs, 32) * 32));
-  LaunchKernel(static_cast<unsigned>(tokens), threads, device)
+  const int threads = kv_threads(vecs);
+  LaunchKernel(kv_grid(tokens, vecs, threads), threads, device)
       .enable_pdl(enable_pdl)(store_kv_cache_fp8_kernel<T, kVec, Slot>, p);
 }
 

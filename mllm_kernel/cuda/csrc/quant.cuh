@@ -31,6 +31,7 @@
 #include <mllm_kernel/vec.cuh>
 #include <mllm_kernel/warp.cuh>
 
+#include <cooperative_groups.h>
 #include <dlpack/dlpack.h>
 #include <tvm/ffi/container/tensor.h>
 
@@ -374,6 +375,83 @@ __global__ void __launch_bounds__(kBlock) tensor_quant_kernel(const __grid_const
 }
 
 // ---------------------------------------------------------------------------------------------
+// Dynamic per-tensor quantization of a contiguous tensor in one cooperative launch, reading
+// most of it from HBM once. Every block is resident and owns one contiguous chunk of vectors.
+// The amax pass keeps the chunk's first kRegItems * kThreads vectors in registers and the next
+// `stash_vecs` in shared memory and streams the rest (its last `keep_vecs` marked evict_last);
+// one grid barrier later every block knows the tensor's amax and quantizes the streamed part
+// backwards (its end still in L2), then the stash and the registers. On an H100 (132 SMs) 2
+// blocks of 512 threads an SM hold about 17 MB in registers and 29 MB in shared memory; the two
+// passes of the two-kernel path re-read everything not in L2.
+
+template <typename T, int kVec, int kThreads, int kRegItems, int kBlocksPerSM>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSM)
+    resident_tensor_quant_kernel(const __grid_constant__ QuantParams<T, fp8_e4m3_t> p, std::int64_t chunk,
+                                 std::int64_t stash_vecs, std::int64_t keep_vecs) {
+  using namespace mllm_kernel::device;
+  using Vec = AlignedVector<T, kVec>;
+  extern __shared__ __align__(16) unsigned char stash_bytes[];
+  Vec* stash = reinterpret_cast<Vec*>(stash_bytes);
+  __shared__ float scratch[cta::kScratchSize];
+  const std::int64_t total = p.rows * (p.hidden / kVec);
+  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x) * chunk;
+  const std::int64_t end = std::min(begin + chunk, total);
+  const std::int64_t reg_end = std::min(begin + static_cast<std::int64_t>(kRegItems) * kThreads, end);
+  const std::int64_t stash_end = std::min(reg_end + stash_vecs, end);
+  const int tid = threadIdx.x;
+
+  // Pass 1: amax, keeping what fits on chip. Each thread only touches its own stash slots.
+  Vec held[kRegItems];
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kRegItems; ++j) {
+    const std::int64_t i = begin + j * kThreads + tid;
+    if (i < reg_end) {
+      held[j].load(p.in, i);
+      amax = fmaxf(amax, vec_amax(held[j]));
+    }
+  }
+#pragma unroll 4
+  for (std::int64_t i = reg_end + tid; i < stash_end; i += kThreads) {
+    Vec v;
+    v.load(p.in, i);
+    amax = fmaxf(amax, vec_amax(v));
+    stash[i - reg_end] = v;
+  }
+  const std::uint64_t keep = l2_evict_last(), drop = l2_evict_first();
+  const std::int64_t keep_from = end - keep_vecs;
+#pragma unroll 4
+  for (std::int64_t i = stash_end + tid; i < end; i += kThreads) {
+    Vec v;
+    load_with_policy(v, p.in + i * kVec, i >= keep_from ? keep : drop);
+    amax = fmaxf(amax, vec_amax(v));
+  }
+  amax = cta::reduce_max(amax, scratch);
+  if (tid == 0) atomic::max(p.scales, amax / QuantFormat<fp8_e4m3_t>::kMax);
+  cooperative_groups::this_grid().sync();
+
+  // Pass 2: the scale every block folded in, read from L2 (__ldcg: never a stale L1 line).
+  const ScaleDivisor divide(__ldcg(p.scales));
+  const std::int64_t streamed = end - stash_end;
+  for (std::int64_t m = (streamed + kThreads - 1) / kThreads - 1; m >= 0; --m) {
+    const std::int64_t i = stash_end + m * kThreads + tid;
+    if (i < end) {
+      Vec v;
+      load_with_policy(v, p.in + i * kVec, drop);
+      store_with_policy(quantize<fp8_e4m3_t>(v, divide), p.out + i * kVec, drop);
+    }
+  }
+  for (std::int64_t i = reg_end + tid; i < stash_end; i += kThreads) {
+    quantize_store(stash[i - reg_end], divide, p.out, i);
+  }
+#pragma unroll
+  for (int j = 0; j < kRegItems; ++j) {
+    const std::int64_t i = begin + j * kThreads + tid;
+    if (i < reg_end) quantize_store(held[j], divide, p.out, i);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Host side.
 
 /// Verifies input [R, H] (dtype T), out [R, H] (dtype Out), scales float32 [R, G] and fills
@@ -509,6 +587,34 @@ void row_quant(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::
   }
 }
 
+/// The resident kernel's launch: kBlocksPerSM blocks of kThreads on every SM, each with an equal
+/// share of the SM's shared memory as its stash (none with `use_stash` false). Returns false,
+/// launching nothing, where the device cannot hold that grid.
+template <typename T, int kVec, int kThreads, int kRegItems, int kBlocksPerSM>
+bool launch_resident(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool use_stash = true) {
+  using namespace mllm_kernel::host;
+  using Vec = mllm_kernel::device::AlignedVector<T, kVec>;
+  const auto kernel = resident_tensor_quant_kernel<T, kVec, kThreads, kRegItems, kBlocksPerSM>;
+  const int id = device.device_id;
+  // Static shared memory (the reduction scratch) and the system's share come off the stash.
+  const std::int64_t share = runtime::get_smem_per_sm(id) / kBlocksPerSM - runtime::get_reserved_smem_per_block(id) -
+                             static_cast<std::int64_t>(sizeof(float)) * mllm_kernel::device::cta::kScratchSize;
+  const std::int64_t smem_cap = std::min<std::int64_t>(share, runtime::get_available_dynamic_smem_per_block(id));
+  const std::size_t smem =
+      use_stash ? static_cast<std::size_t>(std::max<std::int64_t>(smem_cap, 0) / sizeof(Vec) * sizeof(Vec)) : 0;
+  const int per_sm = std::min(kBlocksPerSM, runtime::get_blocks_per_sm(kernel, kThreads, smem));
+  if (per_sm < 1) return false;
+  const std::int64_t blocks = static_cast<std::int64_t>(runtime::get_sm_count(id)) * per_sm;
+  const std::int64_t total = p.rows * (p.hidden / kVec);
+  const std::int64_t chunk = div_ceil(total, blocks);
+  const std::int64_t keep_vecs = kL2KeepBytes / static_cast<std::int64_t>(sizeof(Vec)) / blocks;
+  const cudaStream_t stream = LaunchKernel::resolve_device(device);
+  RuntimeDeviceCheck(cudaMemsetAsync(p.scales, 0, sizeof(float), stream));
+  LaunchKernel(static_cast<unsigned>(blocks), kThreads, device, smem)
+      .enable_cooperative()(kernel, p, chunk, static_cast<std::int64_t>(smem / sizeof(Vec)), keep_vecs);
+  return true;
+}
+
 template <typename T, int kVec>
 void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is_static) {
   using namespace mllm_kernel::host;
@@ -521,6 +627,8 @@ void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is
                                     p);
     return;
   }
+  // Contiguous 16-byte vectors: the one-launch resident kernel where the device can hold it.
+  if (!is_static && flat && kVec > 1 && launch_resident<T, kVec, 512, 4, 2>(p, device)) return;
   if (!is_static) {
     const cudaStream_t stream = LaunchKernel::resolve_device(device);
     RuntimeDeviceCheck(cudaMemsetAsync(p.scales, 0, sizeof(float), stream));

@@ -50,8 +50,11 @@ class ScaleDivisor {
     const float q2 = fmaf(fmaf(-divisor_, q1, dividend), inv_, q1);
     // False for NaN and infinity, which stay as they are (and for a zero scale's quotients).
     const bool in_band = fabsf(q0) >= 0x1p-20f && fabsf(q0) < 0x1p20f;
+    // A prvalue: bit_cast of the lvalue `in_band ? q2 : q0` binds a reference, and nvcc then
+    // put both quotients in local memory and loaded through the chosen address.
+    const float q = in_band ? q2 : q0;
     // A zero scale clears every bit: a mask, not a branch, so nvcc keeps one copy of the loop.
-    return std::bit_cast<float>(std::bit_cast<std::uint32_t>(in_band ? q2 : q0) & keep_bits_);
+    return std::bit_cast<float>(std::bit_cast<std::uint32_t>(q) & keep_bits_);
   }
 
  private:

@@ -1,0 +1,72 @@
+"""Launch-shape sweep for silu_and_mul and gelu_and_mul (tanh) on bf16 [T, 2 x 11008] (H100 tuning aid).
+
+For every token count, times under the harness's CUDA graphs the library op, ``torch.compile``
+of the reference and the library kernel launched with each (vector width, block size) of
+``act_shapes.cuh``, checking that each writes what the library writes. The library picks its
+shape from the input size; this shows which shape wins where.
+
+    python benchmarks/tuning/tune_act.py [--tokens 1,16,64,1024,16384]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import bench_gelu_and_mul  # noqa: E402
+import bench_silu_and_mul  # noqa: E402
+import harness  # noqa: E402
+
+D = 11008
+DTYPE = torch.bfloat16
+SHAPES = [(8, 256), (8, 128), (4, 256), (4, 128), (4, 64), (2, 256), (2, 128), (2, 64)]  # (elements, threads)
+
+
+def _module():
+    from mllm_kernel.jit_utils import load_cuda_jit
+
+    wrappers = [(f"act_{v}x{t}", f"run_act_shape<{v}, {t}>") for v, t in SHAPES]
+    return load_cuda_jit("tune_act_shapes", cuda_files=[Path(__file__).resolve().parent / "act_shapes.cuh"],
+                         cuda_wrappers=wrappers)
+
+
+def main() -> None:
+    tokens = harness.tuning_tokens(__doc__, "1,16,64,1024,16384")
+    module = _module()
+    from mllm_kernel.cuda.jit import gelu_and_mul, silu_and_mul
+
+    print(f"device: {torch.cuda.get_device_name()}  copy {harness.copy_bandwidth_gbps():.0f} GB/s")
+    ops = [("silu_and_mul", 0, lambda x, o: silu_and_mul(x, out=o), bench_silu_and_mul.reference),
+           ("gelu_and_mul tanh", 1, lambda x, o: gelu_and_mul(x, approximate="tanh", out=o),
+            lambda x: bench_gelu_and_mul.reference(x, "tanh"))]
+    for op, act, library, reference in ops:
+        print(f"\n== {op} bf16 [T, 2x{D}]: us per call (vs compile: compile time / this time)")
+        for t in tokens:
+            nbytes = 3 * t * D * 2
+            sets = [(torch.randn(t, 2 * D, device="cuda", dtype=DTYPE), torch.empty(t, D, device="cuda", dtype=DTYPE))
+                    for _ in range(harness.num_sets(nbytes))]
+            comp = harness.time_calls(harness.compiled(lambda x, o: reference(x)), sets)
+            print(f"[{t}, 2x{D}]  compile {comp.us:.2f} us ({comp.gbps(nbytes):.0f} GB/s)")
+            x, o = sets[0]
+            library(x, o)
+            expected = o.clone()
+            cases = {"library": library}
+            cases.update({f"{v} elems x {th}": (lambda x, o, fn=getattr(module, f"act_{v}x{th}"): fn(o, x, act))
+                          for v, th in SHAPES})
+            for name, fn in cases.items():
+                o.fill_(float("nan"))
+                fn(x, o)
+                same = torch.equal(o, expected)
+                timing = harness.time_calls(fn, sets)
+                print(f"  {name:<16} {timing.us:8.2f} us {timing.gbps(nbytes):6.0f} GB/s  {comp.us / timing.us:5.2f}x"
+                      f"{'' if same else '  (output differs from the library)'}")
+            del sets
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
