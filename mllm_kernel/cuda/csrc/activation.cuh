@@ -4,8 +4,8 @@
 //                                                 exact (erf) or tanh-approximated GELU gate
 // input is [N, 2d] (any row stride, unit stride within a row), out is [N, d] (any row stride).
 // The gate and the product are computed in fp32 and rounded once. Each thread handles one
-// 16-byte vector of the gate half and the matching vector of the up half when pointers,
-// strides and d allow it (a quarter of that for inputs of a few tokens), one element otherwise.
+// 8-byte vector of the gate half and the matching vector of the up half when pointers, strides
+// and d allow it, one element otherwise.
 #pragma once
 
 #include <mllm_kernel/math.cuh>
@@ -86,19 +86,10 @@ void launch_act(ActParams<T> p, DLDevice device, bool enable_pdl) {
   LaunchKernel(grid, kThreads, device).enable_pdl(enable_pdl)(act_and_mul_kernel<T, kVec, kThreads, Act>, p);
 }
 
-/// Threads in flight below which the vectors shrink to spread a few tokens over more SMs.
-constexpr std::int64_t kSmallActThreads = 16384;
-
-/// The launch shape: 16-byte vectors in blocks of 256 threads, or for inputs of fewer than
-/// kSmallActThreads such vectors, quarter vectors in blocks of 128 (more threads and SMs, a
-/// shorter chain each).
-template <typename T, int kVec, typename Act>
-void launch_shape(const ActParams<T>& p, DLDevice device, bool enable_pdl) {
-  if constexpr (kVec >= 4) {
-    if (p.rows * (p.d / kVec) < kSmallActThreads) return launch_act<T, kVec / 4, 128, Act>(p, device, enable_pdl);
-  }
-  launch_act<T, kVec, 256, Act>(p, device, enable_pdl);
-}
+/// Threads a block. With 8-byte vectors this is the fastest shape at 1024 and 16384 tokens; at 1
+/// to 64 tokens every shape from 2 to 8 elements a thread and 64 to 256 threads a block takes the
+/// same time (H100, bf16, benchmarks/tuning/tune_act.py).
+constexpr int kActThreads = 256;
 
 /// Checks the tensors and launches with the widest usable vector.
 template <typename T, typename Act>
@@ -123,14 +114,14 @@ void act_and_mul(tvm::ffi::TensorView out, tvm::ffi::TensorView input, bool enab
                D2.unwrap(), "]");
   ActParams<T> p{static_cast<T*>(out.data_ptr()), static_cast<const T*>(input.data_ptr()), N.unwrap(), 0,
                  in_stride.unwrap(), out_stride.unwrap(), D.unwrap(), false};
-  constexpr int kVec = mllm_kernel::device::kVecElems<T>;
+  // 8-byte vectors: half the widest access, faster here than 16 bytes (see kActThreads).
+  constexpr int kVec = mllm_kernel::device::kVecElems<T> / 2;
   VectorizeCheck check(kVec, sizeof(T));
   check.pointer(p.in).pointer(p.out).length(p.d).stride(p.in_stride, p.rows).stride(p.out_stride, p.rows);
-  RuntimeCheck(p.d / (check.ok() ? kVec : 1) <= 0x7fffffffLL * 128, "input too large: rows of ", D2.unwrap());
   if (check.ok()) {
-    launch_shape<T, kVec, Act>(p, device.unwrap(), enable_pdl);
+    launch_act<T, kVec, kActThreads, Act>(p, device.unwrap(), enable_pdl);
   } else {
-    launch_act<T, 1, 256, Act>(p, device.unwrap(), enable_pdl);
+    launch_act<T, 1, kActThreads, Act>(p, device.unwrap(), enable_pdl);
   }
 }
 
