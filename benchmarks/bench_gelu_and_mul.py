@@ -17,7 +17,7 @@ def run() -> list:
     from mllm_kernel.cuda.jit import gelu_and_mul
 
     return gated_activation.run("gelu_and_mul", " tanh",
-                                lambda x, o, pdl: gelu_and_mul(x, "tanh", out=o, enable_pdl=pdl), reference)
+                                lambda x, pdl: gelu_and_mul(x, "tanh", enable_pdl=pdl), reference)
 
 
 def main() -> None:

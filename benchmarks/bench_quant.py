@@ -71,34 +71,33 @@ def run() -> list:
         n = t * HIDDEN
         shape = f"[{t}, {HIDDEN}]"
 
-        def make(out_dtype=FP8):
-            x = torch.randn(t, HIDDEN, device="cuda", dtype=DTYPE)
-            return x, torch.empty(t, HIDDEN, device="cuda", dtype=out_dtype)
+        # Out of place on both sides: each call allocates its outputs, as the reference does.
+        def make():
+            return (torch.randn(t, HIDDEN, device="cuda", dtype=DTYPE),)
 
         rows.append(harness.measure("per_tensor dynamic", shape, 3 * n + 4, make,
-                                    lambda x, o: per_tensor_quant_fp8(x, out=o),
-                                    lambda x, o: ref_per_tensor_dynamic(x)))
+                                    lambda x: per_tensor_quant_fp8(x),
+                                    lambda x: ref_per_tensor_dynamic(x)))
 
         def make_static():
-            x, o = make()
-            return x, o, torch.full((1,), 0.05, device="cuda", dtype=torch.float32)
+            return make() + (torch.full((1,), 0.05, device="cuda", dtype=torch.float32),)
 
         rows.append(harness.measure("per_tensor static", shape, 3 * n, make_static,
-                                    lambda x, o, s: per_tensor_quant_fp8(x, s, out=o),
-                                    lambda x, o, s: ref_per_tensor_static(x, s)))
+                                    lambda x, s: per_tensor_quant_fp8(x, s),
+                                    lambda x, s: ref_per_tensor_static(x, s)))
         rows.append(harness.measure("per_token fp8", shape, 3 * n + 4 * t, make,
-                                    lambda x, o: per_token_quant_fp8(x, out=o),
-                                    lambda x, o: ref_per_token_fp8(x)))
+                                    lambda x: per_token_quant_fp8(x),
+                                    lambda x: ref_per_token_fp8(x)))
         rows.append(harness.measure("group128 fp8", shape, 3 * n + 4 * n // GROUP, make,
-                                    lambda x, o: per_token_group_quant_fp8(x, GROUP, out=o),
-                                    lambda x, o: ref_group_fp8(x)))
+                                    lambda x: per_token_group_quant_fp8(x, GROUP),
+                                    lambda x: ref_group_fp8(x)))
         rows.append(harness.measure("group128 fp8 col-major ue8m0", shape, 3 * n + 4 * n // GROUP, make,
-                                    lambda x, o: per_token_group_quant_fp8(x, GROUP, 1e-10, True, True, out=o),
+                                    lambda x: per_token_group_quant_fp8(x, GROUP, 1e-10, True, True),
                                     None))
         rows.append(harness.measure("group128 int8", shape, 3 * n + 4 * n // GROUP,
-                                    lambda: make(torch.int8),
-                                    lambda x, o: per_token_group_quant_int8(x, GROUP, out=o),
-                                    lambda x, o: ref_group_int8(x)))
+                                    make,
+                                    lambda x: per_token_group_quant_int8(x, GROUP),
+                                    lambda x: ref_group_int8(x)))
     return rows
 
 

@@ -17,7 +17,7 @@ def run() -> list:
     from mllm_kernel.cuda.jit import silu_and_mul
 
     return gated_activation.run("silu_and_mul", "",
-                                lambda x, o, pdl: silu_and_mul(x, out=o, enable_pdl=pdl), reference)
+                                lambda x, pdl: silu_and_mul(x, enable_pdl=pdl), reference)
 
 
 def main() -> None:

@@ -136,6 +136,7 @@ def test_quant_tuning_kernels_build():
     resident = tune_quant._resident_module()
     for shape in tune_quant.RESIDENT_SHAPES:
         assert callable(getattr(resident, tune_quant._resident_name(*shape)))
+    assert callable(resident.two_pass)
     for d in tune_quant.DIVISIONS:
         for threads in tune_quant.STATIC_THREADS:
             assert callable(getattr(module, f"static_{threads}_{d}"))

@@ -28,7 +28,8 @@ STATIC_THREADS = (128, 256)
 TOKEN_THREADS = (128, 256, 512)
 GROUP_LANES = (4, 8, 16)
 # The library's resident dynamic per-tensor kernel: (threads, vectors in registers, blocks an SM, stash).
-RESIDENT_SHAPES = [(512, 8, 2, True), (512, 4, 2, True), (1024, 4, 1, True), (256, 8, 4, True), (512, 8, 2, False)]
+RESIDENT_SHAPES = [(512, 4, 2, True), (512, 2, 2, True), (1024, 4, 1, True), (1024, 2, 1, True), (256, 4, 4, True),
+                   (512, 4, 2, False)]
 
 
 def _module():
@@ -51,7 +52,7 @@ def _resident_module():
     from mllm_kernel.jit_utils import load_cuda_jit
 
     wrappers = [(_resident_name(*shape), f"run_resident<{shape[0]}, {shape[1]}, {shape[2]}, {str(shape[3]).lower()}>")
-                for shape in RESIDENT_SHAPES]
+                for shape in RESIDENT_SHAPES] + [("two_pass", "run_two_pass")]
     return load_cuda_jit("tune_quant_resident", cuda_files=[Path(__file__).resolve().parent / "resident_variants.cuh"],
                          cuda_wrappers=wrappers)
 
@@ -67,7 +68,8 @@ def _cases(module, resident, t: int):
     return [
         ("per_tensor dynamic", lambda x, o, s: per_tensor_quant_fp8(x, out=o),
          lambda x, o, s: bench_quant.ref_per_tensor_dynamic(x),
-         {_resident_name(*shape): getattr(resident, _resident_name(*shape)) for shape in RESIDENT_SHAPES}, 0),
+         {"two_pass": resident.two_pass,
+          **{_resident_name(*shape): getattr(resident, _resident_name(*shape)) for shape in RESIDENT_SHAPES}}, 0),
         ("per_tensor static", lambda x, o, s: per_tensor_quant_fp8(x, s, out=o),
          lambda x, o, s: bench_quant.ref_per_tensor_static(x, s), variants("static", STATIC_THREADS), 0),
         ("per_token", lambda x, o, s: per_token_quant_fp8(x, out=o),

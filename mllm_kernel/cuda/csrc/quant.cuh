@@ -87,10 +87,10 @@ constexpr int kBlock = 256;
 // ---------------------------------------------------------------------------------------------
 // Per-token-group: kLanes consecutive lanes of a warp share one group of kGroup elements, each
 // lane holding kItems vectors of kVec; the group's amax is a shuffle reduction over the lanes.
-// Large inputs take kItemsPerLane = 4 (several 16-byte loads in flight per thread, fewer
-// shuffles); inputs that fit in one wave of threads with one vector per lane take 1, which
-// spreads a few tokens over more threads and SMs (H100, group 128: 1.47 us against 1.68 us at
-// one token, 74.9 us against 76.2 us the other way round at 16384 tokens; tune_quant.py).
+// Large inputs take kItemsPerLane = 2 (two 16-byte loads in flight per thread); inputs that fit
+// in one wave of threads with one vector per lane take 1, which spreads a few tokens over more
+// threads and SMs (H100, bf16 group 128 at 16384 tokens: 73.5 us with 2 against 75.0 us with 4
+// and 79.1 us with 1; at one token 1.51 us with 1 against 1.71 us with 2; tune_quant.py).
 
 /// Lanes that share one group of kGroupVecs vectors when each lane holds up to kItemsPerLane.
 template <int kGroupVecs, int kItemsPerLane>
@@ -384,6 +384,9 @@ __global__ void __launch_bounds__(kBlock) tensor_quant_kernel(const __grid_const
 // blocks of 512 threads an SM hold about 17 MB in registers and 29 MB in shared memory; the two
 // passes of the two-kernel path re-read everything not in L2.
 
+/// Vectors a thread loads at once while streaming.
+constexpr int kRoundItems = 4;
+
 template <typename T, int kVec, int kThreads, int kRegItems, int kBlocksPerSM>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
     resident_tensor_quant_kernel(const __grid_constant__ QuantParams<T, fp8_e4m3_t> p, std::int64_t chunk,
@@ -411,20 +414,36 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
       amax = fmaxf(amax, vec_amax(held[j]));
     }
   }
-#pragma unroll 4
-  for (std::int64_t i = reg_end + tid; i < stash_end; i += kThreads) {
-    Vec v;
-    v.load(p.in, i);
-    amax = fmaxf(amax, vec_amax(v));
-    stash[i - reg_end] = v;
+  // Rounds of kRoundItems vectors a thread: a round's loads are all issued before its use.
+  for (std::int64_t base = reg_end; base < stash_end; base += kRoundItems * kThreads) {
+    Vec v[kRoundItems];
+#pragma unroll
+    for (int u = 0; u < kRoundItems; ++u) {
+      const std::int64_t i = base + u * kThreads + tid;
+      if (i < stash_end) v[u].load(p.in, i);
+    }
+#pragma unroll
+    for (int u = 0; u < kRoundItems; ++u) {
+      const std::int64_t i = base + u * kThreads + tid;
+      if (i < stash_end) {
+        amax = fmaxf(amax, vec_amax(v[u]));
+        stash[i - reg_end] = v[u];
+      }
+    }
   }
   const std::uint64_t keep = l2_evict_last(), drop = l2_evict_first();
   const std::int64_t keep_from = end - keep_vecs;
-#pragma unroll 4
-  for (std::int64_t i = stash_end + tid; i < end; i += kThreads) {
-    Vec v;
-    load_with_policy(v, p.in + i * kVec, i >= keep_from ? keep : drop);
-    amax = fmaxf(amax, vec_amax(v));
+  for (std::int64_t base = stash_end; base < end; base += kRoundItems * kThreads) {
+    Vec v[kRoundItems];
+#pragma unroll
+    for (int u = 0; u < kRoundItems; ++u) {
+      const std::int64_t i = base + u * kThreads + tid;
+      if (i < end) load_with_policy(v[u], p.in + i * kVec, i >= keep_from ? keep : drop);
+    }
+#pragma unroll
+    for (int u = 0; u < kRoundItems; ++u) {
+      if (base + u * kThreads + tid < end) amax = fmaxf(amax, vec_amax(v[u]));
+    }
   }
   amax = cta::reduce_max(amax, scratch);
   if (tid == 0) atomic::max(p.scales, amax / QuantFormat<fp8_e4m3_t>::kMax);
@@ -432,13 +451,21 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
 
   // Pass 2: the scale every block folded in, read from L2 (__ldcg: never a stale L1 line).
   const ScaleDivisor divide(__ldcg(p.scales));
-  const std::int64_t streamed = end - stash_end;
-  for (std::int64_t m = (streamed + kThreads - 1) / kThreads - 1; m >= 0; --m) {
-    const std::int64_t i = stash_end + m * kThreads + tid;
-    if (i < end) {
-      Vec v;
-      load_with_policy(v, p.in + i * kVec, drop);
-      store_with_policy(quantize<fp8_e4m3_t>(v, divide), p.out + i * kVec, drop);
+  // The streamed part backwards, round by round (the same rounds as the amax pass, last first).
+  const std::int64_t round_vecs = static_cast<std::int64_t>(kRoundItems) * kThreads;
+  const std::int64_t rounds = (end - stash_end + round_vecs - 1) / round_vecs;
+  for (std::int64_t r = rounds - 1; r >= 0; --r) {
+    const std::int64_t base = stash_end + r * round_vecs;
+    Vec v[kRoundItems];
+#pragma unroll
+    for (int u = 0; u < kRoundItems; ++u) {
+      const std::int64_t i = base + u * kThreads + tid;
+      if (i < end) load_with_policy(v[u], p.in + i * kVec, drop);
+    }
+#pragma unroll
+    for (int u = 0; u < kRoundItems; ++u) {
+      const std::int64_t i = base + u * kThreads + tid;
+      if (i < end) store_with_policy(quantize<fp8_e4m3_t>(v[u], divide), p.out + i * kVec, drop);
     }
   }
   for (std::int64_t i = reg_end + tid; i < stash_end; i += kThreads) {
@@ -521,7 +548,9 @@ void launch_group(const QuantParams<T, Out>& p, DLDevice device) {
     const std::int64_t wave = static_cast<std::int64_t>(runtime::get_sm_count(device.device_id)) * 2048;
     if (p.rows * p.groups * kOneItemLanes <= wave) return launch_group_items<T, Out, kVec, kGroup, 1, kUE8M0>(p, device);
   }
-  launch_group_items<T, Out, kVec, kGroup, 4, kUE8M0>(p, device);
+  // Two vectors a lane (or as many as keep a group within a warp, unvectorized).
+  constexpr int kItems = std::max(2, kGroup / kVec / mllm_kernel::device::kWarpThreads);
+  launch_group_items<T, Out, kVec, kGroup, kItems, kUE8M0>(p, device);
 }
 
 template <typename T, typename Out, int kVec, bool kUE8M0>
@@ -615,6 +644,26 @@ bool launch_resident(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool 
   return true;
 }
 
+/// Dynamic per-tensor quantization in two passes: zero the scale, fold the amax into it (a
+/// strided kernel with enough blocks to fill the GPU), then quantize (the tail first, PDL).
+template <typename T, int kVec>
+void launch_two_pass(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool flat) {
+  using namespace mllm_kernel::host;
+  const std::int64_t blocks = div_ceil(p.rows * (p.hidden / kVec), kBlock);
+  const cudaStream_t stream = LaunchKernel::resolve_device(device);
+  RuntimeDeviceCheck(cudaMemsetAsync(p.scales, 0, sizeof(float), stream));
+  const int sms = runtime::get_sm_count(device.device_id);
+  const int per_sm = runtime::get_blocks_per_sm(amax_kernel<T, kVec>, kBlock);
+  const std::int64_t amax_blocks = std::min<std::int64_t>(blocks, static_cast<std::int64_t>(sms) * per_sm);
+  LaunchKernel(static_cast<unsigned>(amax_blocks), kBlock, device)(amax_kernel<T, kVec>, p);
+  LaunchKernel(static_cast<unsigned>(blocks), kBlock, device)
+      .enable_pdl(true)(flat ? tensor_quant_kernel<T, kVec, true, true> : tensor_quant_kernel<T, kVec, true, false>, p);
+}
+
+/// Vectors from which the resident kernel replaces the two passes: below, its fixed cost (the
+/// cooperative launch and the grid barrier) outweighs what it saves.
+constexpr std::int64_t kResidentMinVecs = 1LL << 20;
+
 template <typename T, int kVec>
 void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is_static) {
   using namespace mllm_kernel::host;
@@ -627,24 +676,15 @@ void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is
                                     p);
     return;
   }
-  // Contiguous 16-byte vectors: the one-launch resident kernel where the device can hold it.
-  if (!is_static && flat && kVec > 1 && launch_resident<T, kVec, 512, 4, 2>(p, device)) return;
-  if (!is_static) {
-    const cudaStream_t stream = LaunchKernel::resolve_device(device);
-    RuntimeDeviceCheck(cudaMemsetAsync(p.scales, 0, sizeof(float), stream));
-    // Enough resident blocks to fill the GPU; each then strides over the tensor.
-    const int sms = runtime::get_sm_count(device.device_id);
-    const int per_sm = runtime::get_blocks_per_sm(amax_kernel<T, kVec>, kBlock);
-    const std::int64_t amax_blocks = std::min<std::int64_t>(blocks, static_cast<std::int64_t>(sms) * per_sm);
-    LaunchKernel(static_cast<unsigned>(amax_blocks), kBlock, device)(amax_kernel<T, kVec>, p);
+  // Large contiguous tensors of 16-byte vectors: the one-launch resident kernel where the
+  // device can hold it.
+  if (!is_static && flat && kVec > 1 && total >= kResidentMinVecs &&
+      launch_resident<T, kVec, 512, 2, 2>(p, device)) {
+    return;
   }
-  if (is_static) {
-    LaunchKernel(static_cast<unsigned>(blocks), kBlock, device)(
-        flat ? tensor_quant_kernel<T, kVec, false, true> : tensor_quant_kernel<T, kVec, false, false>, p);
-  } else {
-    LaunchKernel(static_cast<unsigned>(blocks), kBlock, device)
-        .enable_pdl(true)(flat ? tensor_quant_kernel<T, kVec, true, true> : tensor_quant_kernel<T, kVec, true, false>, p);
-  }
+  if (!is_static) return launch_two_pass<T, kVec>(p, device, flat);
+  LaunchKernel(static_cast<unsigned>(blocks), kBlock, device)(
+      flat ? tensor_quant_kernel<T, kVec, false, true> : tensor_quant_kernel<T, kVec, false, false>, p);
 }
 
 // ---------------------------------------------------------------------------------------------
