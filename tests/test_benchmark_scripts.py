@@ -133,10 +133,11 @@ def test_act_tuning_kernels_build():
 def test_quant_tuning_kernels_build():
     """benchmarks/tuning/tune_quant.py's kernels compile (the timing itself needs a GPU)."""
     tune_quant, module = _tuning_module("tune_quant")
-    resident = tune_quant._resident_module()
-    for shape in tune_quant.RESIDENT_SHAPES:
-        assert callable(getattr(resident, tune_quant._resident_name(*shape)))
-    assert callable(resident.two_pass)
+    tensor = tune_quant._tensor_module()
+    for items in tune_quant.STATIC_ITEMS:
+        assert callable(getattr(tensor, f"static_items_{items}"))
+    for amax_items, items in tune_quant.TWO_PASS_ITEMS:
+        assert callable(getattr(tensor, f"two_pass_{amax_items}_{items}"))
     for d in tune_quant.DIVISIONS:
         for threads in tune_quant.STATIC_THREADS:
             assert callable(getattr(module, f"static_{threads}_{d}"))

@@ -225,9 +225,8 @@ def test_per_tensor_dynamic(dtype, shape):
 
 @pytest.mark.parametrize("where", ["first", "middle", "last"])
 def test_per_tensor_dynamic_large_finds_the_peak_anywhere(where):
-    """[8192, 8192] bf16 (128 MB) is more than the resident kernel holds on chip (registers, shared
-    memory), so its chunks have a register part, a shared-memory part and a streamed part; the
-    single largest value sits in the first, a middle or the last chunk."""
+    """[8192, 8192] bf16 (128 MB), more than L2 keeps for the second pass; the single largest
+    value sits in the first, a middle or the last block's part of the amax pass."""
     x = _data(8192, 8192, dtype=torch.bfloat16, seed=5)
     flat = x.view(-1)
     index = {"first": 3, "middle": flat.numel() // 2 + 11, "last": flat.numel() - 1}[where]
@@ -241,7 +240,7 @@ def test_per_tensor_dynamic_large_finds_the_peak_anywhere(where):
 
 @pytest.mark.parametrize("rows", [64, 4096])
 def test_per_tensor_dynamic_under_cuda_graph(rows):
-    """The one-launch (cooperative) kernel and its scale reset replay in a CUDA graph, each replay
+    """The scale reset, the amax pass and the quantization replay in a CUDA graph, each replay
     computing the scale of the input's current contents."""
     x = _data(rows, 4096, dtype=torch.bfloat16, seed=rows)
     out = _poisoned(x.shape, FP8)

@@ -27,9 +27,10 @@ DIVISIONS = {0: "ieee", 1: "recip", 2: "divisor"}
 STATIC_THREADS = (128, 256)
 TOKEN_THREADS = (128, 256, 512)
 GROUP_LANES = (4, 8, 16)
-# The library's resident dynamic per-tensor kernel: (threads, vectors in registers, blocks an SM, stash).
-RESIDENT_SHAPES = [(512, 4, 2, True), (512, 2, 2, True), (1024, 4, 1, True), (1024, 2, 1, True), (256, 4, 4, True),
-                   (512, 4, 2, False)]
+# The library's per-tensor kernels: vectors a thread of static quantization; (amax-pass loads in
+# flight, vectors a thread of the quantization pass) of the dynamic two-pass path.
+STATIC_ITEMS = (1, 2, 4)
+TWO_PASS_ITEMS = [(1, 1), (4, 1), (4, 2), (8, 1)]
 
 
 def _module():
@@ -44,20 +45,16 @@ def _module():
                          cuda_wrappers=wrappers)
 
 
-def _resident_name(threads: int, items: int, blocks: int, stash: bool) -> str:
-    return f"resident_{threads}x{items}x{blocks}{'' if stash else '_nostash'}"
-
-
-def _resident_module():
+def _tensor_module():
     from mllm_kernel.jit_utils import load_cuda_jit
 
-    wrappers = [(_resident_name(*shape), f"run_resident<{shape[0]}, {shape[1]}, {shape[2]}, {str(shape[3]).lower()}>")
-                for shape in RESIDENT_SHAPES] + [("two_pass", "run_two_pass")]
-    return load_cuda_jit("tune_quant_resident", cuda_files=[Path(__file__).resolve().parent / "resident_variants.cuh"],
+    wrappers = ([(f"static_items_{i}", f"run_static_items<{i}>") for i in STATIC_ITEMS]
+                + [(f"two_pass_{a}_{i}", f"run_two_pass<{a}, {i}>") for a, i in TWO_PASS_ITEMS])
+    return load_cuda_jit("tune_quant_tensor", cuda_files=[Path(__file__).resolve().parent / "tensor_variants.cuh"],
                          cuda_wrappers=wrappers)
 
 
-def _cases(module, resident, t: int):
+def _cases(module, tensor, t: int):
     """(op, library fn, reference fn, {variant: fn}, scales per row); every fn takes (x, out, scales),
     a variant fn (out, scales, x)."""
     from mllm_kernel.cuda.jit import per_tensor_quant_fp8, per_token_group_quant_fp8, per_token_quant_fp8
@@ -68,10 +65,11 @@ def _cases(module, resident, t: int):
     return [
         ("per_tensor dynamic", lambda x, o, s: per_tensor_quant_fp8(x, out=o),
          lambda x, o, s: bench_quant.ref_per_tensor_dynamic(x),
-         {"two_pass": resident.two_pass,
-          **{_resident_name(*shape): getattr(resident, _resident_name(*shape)) for shape in RESIDENT_SHAPES}}, 0),
+         {f"two_pass amax {a} quant {i}": getattr(tensor, f"two_pass_{a}_{i}") for a, i in TWO_PASS_ITEMS}, 0),
         ("per_tensor static", lambda x, o, s: per_tensor_quant_fp8(x, s, out=o),
-         lambda x, o, s: bench_quant.ref_per_tensor_static(x, s), variants("static", STATIC_THREADS), 0),
+         lambda x, o, s: bench_quant.ref_per_tensor_static(x, s),
+         {**variants("static", STATIC_THREADS),
+          **{f"static items {i}": getattr(tensor, f"static_items_{i}") for i in STATIC_ITEMS}}, 0),
         ("per_token", lambda x, o, s: per_token_quant_fp8(x, out=o),
          lambda x, o, s: bench_quant.ref_per_token_fp8(x), variants("token", TOKEN_THREADS), 1),
         ("group128", lambda x, o, s: per_token_group_quant_fp8(x, 128, out=o),
@@ -81,11 +79,11 @@ def _cases(module, resident, t: int):
 
 def main() -> None:
     tokens = harness.tuning_tokens(__doc__, "1,64,1024,16384")
-    module, resident = _module(), _resident_module()
+    module, tensor = _module(), _tensor_module()
     print(f"device: {torch.cuda.get_device_name()}  copy {harness.copy_bandwidth_gbps():.0f} GB/s")
     for t in tokens:
         nbytes = 3 * t * HIDDEN
-        for op, library, reference, variants, scales_per_row in _cases(module, resident, t):
+        for op, library, reference, variants, scales_per_row in _cases(module, tensor, t):
             def make():
                 x = torch.randn(t, HIDDEN, device="cuda", dtype=torch.bfloat16)
                 s = (torch.full((1,), 0.05, device="cuda") if scales_per_row == 0

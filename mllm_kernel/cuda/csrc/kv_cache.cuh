@@ -64,7 +64,9 @@ constexpr int kKVMaxBlock = 256;
 __device__ __forceinline__ int token_unit_begin() { return blockIdx.y * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ int token_unit_step() { return gridDim.y * blockDim.x; }
 
-/// Token blockIdx.x, units from token_unit_begin(): both loads are issued before both stores.
+/// Token blockIdx.x, units from token_unit_begin(). The loads of k and v do not wait for the
+/// slot: they are in bounds whatever it is, so one round trip to memory covers the slot and the
+/// data (only the stores depend on the slot).
 template <typename Unit, typename Slot>
 __global__ void __launch_bounds__(kKVMaxBlock) store_kv_cache_kernel(const __grid_constant__ KVParams<Slot> p) {
   using namespace mllm_kernel::device;
@@ -72,18 +74,19 @@ __global__ void __launch_bounds__(kKVMaxBlock) store_kv_cache_kernel(const __gri
   const std::int64_t t = blockIdx.x;
   const std::int64_t slot = static_cast<std::int64_t>(p.slots[t]);
   // Negative slots are skipped by design; slots past the end are skipped to stay in bounds.
-  if (slot >= 0 && slot < p.num_slots) {
-    const int units = p.heads * p.head_units;
-    const std::int64_t slot_offset = slot * units;
-    const auto* k_src = p.k + t * p.k_token_stride;
-    const auto* v_src = p.v + t * p.v_token_stride;
-    auto* k_dst = reinterpret_cast<Unit*>(p.k_cache) + slot_offset;
-    auto* v_dst = reinterpret_cast<Unit*>(p.v_cache) + slot_offset;
-    for (int i = token_unit_begin(); i < units; i += token_unit_step()) {
-      const int h = i / p.head_units;
-      const int c = i - h * p.head_units;
-      const Unit kx = reinterpret_cast<const Unit*>(k_src + h * p.k_head_stride)[c];
-      const Unit vx = reinterpret_cast<const Unit*>(v_src + h * p.v_head_stride)[c];
+  const bool store = slot >= 0 && slot < p.num_slots;
+  const int units = p.heads * p.head_units;
+  const auto* k_src = p.k + t * p.k_token_stride;
+  const auto* v_src = p.v + t * p.v_token_stride;
+  const std::int64_t slot_offset = (store ? slot : 0) * units;  // no pointer formed from a skipped slot
+  auto* k_dst = reinterpret_cast<Unit*>(p.k_cache) + slot_offset;
+  auto* v_dst = reinterpret_cast<Unit*>(p.v_cache) + slot_offset;
+  for (int i = token_unit_begin(); i < units; i += token_unit_step()) {
+    const int h = i / p.head_units;
+    const int c = i - h * p.head_units;
+    const Unit kx = reinterpret_cast<const Unit*>(k_src + h * p.k_head_stride)[c];
+    const Unit vx = reinterpret_cast<const Unit*>(v_src + h * p.v_head_stride)[c];
+    if (store) {
       k_dst[i] = kx;
       v_dst[i] = vx;
     }
@@ -169,16 +172,18 @@ __global__ void __launch_bounds__(kKVMaxBlock)
   if (p.pdl) pdl_wait_and_release();
   const std::int64_t t = blockIdx.x;
   const std::int64_t slot = static_cast<std::int64_t>(p.slots[t]);
-  if (slot >= 0 && slot < p.num_slots) {
-    const int vecs = p.heads * p.head_vecs;
-    const std::int64_t slot_offset = slot * vecs;  // in vectors of the cache
-    const ScaleDivisor k_scale(*p.k_scale), v_scale(*p.v_scale);
-    for (int i = token_unit_begin(); i < vecs; i += token_unit_step()) {
-      const int h = i / p.head_vecs;
-      const int c = i - h * p.head_vecs;
-      Vec kx, vx;
-      kx.load(p.k + t * p.k_token_stride + h * p.k_head_stride, c);
-      vx.load(p.v + t * p.v_token_stride + h * p.v_head_stride, c);
+  // As in the plain store, the loads (k, v and the scales) do not wait for the slot.
+  const bool store = slot >= 0 && slot < p.num_slots;
+  const int vecs = p.heads * p.head_vecs;
+  const std::int64_t slot_offset = (store ? slot : 0) * vecs;  // in vectors of the cache
+  const ScaleDivisor k_scale(*p.k_scale), v_scale(*p.v_scale);
+  for (int i = token_unit_begin(); i < vecs; i += token_unit_step()) {
+    const int h = i / p.head_vecs;
+    const int c = i - h * p.head_vecs;
+    Vec kx, vx;
+    kx.load(p.k + t * p.k_token_stride + h * p.k_head_stride, c);
+    vx.load(p.v + t * p.v_token_stride + h * p.v_head_stride, c);
+    if (store) {
       quantize_store(kx, k_scale, p.k_cache, slot_offset + i);
       quantize_store(vx, v_scale, p.v_cache, slot_offset + i);
     }

@@ -31,7 +31,6 @@
 #include <mllm_kernel/vec.cuh>
 #include <mllm_kernel/warp.cuh>
 
-#include <cooperative_groups.h>
 #include <dlpack/dlpack.h>
 #include <tvm/ffi/container/tensor.h>
 
@@ -286,7 +285,8 @@ __device__ __forceinline__ std::int64_t vec_offset(std::int64_t i, std::int64_t 
   return row * stride + (i - row * vecs_per_row) * vec;
 }
 
-template <typename T, int kVec>
+/// kItems: vectors a thread loads at once (all in flight before any is reduced).
+template <typename T, int kVec, int kItems>
 __global__ void __launch_bounds__(kBlock) amax_kernel(const __grid_constant__ QuantParams<T, fp8_e4m3_t> p) {
   using namespace mllm_kernel::device;
   using Vec = AlignedVector<T, kVec>;
@@ -295,16 +295,26 @@ __global__ void __launch_bounds__(kBlock) amax_kernel(const __grid_constant__ Qu
   pdl_launch_dependents();
   const std::int64_t vecs_per_row = p.hidden / kVec;
   const std::int64_t total = p.rows * vecs_per_row;
-  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * kBlock;
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * kBlock * kItems;
   float amax = 0.0f;
   const bool flat = p.rows == 1 || p.in_stride == p.hidden;
   const std::int64_t keep_from = total - kL2KeepBytes / Vec::kBytes;
   const std::uint64_t keep = l2_evict_last(), drop = l2_evict_first();
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x; i < total; i += step) {
-    Vec v;
-    load_with_policy(v, p.in + (flat ? i * kVec : vec_offset(i, vecs_per_row, p.in_stride, kVec)),
-                     i >= keep_from ? keep : drop);
-    amax = fmaxf(amax, vec_amax(v));
+  for (std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * kBlock * kItems + threadIdx.x; base < total;
+       base += step) {
+    Vec v[kItems];
+#pragma unroll
+    for (int u = 0; u < kItems; ++u) {
+      const std::int64_t i = base + u * kBlock;
+      if (i < total) {
+        load_with_policy(v[u], p.in + (flat ? i * kVec : vec_offset(i, vecs_per_row, p.in_stride, kVec)),
+                         i >= keep_from ? keep : drop);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kItems; ++u) {
+      if (base + u * kBlock < total) amax = fmaxf(amax, vec_amax(v[u]));
+    }
   }
   amax = cta::reduce_max(amax, scratch);
   if (threadIdx.x == 0) atomic::max(p.scales, amax / QuantFormat<fp8_e4m3_t>::kMax);
@@ -346,7 +356,8 @@ __global__ void __launch_bounds__(kBlock) small_tensor_quant_kernel(const __grid
 
 /// kFlat: input and output are contiguous (or one row), so vector i is at i * kVec; known at
 /// compile time, the strided addressing (a 64-bit division) stays out of the kernel's code.
-template <typename T, int kVec, bool kAfterAmax, bool kFlat>
+/// kItems: vectors a thread quantizes, kBlock apart (all loads issued first).
+template <typename T, int kVec, bool kAfterAmax, bool kFlat, int kItems>
 __global__ void __launch_bounds__(kBlock) tensor_quant_kernel(const __grid_constant__ QuantParams<T, fp8_e4m3_t> p) {
   using namespace mllm_kernel::device;
   using Vec = AlignedVector<T, kVec>;
@@ -355,126 +366,38 @@ __global__ void __launch_bounds__(kBlock) tensor_quant_kernel(const __grid_const
   // After the amax pass, block b takes the b-th chunk from the end (blocks start roughly in
   // index order).
   const std::int64_t chunk = kAfterAmax ? static_cast<std::int64_t>(gridDim.x) - 1 - blockIdx.x : blockIdx.x;
-  const std::int64_t i = chunk * kBlock + threadIdx.x;
-  const T* src = p.in + (kFlat ? i * kVec : vec_offset(i, vecs_per_row, p.in_stride, kVec));
-  fp8_e4m3_t* dst = p.out + (kFlat ? i * kVec : vec_offset(i, vecs_per_row, p.out_stride, kVec));
-  Vec v;
+  const std::int64_t first = chunk * kBlock * kItems + threadIdx.x;
+  const auto in_at = [&](std::int64_t i) { return p.in + (kFlat ? i * kVec : vec_offset(i, vecs_per_row, p.in_stride, kVec)); };
+  const auto out_at = [&](std::int64_t i) {
+    return p.out + (kFlat ? i * kVec : vec_offset(i, vecs_per_row, p.out_stride, kVec));
+  };
+  Vec v[kItems];
   if constexpr (kAfterAmax) {
     // Nothing here is read again: let these lines go first so the kept tail stays.
     const std::uint64_t drop = l2_evict_first();
-    if (i < total) load_with_policy(v, src, drop);
+#pragma unroll
+    for (int u = 0; u < kItems; ++u) {
+      if (first + u * kBlock < total) load_with_policy(v[u], in_at(first + u * kBlock), drop);
+    }
     // The scale is written by the amax kernel.
     pdl_wait_primary();
     const ScaleDivisor divide(*p.scales);
-    if (i < total) store_with_policy(quantize<fp8_e4m3_t>(v, divide), dst, drop);
+#pragma unroll
+    for (int u = 0; u < kItems; ++u) {
+      const std::int64_t i = first + u * kBlock;
+      if (i < total) store_with_policy(quantize<fp8_e4m3_t>(v[u], divide), out_at(i), drop);
+    }
   } else {
-    if (i < total) v.load(src);
+#pragma unroll
+    for (int u = 0; u < kItems; ++u) {
+      if (first + u * kBlock < total) v[u].load(in_at(first + u * kBlock));
+    }
     const ScaleDivisor divide(*p.scales);
-    if (i < total) quantize<fp8_e4m3_t>(v, divide).store(dst);
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Dynamic per-tensor quantization of a contiguous tensor in one cooperative launch, reading
-// most of it from HBM once. Every block is resident and owns one contiguous chunk of vectors.
-// The amax pass keeps the chunk's first kRegItems * kThreads vectors in registers and the next
-// `stash_vecs` in shared memory and streams the rest (its last `keep_vecs` marked evict_last);
-// one grid barrier later every block knows the tensor's amax and quantizes the streamed part
-// backwards (its end still in L2), then the stash and the registers. On an H100 (132 SMs) 2
-// blocks of 512 threads an SM hold about 17 MB in registers and 29 MB in shared memory; the two
-// passes of the two-kernel path re-read everything not in L2.
-
-/// Vectors a thread loads at once while streaming.
-constexpr int kRoundItems = 4;
-
-template <typename T, int kVec, int kThreads, int kRegItems, int kBlocksPerSM>
-__global__ void __launch_bounds__(kThreads, kBlocksPerSM)
-    resident_tensor_quant_kernel(const __grid_constant__ QuantParams<T, fp8_e4m3_t> p, std::int64_t chunk,
-                                 std::int64_t stash_vecs, std::int64_t keep_vecs) {
-  using namespace mllm_kernel::device;
-  using Vec = AlignedVector<T, kVec>;
-  extern __shared__ __align__(16) unsigned char stash_bytes[];
-  Vec* stash = reinterpret_cast<Vec*>(stash_bytes);
-  __shared__ float scratch[cta::kScratchSize];
-  const std::int64_t total = p.rows * (p.hidden / kVec);
-  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x) * chunk;
-  const std::int64_t end = std::min(begin + chunk, total);
-  const std::int64_t reg_end = std::min(begin + static_cast<std::int64_t>(kRegItems) * kThreads, end);
-  const std::int64_t stash_end = std::min(reg_end + stash_vecs, end);
-  const int tid = threadIdx.x;
-
-  // Pass 1: amax, keeping what fits on chip. Each thread only touches its own stash slots.
-  Vec held[kRegItems];
-  float amax = 0.0f;
 #pragma unroll
-  for (int j = 0; j < kRegItems; ++j) {
-    const std::int64_t i = begin + j * kThreads + tid;
-    if (i < reg_end) {
-      held[j].load(p.in, i);
-      amax = fmaxf(amax, vec_amax(held[j]));
+    for (int u = 0; u < kItems; ++u) {
+      const std::int64_t i = first + u * kBlock;
+      if (i < total) quantize<fp8_e4m3_t>(v[u], divide).store(out_at(i));
     }
-  }
-  // Rounds of kRoundItems vectors a thread: a round's loads are all issued before its use.
-  for (std::int64_t base = reg_end; base < stash_end; base += kRoundItems * kThreads) {
-    Vec v[kRoundItems];
-#pragma unroll
-    for (int u = 0; u < kRoundItems; ++u) {
-      const std::int64_t i = base + u * kThreads + tid;
-      if (i < stash_end) v[u].load(p.in, i);
-    }
-#pragma unroll
-    for (int u = 0; u < kRoundItems; ++u) {
-      const std::int64_t i = base + u * kThreads + tid;
-      if (i < stash_end) {
-        amax = fmaxf(amax, vec_amax(v[u]));
-        stash[i - reg_end] = v[u];
-      }
-    }
-  }
-  const std::uint64_t keep = l2_evict_last(), drop = l2_evict_first();
-  const std::int64_t keep_from = end - keep_vecs;
-  for (std::int64_t base = stash_end; base < end; base += kRoundItems * kThreads) {
-    Vec v[kRoundItems];
-#pragma unroll
-    for (int u = 0; u < kRoundItems; ++u) {
-      const std::int64_t i = base + u * kThreads + tid;
-      if (i < end) load_with_policy(v[u], p.in + i * kVec, i >= keep_from ? keep : drop);
-    }
-#pragma unroll
-    for (int u = 0; u < kRoundItems; ++u) {
-      if (base + u * kThreads + tid < end) amax = fmaxf(amax, vec_amax(v[u]));
-    }
-  }
-  amax = cta::reduce_max(amax, scratch);
-  if (tid == 0) atomic::max(p.scales, amax / QuantFormat<fp8_e4m3_t>::kMax);
-  cooperative_groups::this_grid().sync();
-
-  // Pass 2: the scale every block folded in, read from L2 (__ldcg: never a stale L1 line).
-  const ScaleDivisor divide(__ldcg(p.scales));
-  // The streamed part backwards, round by round (the same rounds as the amax pass, last first).
-  const std::int64_t round_vecs = static_cast<std::int64_t>(kRoundItems) * kThreads;
-  const std::int64_t rounds = (end - stash_end + round_vecs - 1) / round_vecs;
-  for (std::int64_t r = rounds - 1; r >= 0; --r) {
-    const std::int64_t base = stash_end + r * round_vecs;
-    Vec v[kRoundItems];
-#pragma unroll
-    for (int u = 0; u < kRoundItems; ++u) {
-      const std::int64_t i = base + u * kThreads + tid;
-      if (i < end) load_with_policy(v[u], p.in + i * kVec, drop);
-    }
-#pragma unroll
-    for (int u = 0; u < kRoundItems; ++u) {
-      const std::int64_t i = base + u * kThreads + tid;
-      if (i < end) store_with_policy(quantize<fp8_e4m3_t>(v[u], divide), p.out + i * kVec, drop);
-    }
-  }
-  for (std::int64_t i = reg_end + tid; i < stash_end; i += kThreads) {
-    quantize_store(stash[i - reg_end], divide, p.out, i);
-  }
-#pragma unroll
-  for (int j = 0; j < kRegItems; ++j) {
-    const std::int64_t i = begin + j * kThreads + tid;
-    if (i < reg_end) quantize_store(held[j], divide, p.out, i);
   }
 }
 
@@ -616,75 +539,49 @@ void row_quant(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::
   }
 }
 
-/// The resident kernel's launch: kBlocksPerSM blocks of kThreads on every SM, each with an equal
-/// share of the SM's shared memory as its stash (none with `use_stash` false). Returns false,
-/// launching nothing, where the device cannot hold that grid.
-template <typename T, int kVec, int kThreads, int kRegItems, int kBlocksPerSM>
-bool launch_resident(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool use_stash = true) {
-  using namespace mllm_kernel::host;
-  using Vec = mllm_kernel::device::AlignedVector<T, kVec>;
-  const auto kernel = resident_tensor_quant_kernel<T, kVec, kThreads, kRegItems, kBlocksPerSM>;
-  const int id = device.device_id;
-  // Static shared memory (the reduction scratch) and the system's share come off the stash.
-  const std::int64_t share = runtime::get_smem_per_sm(id) / kBlocksPerSM - runtime::get_reserved_smem_per_block(id) -
-                             static_cast<std::int64_t>(sizeof(float)) * mllm_kernel::device::cta::kScratchSize;
-  const std::int64_t smem_cap = std::min<std::int64_t>(share, runtime::get_available_dynamic_smem_per_block(id));
-  const std::size_t smem =
-      use_stash ? static_cast<std::size_t>(std::max<std::int64_t>(smem_cap, 0) / sizeof(Vec) * sizeof(Vec)) : 0;
-  const int per_sm = std::min(kBlocksPerSM, runtime::get_blocks_per_sm(kernel, kThreads, smem));
-  if (per_sm < 1) return false;
-  const std::int64_t blocks = static_cast<std::int64_t>(runtime::get_sm_count(id)) * per_sm;
-  const std::int64_t total = p.rows * (p.hidden / kVec);
-  const std::int64_t chunk = div_ceil(total, blocks);
-  const std::int64_t keep_vecs = kL2KeepBytes / static_cast<std::int64_t>(sizeof(Vec)) / blocks;
-  const cudaStream_t stream = LaunchKernel::resolve_device(device);
-  RuntimeDeviceCheck(cudaMemsetAsync(p.scales, 0, sizeof(float), stream));
-  LaunchKernel(static_cast<unsigned>(blocks), kThreads, device, smem)
-      .enable_cooperative()(kernel, p, chunk, static_cast<std::int64_t>(smem / sizeof(Vec)), keep_vecs);
-  return true;
-}
-
 /// Dynamic per-tensor quantization in two passes: zero the scale, fold the amax into it (a
-/// strided kernel with enough blocks to fill the GPU), then quantize (the tail first, PDL).
-template <typename T, int kVec>
+/// strided kernel with enough blocks to fill the GPU, kAmaxItems loads in flight a thread), then
+/// quantize (the tail first, PDL; kItems vectors a thread).
+template <typename T, int kVec, int kAmaxItems, int kItems>
 void launch_two_pass(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool flat) {
   using namespace mllm_kernel::host;
-  const std::int64_t blocks = div_ceil(p.rows * (p.hidden / kVec), kBlock);
+  const std::int64_t total = p.rows * (p.hidden / kVec);
   const cudaStream_t stream = LaunchKernel::resolve_device(device);
   RuntimeDeviceCheck(cudaMemsetAsync(p.scales, 0, sizeof(float), stream));
   const int sms = runtime::get_sm_count(device.device_id);
-  const int per_sm = runtime::get_blocks_per_sm(amax_kernel<T, kVec>, kBlock);
-  const std::int64_t amax_blocks = std::min<std::int64_t>(blocks, static_cast<std::int64_t>(sms) * per_sm);
-  LaunchKernel(static_cast<unsigned>(amax_blocks), kBlock, device)(amax_kernel<T, kVec>, p);
-  LaunchKernel(static_cast<unsigned>(blocks), kBlock, device)
-      .enable_pdl(true)(flat ? tensor_quant_kernel<T, kVec, true, true> : tensor_quant_kernel<T, kVec, true, false>, p);
+  const int per_sm = runtime::get_blocks_per_sm(amax_kernel<T, kVec, kAmaxItems>, kBlock);
+  const std::int64_t amax_blocks =
+      std::min<std::int64_t>(div_ceil(total, kBlock * kAmaxItems), static_cast<std::int64_t>(sms) * per_sm);
+  LaunchKernel(static_cast<unsigned>(amax_blocks), kBlock, device)(amax_kernel<T, kVec, kAmaxItems>, p);
+  LaunchKernel(static_cast<unsigned>(div_ceil(total, kBlock * kItems)), kBlock, device)
+      .enable_pdl(true)(flat ? tensor_quant_kernel<T, kVec, true, true, kItems>
+                             : tensor_quant_kernel<T, kVec, true, false, kItems>,
+                        p);
 }
 
-/// Vectors from which the resident kernel replaces the two passes: below, its fixed cost (the
-/// cooperative launch and the grid barrier) outweighs what it saves.
-constexpr std::int64_t kResidentMinVecs = 1LL << 20;
+/// Static per-tensor quantization: one pass with the given scale, kItems vectors a thread.
+template <typename T, int kVec, int kItems>
+void launch_static(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool flat) {
+  using namespace mllm_kernel::host;
+  const std::int64_t total = p.rows * (p.hidden / kVec);
+  LaunchKernel(static_cast<unsigned>(div_ceil(total, kBlock * kItems)), kBlock, device)(
+      flat ? tensor_quant_kernel<T, kVec, false, true, kItems> : tensor_quant_kernel<T, kVec, false, false, kItems>,
+      p);
+}
 
 template <typename T, int kVec>
 void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is_static) {
   using namespace mllm_kernel::host;
   const std::int64_t total = p.rows * (p.hidden / kVec);
-  const std::int64_t blocks = div_ceil(total, kBlock);
-  RuntimeCheck(blocks <= 0x7fffffff, "input too large: ", p.rows, " rows of ", p.hidden);
+  RuntimeCheck(div_ceil(total, kBlock) <= 0x7fffffff, "input too large: ", p.rows, " rows of ", p.hidden);
   const bool flat = p.rows == 1 || (p.in_stride == p.hidden && p.out_stride == p.hidden);
-  if (!is_static && total <= kSmallTensorVecs) {
+  if (is_static) return launch_static<T, kVec, 1>(p, device, flat);
+  if (total <= kSmallTensorVecs) {
     LaunchKernel(1, kBlock, device)(flat ? small_tensor_quant_kernel<T, kVec, true> : small_tensor_quant_kernel<T, kVec, false>,
                                     p);
     return;
   }
-  // Large contiguous tensors of 16-byte vectors: the one-launch resident kernel where the
-  // device can hold it.
-  if (!is_static && flat && kVec > 1 && total >= kResidentMinVecs &&
-      launch_resident<T, kVec, 512, 2, 2>(p, device)) {
-    return;
-  }
-  if (!is_static) return launch_two_pass<T, kVec>(p, device, flat);
-  LaunchKernel(static_cast<unsigned>(blocks), kBlock, device)(
-      flat ? tensor_quant_kernel<T, kVec, false, true> : tensor_quant_kernel<T, kVec, false, false>, p);
+  launch_two_pass<T, kVec, 4, 1>(p, device, flat);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -58,18 +58,6 @@ inline int get_available_dynamic_smem_per_block(int device_id = detail::current_
   return detail::query(cudaDevAttrMaxSharedMemoryPerBlockOptin, device_id, cache);
 }
 
-/// Shared memory of one SM on `device_id`, in bytes (228 KB on an H100).
-inline int get_smem_per_sm(int device_id = detail::current_device()) {
-  static detail::AttributeCache cache;
-  return detail::query(cudaDevAttrMaxSharedMemoryPerMultiprocessor, device_id, cache);
-}
-
-/// Shared memory the system keeps for each resident block on `device_id`, in bytes (1 KB on sm_80+).
-inline int get_reserved_smem_per_block(int device_id = detail::current_device()) {
-  static detail::AttributeCache cache;
-  return detail::query(cudaDevAttrReservedSharedMemoryPerBlock, device_id, cache);
-}
-
 /// Resident blocks of `kernel` per SM for a block size and dynamic shared memory on the
 /// current device; the answer is cached per (kernel, device, block size, smem).
 template <typename... KernelArgs>
@@ -81,12 +69,6 @@ inline int get_blocks_per_sm(void (*kernel)(KernelArgs...), int block_size, std:
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   int blocks = 0;
-  // Above the default 48 KB a kernel must be allowed its dynamic shared memory first (as
-  // LaunchKernel does), or the answer would be 0.
-  if (dynamic_smem > 48 * 1024) {
-    RuntimeDeviceCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(dynamic_smem)));
-  }
   RuntimeDeviceCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, block_size, dynamic_smem));
   cache.emplace(key, blocks);
   return blocks;

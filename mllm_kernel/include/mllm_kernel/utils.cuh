@@ -180,14 +180,6 @@ class LaunchKernel {
     return *this;
   }
 
-  /// Requests a cooperative launch: every block resident at once, so the kernel may wait at a
-  /// grid-wide barrier (cooperative_groups::this_grid().sync()). The grid must fit the device
-  /// (runtime::get_blocks_per_sm times the SM count); the launch fails otherwise.
-  LaunchKernel& enable_cooperative(bool enable = true) {
-    cooperative_ = enable;
-    return *this;
-  }
-
   template <typename... KernelArgs, typename... Args>
   void operator()(void (*kernel)(KernelArgs...), Args&&... args) const {
     int device_id = device_id_;
@@ -203,17 +195,12 @@ class LaunchKernel {
     config.blockDim = block_;
     config.dynamicSmemBytes = smem_;
     config.stream = stream_;
-    cudaLaunchAttribute attribute[2];
-    config.attrs = attribute;
+    cudaLaunchAttribute attribute[1];
     if (pdl_ && detail::compute_capability_major(device_id) >= 9) {
-      attribute[config.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attribute[config.numAttrs].val.programmaticStreamSerializationAllowed = 1;
-      ++config.numAttrs;
-    }
-    if (cooperative_) {
-      attribute[config.numAttrs].id = cudaLaunchAttributeCooperative;
-      attribute[config.numAttrs].val.cooperative = 1;
-      ++config.numAttrs;
+      attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attribute[0].val.programmaticStreamSerializationAllowed = 1;
+      config.attrs = attribute;
+      config.numAttrs = 1;
     }
     RuntimeDeviceCheck(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), loc_);
   }
@@ -225,7 +212,6 @@ class LaunchKernel {
   int device_id_;
   cudaStream_t stream_;
   bool pdl_ = false;
-  bool cooperative_ = false;
   source_location loc_;
 };
 

@@ -1,7 +1,7 @@
-// Launch shapes of the library's resident dynamic per-tensor FP8 kernel (cuda/csrc/quant.cuh)
-// for contiguous bf16 input (benchmarks/tuning/tune_quant.py): threads a block, 16-byte vectors
-// a thread held in registers, blocks an SM, with or without the shared-memory stash; and the
-// two-kernel path the library takes below kResidentMinVecs.
+// Launch shapes of the library's per-tensor FP8 kernels (cuda/csrc/quant.cuh) for contiguous
+// bf16 input (benchmarks/tuning/tune_quant.py): static quantization with kItems vectors a
+// thread, and the dynamic two-pass path with kAmaxItems loads in flight a thread in the amax
+// pass and kItems vectors a thread in the quantization pass.
 #pragma once
 
 #include "../../mllm_kernel/cuda/csrc/quant.cuh"
@@ -33,19 +33,16 @@ QuantParams<bf16_t, fp8_e4m3_t> contiguous_params(tvm::ffi::TensorView out, tvm:
                                           false};
 }
 
-template <int kThreads, int kRegItems, int kBlocksPerSM, bool kStash>
-void run_resident(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi::TensorView input) {
+template <int kItems>
+void run_static_items(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi::TensorView input) {
   DLDevice device;
-  const auto p = contiguous_params(out, scale, input, &device);
-  mllm_kernel::host::RuntimeCheck(launch_resident<bf16_t, 8, kThreads, kRegItems, kBlocksPerSM>(p, device, kStash),
-                                  "the device cannot hold this resident grid");
+  launch_static<bf16_t, 8, kItems>(contiguous_params(out, scale, input, &device), device, true);
 }
 
-/// The two-kernel path (amax pass, then quantization), whatever the size.
+template <int kAmaxItems, int kItems>
 void run_two_pass(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi::TensorView input) {
   DLDevice device;
-  const auto p = contiguous_params(out, scale, input, &device);
-  launch_two_pass<bf16_t, 8>(p, device, true);
+  launch_two_pass<bf16_t, 8, kAmaxItems, kItems>(contiguous_params(out, scale, input, &device), device, true);
 }
 
 }  // namespace
