@@ -218,6 +218,9 @@ __global__ void __launch_bounds__(kBlock) row_quant_kernel(const __grid_constant
 // (kAfterAmax) the quantization walks the tensor from the end backwards, the tail, read last by
 // the amax pass, being still in L2; with a given (static) scale it walks forwards with plain
 // loads and stores (H100, [16384, 4096] bf16: 72 us against 81 us with the backward walk).
+// One cooperative launch that kept most of the tensor on chip (registers, shared memory) across a
+// grid barrier was slower than the two passes (H100: 119 against 117 us at 16384 tokens, 7.0
+// against 5.9 us at 64; the cooperative launch and the barrier cost about 4 us; BENCHMARKS.md).
 
 /// Bytes at the end of the input the amax pass asks L2 to keep (evict_last) for the
 /// quantization pass, which reads them first; H100's L2 is 50 MB.
@@ -569,19 +572,29 @@ void launch_static(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool fl
       p);
 }
 
+/// Vectors below which static quantization takes two a thread.
+constexpr std::int64_t kStaticPairVecs = 1LL << 21;
+
 template <typename T, int kVec>
 void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is_static) {
   using namespace mllm_kernel::host;
   const std::int64_t total = p.rows * (p.hidden / kVec);
   RuntimeCheck(div_ceil(total, kBlock) <= 0x7fffffff, "input too large: ", p.rows, " rows of ", p.hidden);
   const bool flat = p.rows == 1 || (p.in_stride == p.hidden && p.out_stride == p.hidden);
-  if (is_static) return launch_static<T, kVec, 1>(p, device, flat);
+  if (is_static) {
+    // Two vectors a thread up to kStaticPairVecs, one beyond (H100, bf16 rows of 4096, tune_quant.py:
+    // 1.40 against 1.50 us at one token, 6.9 against 7.6 us at 1024; 71.3 against 73.4 us at 16384).
+    if (total < kStaticPairVecs) return launch_static<T, kVec, 2>(p, device, flat);
+    return launch_static<T, kVec, 1>(p, device, flat);
+  }
   if (total <= kSmallTensorVecs) {
     LaunchKernel(1, kBlock, device)(flat ? small_tensor_quant_kernel<T, kVec, true> : small_tensor_quant_kernel<T, kVec, false>,
                                     p);
     return;
   }
-  launch_two_pass<T, kVec, 4, 1>(p, device, flat);
+  // One load in flight a thread in the amax pass and one vector a thread after it: more loads a
+  // thread made both passes slower (H100, tune_quant.py: 117 against 122 us at 16384 tokens).
+  launch_two_pass<T, kVec, 1, 1>(p, device, flat);
 }
 
 // ---------------------------------------------------------------------------------------------
