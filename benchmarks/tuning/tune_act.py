@@ -68,8 +68,7 @@ def main() -> None:
                 fn(x, o)
                 same = torch.equal(o, expected)
                 timing = harness.time_calls(fn, sets)
-                print(f"  {name:<16} {timing.us:8.2f} us {timing.gbps(nbytes):6.0f} GB/s  {comp.us / timing.us:5.2f}x"
-                      f"{'' if same else '  (output differs from the library)'}")
+                harness.print_variant(name, timing, comp, nbytes, 16, same)
             del sets
             torch.cuda.empty_cache()
 

@@ -68,7 +68,7 @@ def _sweep(fused: bool, tokens: list[int], module) -> None:
         print(f"[{t}, {HIDDEN}]  {nbytes / 2**20:.2f} MB   compile {comp.us:.2f} us ({comp.gbps(nbytes):.0f} GB/s)")
         for name, fn in cases.items():
             timing = harness.time_calls(fn, sets)
-            print(f"  {name:<22} {timing.us:8.2f} us {timing.gbps(nbytes):6.0f} GB/s  {comp.us / timing.us:5.2f}x")
+            harness.print_variant(name, timing, comp, nbytes, 22)
         del sets
         torch.cuda.empty_cache()
 

@@ -104,8 +104,7 @@ def main() -> None:
                 else:
                     same = True
                     timing = harness.time_calls(fn, sets)
-                print(f"  {name:<24} {timing.us:8.2f} us {timing.gbps(nbytes):6.0f} GB/s  {comp.us / timing.us:5.2f}x"
-                      f"{'' if same else '  (output differs from the library)'}")
+                harness.print_variant(name, timing, comp, nbytes, 24, same)
             del sets
             torch.cuda.empty_cache()
 

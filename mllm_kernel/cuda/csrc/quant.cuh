@@ -370,7 +370,9 @@ __global__ void __launch_bounds__(kBlock) tensor_quant_kernel(const __grid_const
   // index order).
   const std::int64_t chunk = kAfterAmax ? static_cast<std::int64_t>(gridDim.x) - 1 - blockIdx.x : blockIdx.x;
   const std::int64_t first = chunk * kBlock * kItems + threadIdx.x;
-  const auto in_at = [&](std::int64_t i) { return p.in + (kFlat ? i * kVec : vec_offset(i, vecs_per_row, p.in_stride, kVec)); };
+  const auto in_at = [&](std::int64_t i) {
+    return p.in + (kFlat ? i * kVec : vec_offset(i, vecs_per_row, p.in_stride, kVec));
+  };
   const auto out_at = [&](std::int64_t i) {
     return p.out + (kFlat ? i * kVec : vec_offset(i, vecs_per_row, p.out_stride, kVec));
   };
@@ -542,6 +544,42 @@ void row_quant(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::
   }
 }
 
+/// Verifies input [R, H] (dtype T), out [R, H] float8_e4m3fn (free row strides) and the
+/// float32 [1] scale of per-tensor quantization, and fills the parameters.
+template <typename T>
+QuantParams<T, fp8_e4m3_t> check_tensor(tvm::ffi::TensorView out, tvm::ffi::TensorView scale,
+                                        tvm::ffi::TensorView input, DLDevice* device_out) {
+  using namespace mllm_kernel::host;
+  SymbolicSize R{"num_tokens"}, H{"hidden"}, Sin{"input_row_stride"}, Sout{"out_row_stride"};
+  SymbolicDevice device;
+  (void)TensorMatcher({R, H}).with_strides({Sin, 1}).with_device<kDLCUDA>(device).template with_dtype<T>().verify(input,
+                                                                                                          "input");
+  (void)TensorMatcher({R, H}).with_strides({Sout, 1}).with_dtype<fp8_e4m3_t>().with_device(device).verify(out,
+                                                                                                           "out");
+  (void)TensorMatcher({1}).with_dtype<float>().with_device(device).verify(scale, "scale");
+  RuntimeCheck(R.unwrap() > 0 && H.unwrap() > 0, "input must not be empty, got shape [", R.unwrap(), ", ",
+               H.unwrap(), "]");
+  *device_out = device.unwrap();
+  return QuantParams<T, fp8_e4m3_t>{static_cast<const T*>(input.data_ptr()),
+                                    static_cast<fp8_e4m3_t*>(out.data_ptr()),
+                                    static_cast<float*>(scale.data_ptr()),
+                                    R.unwrap(),
+                                    H.unwrap(),
+                                    Sin.unwrap(),
+                                    Sout.unwrap(),
+                                    0,
+                                    0,
+                                    1,
+                                    0.0f,
+                                    false};
+}
+
+/// Input and output contiguous (or one row): the per-tensor kernels' kFlat addressing applies.
+template <typename T>
+bool is_flat(const QuantParams<T, fp8_e4m3_t>& p) {
+  return p.rows == 1 || (p.in_stride == p.hidden && p.out_stride == p.hidden);
+}
+
 /// Dynamic per-tensor quantization in two passes: zero the scale, fold the amax into it (a
 /// strided kernel with enough blocks to fill the GPU, kAmaxItems loads in flight a thread), then
 /// quantize (the tail first, PDL; kItems vectors a thread).
@@ -580,7 +618,7 @@ void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is
   using namespace mllm_kernel::host;
   const std::int64_t total = p.rows * (p.hidden / kVec);
   RuntimeCheck(div_ceil(total, kBlock) <= 0x7fffffff, "input too large: ", p.rows, " rows of ", p.hidden);
-  const bool flat = p.rows == 1 || (p.in_stride == p.hidden && p.out_stride == p.hidden);
+  const bool flat = is_flat(p);
   if (is_static) {
     // Two vectors a thread up to kStaticPairVecs, one beyond (H100, bf16 rows of 4096, tune_quant.py:
     // 1.40 against 1.50 us at one token, 6.9 against 7.6 us at 1024; 71.3 against 73.4 us at 16384).
@@ -605,33 +643,13 @@ void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is
 template <typename T>
 void per_tensor_quant_fp8(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi::TensorView input,
                           bool is_static) {
-  using namespace mllm_kernel::host;
-  SymbolicSize R{"num_tokens"}, H{"hidden"}, Sin{"input_row_stride"}, Sout{"out_row_stride"};
-  SymbolicDevice device;
-  (void)TensorMatcher({R, H}).with_strides({Sin, 1}).with_device<kDLCUDA>(device).template with_dtype<T>().verify(input,
-                                                                                                          "input");
-  (void)TensorMatcher({R, H}).with_strides({Sout, 1}).with_dtype<fp8_e4m3_t>().with_device(device).verify(out,
-                                                                                                           "out");
-  (void)TensorMatcher({1}).with_dtype<float>().with_device(device).verify(scale, "scale");
-  RuntimeCheck(R.unwrap() > 0 && H.unwrap() > 0, "input must not be empty, got shape [", R.unwrap(), ", ",
-               H.unwrap(), "]");
-  QuantParams<T, fp8_e4m3_t> p{static_cast<const T*>(input.data_ptr()),
-                               static_cast<fp8_e4m3_t*>(out.data_ptr()),
-                               static_cast<float*>(scale.data_ptr()),
-                               R.unwrap(),
-                               H.unwrap(),
-                               Sin.unwrap(),
-                               Sout.unwrap(),
-                               0,
-                               0,
-                               1,
-                               0.0f,
-                               false};
+  DLDevice device;
+  const auto p = check_tensor<T>(out, scale, input, &device);
   constexpr int kVec = mllm_kernel::device::kVecElems<T>;
   if (can_vectorize(p, kVec)) {
-    launch_tensor<T, kVec>(p, device.unwrap(), is_static);
+    launch_tensor<T, kVec>(p, device, is_static);
   } else {
-    launch_tensor<T, 1>(p, device.unwrap(), is_static);
+    launch_tensor<T, 1>(p, device, is_static);
   }
 }
 
