@@ -53,8 +53,9 @@ struct KVParams {
   std::int64_t k_token_stride, k_head_stride;  // bytes
   std::int64_t v_token_stride, v_head_stride;  // bytes
   int heads;
-  int head_units;  // copy units per head
-  bool pdl;        // launched with programmatic dependent launch: run the PDL instructions
+  int head_units;     // copy units per head
+  bool packed_heads;  // k's and v's heads are head_units units apart: unit i of a token is at i
+  bool pdl;           // launched with programmatic dependent launch: run the PDL instructions
 };
 
 constexpr int kKVMaxBlock = 256;
@@ -64,32 +65,53 @@ constexpr int kKVMaxBlock = 256;
 __device__ __forceinline__ int token_unit_begin() { return blockIdx.y * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ int token_unit_step() { return gridDim.y * blockDim.x; }
 
-/// Token blockIdx.x, units from token_unit_begin(). The loads of k and v do not wait for the
-/// slot: they are in bounds whatever it is, so one round trip to memory covers the slot and the
-/// data (only the stores depend on the slot).
+/// Item i of a token whose heads hold `per_head` items each, `head_stride` items apart (items:
+/// copy units or elements). Packed heads, the usual layout (also within a fused QKV output's
+/// token), need no division.
+template <typename Ptr>
+__device__ __forceinline__ Ptr head_element(Ptr token, std::int64_t head_stride, int per_head, bool packed, int i) {
+  if (packed) return token + i;
+  const int h = i / per_head;
+  return token + h * head_stride + (i - h * per_head);
+}
+
+/// Whether a token's slot is written: negative slots are skipped by design, slots past the end
+/// to stay in bounds.
+template <typename Slot>
+__device__ __forceinline__ bool slot_stored(Slot slot, std::int64_t num_slots) {
+  return slot >= 0 && static_cast<std::int64_t>(slot) < num_slots;
+}
+
+/// Token blockIdx.x, units from token_unit_begin(). The stores are predicated on the slot, not
+/// branched on (store_if), so the loads of k and v are issued with the slot's and the three share
+/// one round trip to memory; behind a branch on the slot the compiler sank them past its wait.
 template <typename Unit, typename Slot>
 __global__ void __launch_bounds__(kKVMaxBlock) store_kv_cache_kernel(const __grid_constant__ KVParams<Slot> p) {
   using namespace mllm_kernel::device;
   if (p.pdl) pdl_wait_and_release();
   const std::int64_t t = blockIdx.x;
-  const std::int64_t slot = static_cast<std::int64_t>(p.slots[t]);
-  // Negative slots are skipped by design; slots past the end are skipped to stay in bounds.
-  const bool store = slot >= 0 && slot < p.num_slots;
   const int units = p.heads * p.head_units;
-  const auto* k_src = p.k + t * p.k_token_stride;
-  const auto* v_src = p.v + t * p.v_token_stride;
-  const std::int64_t slot_offset = (store ? slot : 0) * units;  // no pointer formed from a skipped slot
-  auto* k_dst = reinterpret_cast<Unit*>(p.k_cache) + slot_offset;
-  auto* v_dst = reinterpret_cast<Unit*>(p.v_cache) + slot_offset;
-  for (int i = token_unit_begin(); i < units; i += token_unit_step()) {
-    const int h = i / p.head_units;
-    const int c = i - h * p.head_units;
-    const Unit kx = reinterpret_cast<const Unit*>(k_src + h * p.k_head_stride)[c];
-    const Unit vx = reinterpret_cast<const Unit*>(v_src + h * p.v_head_stride)[c];
-    if (store) {
-      k_dst[i] = kx;
-      v_dst[i] = vx;
-    }
+  int i = token_unit_begin();
+  if (i >= units) return;
+  // Unit-typed views of the token's k and v, and the head stride in units.
+  const auto* k_src = reinterpret_cast<const Unit*>(p.k + t * p.k_token_stride);
+  const auto* v_src = reinterpret_cast<const Unit*>(p.v + t * p.v_token_stride);
+  const std::int64_t k_head = p.k_head_stride / static_cast<std::int64_t>(sizeof(Unit));
+  const std::int64_t v_head = p.v_head_stride / static_cast<std::int64_t>(sizeof(Unit));
+  Unit kx = *head_element(k_src, k_head, p.head_units, p.packed_heads, i);
+  Unit vx = *head_element(v_src, v_head, p.head_units, p.packed_heads, i);
+  const Slot slot = p.slots[t];
+  const bool store = slot_stored(slot, p.num_slots);
+  const std::int64_t slot_offset = (store ? static_cast<std::int64_t>(slot) : 0) * units;  // a valid address
+  Unit* k_dst = reinterpret_cast<Unit*>(p.k_cache) + slot_offset;
+  Unit* v_dst = reinterpret_cast<Unit*>(p.v_cache) + slot_offset;
+  while (true) {
+    store_if(store, k_dst + i, kx);
+    store_if(store, v_dst + i, vx);
+    i += token_unit_step();
+    if (i >= units) break;
+    kx = *head_element(k_src, k_head, p.head_units, p.packed_heads, i);
+    vx = *head_element(v_src, v_head, p.head_units, p.packed_heads, i);
   }
 }
 
@@ -109,6 +131,7 @@ template <typename Unit, typename Slot>
 void launch_kv(KVParams<Slot> p, std::int64_t tokens, std::int64_t head_bytes, DLDevice device, bool enable_pdl) {
   using namespace mllm_kernel::host;
   p.head_units = static_cast<int>(head_bytes / static_cast<std::int64_t>(sizeof(Unit)));
+  p.packed_heads = p.heads == 1 || (p.k_head_stride == head_bytes && p.v_head_stride == head_bytes);
   p.pdl = enable_pdl;
   const std::int64_t units = static_cast<std::int64_t>(p.heads) * p.head_units;
   const int threads = kv_threads(units);
@@ -159,11 +182,14 @@ struct KVQuantParams {
   std::int64_t k_token_stride, k_head_stride;  // elements
   std::int64_t v_token_stride, v_head_stride;  // elements
   int heads;
-  int head_vecs;  // vectors of kVec elements per head
-  bool pdl;       // launched with programmatic dependent launch: run the PDL instructions
+  int head_vecs;      // vectors of kVec elements per head
+  bool packed_heads;  // k's and v's heads are head_vecs vectors apart: vector i of a token is at i
+  bool pdl;           // launched with programmatic dependent launch: run the PDL instructions
 };
 
 /// Token blockIdx.x, vectors from token_unit_begin() of the token's H * D elements, of k and v.
+/// As in the plain store, the stores are predicated on the slot; every load is issued before the
+/// scales' reciprocals (load_issued_here), whose slow paths are branches that loads sank past.
 template <typename T, int kVec, typename Slot>
 __global__ void __launch_bounds__(kKVMaxBlock)
     store_kv_cache_fp8_kernel(const __grid_constant__ KVQuantParams<T, Slot> p) {
@@ -171,22 +197,31 @@ __global__ void __launch_bounds__(kKVMaxBlock)
   using Vec = AlignedVector<T, kVec>;
   if (p.pdl) pdl_wait_and_release();
   const std::int64_t t = blockIdx.x;
-  const std::int64_t slot = static_cast<std::int64_t>(p.slots[t]);
-  // As in the plain store, the loads (k, v and the scales) do not wait for the slot.
-  const bool store = slot >= 0 && slot < p.num_slots;
   const int vecs = p.heads * p.head_vecs;
-  const std::int64_t slot_offset = (store ? slot : 0) * vecs;  // in vectors of the cache
-  const ScaleDivisor k_scale(*p.k_scale), v_scale(*p.v_scale);
-  for (int i = token_unit_begin(); i < vecs; i += token_unit_step()) {
-    const int h = i / p.head_vecs;
-    const int c = i - h * p.head_vecs;
-    Vec kx, vx;
-    kx.load(p.k + t * p.k_token_stride + h * p.k_head_stride, c);
-    vx.load(p.v + t * p.v_token_stride + h * p.v_head_stride, c);
-    if (store) {
-      quantize_store(kx, k_scale, p.k_cache, slot_offset + i);
-      quantize_store(vx, v_scale, p.v_cache, slot_offset + i);
-    }
+  int i = token_unit_begin();
+  if (i >= vecs) return;
+  // Vec-typed views of the token's k and v (strides are multiples of kVec), head strides in vectors.
+  const auto* k_src = reinterpret_cast<const Vec*>(p.k + t * p.k_token_stride);
+  const auto* v_src = reinterpret_cast<const Vec*>(p.v + t * p.v_token_stride);
+  const std::int64_t k_head = p.k_head_stride / kVec, v_head = p.v_head_stride / kVec;
+  Vec kx = load_issued_here(head_element(k_src, k_head, p.head_vecs, p.packed_heads, i));
+  Vec vx = load_issued_here(head_element(v_src, v_head, p.head_vecs, p.packed_heads, i));
+  const Slot slot = load_issued_here(p.slots + t);
+  const float k_scale_value = load_issued_here(p.k_scale), v_scale_value = load_issued_here(p.v_scale);
+  const ScaleDivisor k_scale(k_scale_value), v_scale(v_scale_value);
+  const bool store = slot_stored(slot, p.num_slots);
+  // In vectors of the cache (OutVec); slot 0 keeps the address valid for a skipped token.
+  const std::int64_t slot_offset = (store ? static_cast<std::int64_t>(slot) : 0) * vecs;
+  using OutVec = AlignedVector<fp8_e4m3_t, kVec>;
+  auto* k_dst = reinterpret_cast<OutVec*>(p.k_cache) + slot_offset;
+  auto* v_dst = reinterpret_cast<OutVec*>(p.v_cache) + slot_offset;
+  while (true) {
+    store_if(store, k_dst + i, quantize<fp8_e4m3_t>(kx, k_scale));
+    store_if(store, v_dst + i, quantize<fp8_e4m3_t>(vx, v_scale));
+    i += token_unit_step();
+    if (i >= vecs) break;
+    kx = *head_element(k_src, k_head, p.head_vecs, p.packed_heads, i);
+    vx = *head_element(v_src, v_head, p.head_vecs, p.packed_heads, i);
   }
 }
 
@@ -195,6 +230,7 @@ void launch_kv_fp8(KVQuantParams<T, Slot> p, std::int64_t tokens, std::int64_t h
                    bool enable_pdl) {
   using namespace mllm_kernel::host;
   p.head_vecs = static_cast<int>(head_dim / kVec);
+  p.packed_heads = p.heads == 1 || (p.k_head_stride == head_dim && p.v_head_stride == head_dim);
   p.pdl = enable_pdl;
   const std::int64_t vecs = static_cast<std::int64_t>(p.heads) * p.head_vecs;
   const int threads = kv_threads(vecs);
@@ -248,6 +284,7 @@ void store_kv_cache(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::Te
                      a.v_s1.unwrap() * elem,
                      static_cast<int>(heads),
                      0,
+                     false,
                      false};
     dispatch_unit(p, tokens, heads, head_bytes, a.device.unwrap(), enable_pdl);
   };
@@ -286,6 +323,7 @@ void store_kv_cache_fp8(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi
                              a.v_s1.unwrap(),
                              static_cast<int>(heads),
                              0,
+                             false,
                              false};
     dispatch_fp8(p, tokens, heads, head_dim, a.device.unwrap(), enable_pdl);
   };

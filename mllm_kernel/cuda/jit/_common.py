@@ -33,21 +33,25 @@ def pick(kernels: dict[torch.dtype, K], op: str, name: str, tensor: object) -> K
     return kernel
 
 
-class FunctionCache:
-    """The compiled function for (op, dtype), looked up once: the hot path of every wrapper is
-    then one dict lookup instead of pick() + JitKernel.__call__ + a module attribute."""
+class FunctionTable(dict):
+    """``op``'s compiled function per dtype. A wrapper's hot path is one dict lookup, no Python
+    call (about 50 ns less per call than a lookup method)::
 
-    def __init__(self, kernels: dict[torch.dtype, object]) -> None:
-        self._kernels = kernels
-        self._functions: dict[tuple[str, torch.dtype], Callable] = {}
-
-    def get(self, op: str, name: str, tensor: object) -> Callable:
-        """``op`` of the module for ``tensor``'s dtype (built on first use); ValueError like
-        :func:`pick` for a non-tensor or an unsupported dtype."""
         try:
-            return self._functions[op, tensor.dtype]  # type: ignore[union-attr]
-        except (KeyError, AttributeError, TypeError):
-            pass
-        function = getattr(pick(self._kernels, op, name, tensor)(), op)
-        self._functions[op, tensor.dtype] = function  # type: ignore[union-attr]
+            function = TABLE[input.dtype]
+        except (KeyError, AttributeError):  # first call for this dtype, or not a supported tensor
+            function = TABLE.lookup(input)
+
+    :meth:`lookup` builds the dtype's module (first use) and stores its function, or raises
+    :func:`pick`'s ValueError for a non-tensor or an unsupported dtype."""
+
+    def __init__(self, kernels: dict[torch.dtype, object], op: str, name: str) -> None:
+        super().__init__()
+        self._kernels = kernels
+        self.op = op
+        self.name = name  # the argument named in messages
+
+    def lookup(self, tensor: object) -> Callable:
+        function = getattr(pick(self._kernels, self.op, self.name, tensor)(), self.op)
+        self[tensor.dtype] = function  # type: ignore[union-attr]
         return function

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from mllm_kernel.cuda.jit._common import FunctionCache, per_dtype
+from mllm_kernel.cuda.jit._common import FunctionTable, per_dtype
 from mllm_kernel.jit_utils import jit, make_cpp_args
 from mllm_kernel.rows import as_rows
 
@@ -34,11 +34,16 @@ def _make_kernel(dtype: torch.dtype):
 
 
 _KERNELS = per_dtype(_make_kernel)
-_FUNCTIONS = FunctionCache(_KERNELS)
+_SILU_AND_MUL = FunctionTable(_KERNELS, "silu_and_mul", "input")
+_GELU_AND_MUL = FunctionTable(_KERNELS, "gelu_and_mul", "input")
 
 
-def _run(op: str, input: torch.Tensor, out: torch.Tensor | None, *flags: bool) -> torch.Tensor:
-    function = _FUNCTIONS.get(op, "input", input)
+def _run(table: FunctionTable, input: torch.Tensor, out: torch.Tensor | None, *flags: bool) -> torch.Tensor:
+    op = table.op
+    try:
+        function = table[input.dtype]
+    except (KeyError, AttributeError):
+        function = table.lookup(input)
     x = input if input.dim() == 2 else as_rows(input, op, "input")
     if out is None:
         shape = input.shape
@@ -54,7 +59,7 @@ def _run(op: str, input: torch.Tensor, out: torch.Tensor | None, *flags: bool) -
 def silu_and_mul(input: torch.Tensor, out: torch.Tensor | None = None, *, enable_pdl: bool = False) -> torch.Tensor:
     """``silu(input[..., :d]) * input[..., d:]`` for ``input`` of shape [..., 2d] (rows may be
     strided). ``out`` ([..., d], same dtype; allocated when None) is returned."""
-    return _run("silu_and_mul", input, out, bool(enable_pdl))
+    return _run(_SILU_AND_MUL, input, out, bool(enable_pdl))
 
 
 def gelu_and_mul(
@@ -68,4 +73,4 @@ def gelu_and_mul(
     like ``torch.nn.functional.gelu``) or "tanh". ``out`` ([..., d]) is returned."""
     if approximate not in _GELU_APPROXIMATIONS:
         raise ValueError(f"gelu_and_mul: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return _run("gelu_and_mul", input, out, approximate == "tanh", bool(enable_pdl))
+    return _run(_GELU_AND_MUL, input, out, approximate == "tanh", bool(enable_pdl))

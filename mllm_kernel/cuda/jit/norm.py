@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from mllm_kernel.cuda.jit._common import FunctionCache, per_dtype
+from mllm_kernel.cuda.jit._common import FunctionTable, per_dtype
 from mllm_kernel.jit_utils import jit, make_cpp_args
 from mllm_kernel.rows import as_rows
 
@@ -35,7 +35,9 @@ def _make_kernel(dtype: torch.dtype):
 
 
 _KERNELS = per_dtype(_make_kernel)
-_FUNCTIONS = FunctionCache(_KERNELS)
+_RMSNORM, _FUSED_ADD_RMSNORM, _QKNORM, _QKNORM_ACROSS_HEADS = (
+    FunctionTable(_KERNELS, op, "q" if op.startswith("qknorm") else "input") for op in _OPS
+)
 
 
 def rmsnorm(
@@ -53,7 +55,10 @@ def rmsnorm(
     QKV output). ``weight`` is [hidden], same dtype. ``out`` (same shape and dtype; allocated
     when None) receives the result and is returned.
     """
-    function = _FUNCTIONS.get("rmsnorm", "input", input)
+    try:
+        function = _RMSNORM[input.dtype]
+    except (KeyError, AttributeError):
+        function = _RMSNORM.lookup(input)
     # 2-D tensors (the common case) skip as_rows; empty_like is several times cheaper than
     # torch.empty(shape, dtype=, device=) and gives the same layout for any flattenable input.
     x = input if input.dim() == 2 else as_rows(input, "rmsnorm", "input")
@@ -78,7 +83,10 @@ def fused_add_rmsnorm(
     ``input`` and ``residual`` are [..., hidden] of one dtype (rows may be strided); ``weight``
     is [hidden].
     """
-    function = _FUNCTIONS.get("fused_add_rmsnorm", "input", input)
+    try:
+        function = _FUSED_ADD_RMSNORM[input.dtype]
+    except (KeyError, AttributeError):
+        function = _FUSED_ADD_RMSNORM.lookup(input)
     x = input if input.dim() == 2 else as_rows(input, "fused_add_rmsnorm", "input")
     r = residual
     if isinstance(residual, torch.Tensor) and residual.dim() != 2:
@@ -101,7 +109,11 @@ def qknorm(
     head strides, unit stride in head_dim: slices of a fused QKV output work); the weights are
     [head_dim]. Both are normalised by one launch.
     """
-    _FUNCTIONS.get("qknorm", "q", q)(q, k, q_weight, k_weight, float(eps), bool(enable_pdl))
+    try:
+        function = _QKNORM[q.dtype]
+    except (KeyError, AttributeError):
+        function = _QKNORM.lookup(q)
+    function(q, k, q_weight, k_weight, float(eps), bool(enable_pdl))
 
 
 def qknorm_across_heads(
@@ -118,4 +130,8 @@ def qknorm_across_heads(
 
     Heads must be packed within a token (head stride == head_dim); the token stride is free.
     """
-    _FUNCTIONS.get("qknorm_across_heads", "q", q)(q, k, q_weight, k_weight, float(eps), bool(enable_pdl))
+    try:
+        function = _QKNORM_ACROSS_HEADS[q.dtype]
+    except (KeyError, AttributeError):
+        function = _QKNORM_ACROSS_HEADS.lookup(q)
+    function(q, k, q_weight, k_weight, float(eps), bool(enable_pdl))

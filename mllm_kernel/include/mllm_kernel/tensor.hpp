@@ -39,9 +39,17 @@ namespace mllm_kernel::host {
 
 namespace detail {
 
-/// Where a symbol got its value, for "as bound by ..." in messages.
-struct Binding {
-  std::string origin;
+/// Where a symbol got its value, for "as bound by ..." in messages. Views only, so that a
+/// check that passes allocates nothing: `name` has static storage (a tensor's name, a literal);
+/// a value from an unnamed tensor is told by the location of its verify call.
+struct Origin {
+  std::string_view name;
+  const char* file = nullptr;  // set for an unnamed tensor
+  std::uint_least32_t line = 0;
+
+  std::string text() const {
+    return file ? concat("tensor verified at ", short_file_name(file), ":", line) : std::string(name);
+  }
 };
 
 /// A named holder for a DLDataType: nvcc 13 in C++20 mode crashes (internal error in
@@ -101,7 +109,8 @@ inline std::string join_device_types(const InlineList<int, N>& types) {
 
 }  // namespace detail
 
-/// A named size (or stride) that binds on first sight and must match afterwards.
+/// A named size (or stride) that binds on first sight and must match afterwards. Names and
+/// origins are kept as views: pass string literals.
 class SymbolicSize {
  public:
   explicit SymbolicSize(std::string_view name = "") : name_(name) {}
@@ -109,32 +118,35 @@ class SymbolicSize {
   SymbolicSize& operator=(const SymbolicSize&) = delete;
 
   /// The symbol's name as given ("hidden"), used in messages.
-  const std::string& name() const { return name_; }
+  std::string_view name() const { return name_; }
   /// Whether a value has been bound.
   bool has_value() const { return value_.has_value(); }
   /// The bound value, if any.
   std::optional<std::int64_t> get() const { return value_; }
-  /// Where the value was bound ("input", "bound by the caller").
-  const std::string& origin() const { return binding_.origin; }
+  /// Where the value was bound ("input", "the caller").
+  std::string origin() const { return origin_.text(); }
 
-  /// Binds a value before any tensor is verified (e.g. a size that comes from an argument).
-  void bind(std::int64_t value, std::string origin = "the caller") {
+  /// Binds a value before any tensor is verified (e.g. a size that comes from an argument);
+  /// `origin` is a string literal.
+  void bind(std::int64_t value, std::string_view origin = "the caller") { bind(value, detail::Origin{origin}); }
+  void bind(std::int64_t value, const detail::Origin& origin) {
     value_ = value;
-    binding_.origin = std::move(origin);
+    origin_ = origin;
   }
 
   /// The bound value; a ValueError when nothing bound it.
   std::int64_t unwrap(source_location loc = source_location::current()) const {
     if (!value_) {
-      detail::throw_panic("ValueError", "symbol '" + name_ + "' was never bound by a verified tensor", loc);
+      detail::throw_panic("ValueError", detail::concat("symbol '", name_, "' was never bound by a verified tensor"),
+                          loc);
     }
     return *value_;
   }
 
  private:
-  std::string name_;
+  std::string_view name_;
   std::optional<std::int64_t> value_;
-  detail::Binding binding_;
+  detail::Origin origin_;
 };
 
 /// A dtype that binds on first sight; an optional allowed set comes from `with_dtype<Ts...>`.
@@ -146,7 +158,7 @@ class SymbolicDType {
 
   bool has_value() const { return value_.has_value(); }
   std::optional<DLDataType> get() const { return value_; }
-  const std::string& origin() const { return origin_; }
+  std::string origin() const { return origin_.text(); }
 
   /// The bound dtype; a ValueError when nothing bound it.
   DLDataType unwrap(source_location loc = source_location::current()) const {
@@ -159,14 +171,16 @@ class SymbolicDType {
     return value_ && same_dtype(*value_, dl_dtype<T>::value);
   }
 
-  void bind(DLDataType value, std::string origin) {
+  /// `origin` is a string literal.
+  void bind(DLDataType value, std::string_view origin) { bind(value, detail::Origin{origin}); }
+  void bind(DLDataType value, const detail::Origin& origin) {
     value_ = value;
-    origin_ = std::move(origin);
+    origin_ = origin;
   }
 
  private:
   std::optional<DLDataType> value_;
-  std::string origin_;
+  detail::Origin origin_;
 };
 
 /// A device that binds on first sight.
@@ -178,7 +192,7 @@ class SymbolicDevice {
 
   bool has_value() const { return value_.has_value(); }
   std::optional<DLDevice> get() const { return value_; }
-  const std::string& origin() const { return origin_; }
+  std::string origin() const { return origin_.text(); }
 
   /// The bound device; a ValueError when nothing bound it.
   DLDevice unwrap(source_location loc = source_location::current()) const {
@@ -186,14 +200,16 @@ class SymbolicDevice {
     return *value_;
   }
 
-  void bind(DLDevice value, std::string origin) {
+  /// `origin` is a string literal.
+  void bind(DLDevice value, std::string_view origin) { bind(value, detail::Origin{origin}); }
+  void bind(DLDevice value, const detail::Origin& origin) {
     value_ = value;
-    origin_ = std::move(origin);
+    origin_ = origin;
   }
 
  private:
   std::optional<DLDevice> value_;
-  std::string origin_;
+  detail::Origin origin_;
 };
 
 /// One expected size or stride: a symbol, a fixed value, or -1 for "anything".
@@ -211,7 +227,7 @@ class SizeSpec {
 
   /// "hidden", "4096" or "*", for the expected-shape text of messages.
   std::string describe() const {
-    if (symbol_) return symbol_->name().empty() ? std::string("?") : symbol_->name();
+    if (symbol_) return symbol_->name().empty() ? std::string("?") : std::string(symbol_->name());
     return is_any() ? std::string("*") : std::to_string(value_);
   }
 
@@ -266,7 +282,7 @@ class TensorMatcher {
   /// `name` must outlive the matcher (a string literal, as in every kernel).
   TensorMatcher&& verify(tvm::ffi::TensorView tensor, std::string_view name,
                          source_location loc = source_location::current()) && {
-    check(tensor, name, loc);
+    check(tensor, name, detail::Origin{name}, loc);
     return std::move(*this);
   }
   /// As above, for an unnamed tensor: messages name it by the verify call's location.
@@ -274,7 +290,7 @@ class TensorMatcher {
                          source_location loc = source_location::current()) && {
     unnamed_ = std::string("tensor verified at ") + short_file_name(loc.file_name()) + ":" +
                std::to_string(loc.line());
-    check(tensor, unnamed_, loc);
+    check(tensor, unnamed_, detail::Origin{{}, loc.file_name(), loc.line()}, loc);
     return std::move(*this);
   }
 
@@ -299,16 +315,16 @@ class TensorMatcher {
 
   /// Checks one size or stride against its spec, binding a symbol on first sight. Message
   /// text is built only when the check fails.
-  static void match_value(const SizeSpec& spec, std::int64_t actual, std::string_view tensor, const char* what,
-                          int index, const source_location& loc) {
+  static void match_value(const SizeSpec& spec, std::int64_t actual, std::string_view tensor,
+                          const detail::Origin& origin, const char* what, int index, const source_location& loc) {
     if (spec.is_any()) return;
     if (SymbolicSize* sym = spec.symbol()) {
       if (!sym->has_value()) {
-        sym->bind(actual, std::string(tensor));
+        sym->bind(actual, origin);
         return;
       }
       if (*sym->get() != actual) [[unlikely]] {
-        const std::string label = sym->name().empty() ? std::string() : " (" + sym->name() + ")";
+        const std::string label = sym->name().empty() ? std::string() : detail::concat(" (", sym->name(), ")");
         detail::throw_panic("ValueError",
                             detail::concat(tensor, ": ", what, " ", index, label, " must be ", *sym->get(),
                                            " as bound by ", sym->origin(), ", got ", actual),
@@ -323,7 +339,8 @@ class TensorMatcher {
     }
   }
 
-  void check(tvm::ffi::TensorView tensor, std::string_view name, const source_location& loc) {
+  void check(tvm::ffi::TensorView tensor, std::string_view name, const detail::Origin& origin,
+             const source_location& loc) {
     const int ndim = tensor.ndim();
     const std::int64_t* shape = tensor.shape().data();
     const int expected_ndim = static_cast<int>(shape_.size());
@@ -334,13 +351,13 @@ class TensorMatcher {
                           loc);
     }
     // Dtype and device first: a wrong dtype explains odd sizes better than the sizes do.
-    check_dtype(tensor.dtype(), name, loc);
-    check_device(tensor.device(), name, loc);
+    check_dtype(tensor.dtype(), name, origin, loc);
+    check_device(tensor.device(), name, origin, loc);
     if (tensor.byte_offset() != 0) {
       detail::throw_panic("ValueError", detail::concat(name, ": byte_offset must be 0, got ", tensor.byte_offset()),
                           loc);
     }
-    for (int i = 0; i < ndim; ++i) match_value(shape_[i], shape[i], name, "dim", i, loc);
+    for (int i = 0; i < ndim; ++i) match_value(shape_[i], shape[i], name, origin, "dim", i, loc);
 
     // tvm-ffi views always carry strides (a DLPack producer's NULL is filled in on import).
     const std::int64_t* strides = ndim == 0 ? nullptr : tensor.strides().data();
@@ -351,7 +368,7 @@ class TensorMatcher {
                                            " strides for ", ndim, " dims"),
                             loc);
       }
-      for (int i = 0; i < ndim; ++i) match_value(strides_[i], strides[i], name, "stride", i, loc);
+      for (int i = 0; i < ndim; ++i) match_value(strides_[i], strides[i], name, origin, "stride", i, loc);
       return;
     }
     // Contiguous in PyTorch's sense: the stride of a dimension of size 1 is never used, and a
@@ -377,7 +394,8 @@ class TensorMatcher {
     }
   }
 
-  void check_dtype(DLDataType actual, std::string_view name, const source_location& loc) {
+  void check_dtype(DLDataType actual, std::string_view name, const detail::Origin& origin,
+                   const source_location& loc) {
     if (!allowed_dtypes_.empty()) {
       bool ok = false;
       for (const auto& d : allowed_dtypes_) ok = ok || same_dtype(d.value, actual);
@@ -391,7 +409,7 @@ class TensorMatcher {
     }
     if (dtype_ == nullptr) return;
     if (!dtype_->has_value()) {
-      dtype_->bind(actual, std::string(name));
+      dtype_->bind(actual, origin);
     } else if (!same_dtype(*dtype_->get(), actual)) {
       detail::throw_panic("ValueError",
                           detail::concat(name, ": dtype must be ", dtype_name(*dtype_->get()), " as bound by ",
@@ -400,7 +418,8 @@ class TensorMatcher {
     }
   }
 
-  void check_device(DLDevice actual, std::string_view name, const source_location& loc) {
+  void check_device(DLDevice actual, std::string_view name, const detail::Origin& origin,
+                    const source_location& loc) {
     if (!allowed_devices_.empty()) {
       bool ok = false;
       for (int d : allowed_devices_) ok = ok || d == actual.device_type;
@@ -413,7 +432,7 @@ class TensorMatcher {
     }
     if (device_ == nullptr) return;
     if (!device_->has_value()) {
-      device_->bind(actual, std::string(name));
+      device_->bind(actual, origin);
     } else if (!same_device(*device_->get(), actual)) {
       detail::throw_panic("ValueError",
                           detail::concat(name, ": device must be ", device_name(*device_->get()), " as bound by ",

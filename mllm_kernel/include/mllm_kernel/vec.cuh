@@ -68,6 +68,81 @@ struct alignas(sizeof(T) * N) AlignedVector {
   }
 };
 
+/// `*ptr` (1, 2, 4, 8 or 16 bytes, aligned to its size; global memory) loaded by a volatile asm
+/// load: the compiler keeps it in program order with the other volatile ones instead of sinking
+/// it next to its first use. Loads that feed code with branches (an IEEE reciprocal's slow path)
+/// must all be issued before it: a load sunk past a branch costs one more round trip to memory.
+template <typename U>
+MLLM_DEVICE U load_issued_here(const U* ptr) {
+  static_assert(sizeof(U) == 1 || sizeof(U) == 2 || sizeof(U) == 4 || sizeof(U) == 8 || sizeof(U) == 16);
+  U value;
+  if constexpr (sizeof(U) == 16) {
+    uint4 raw;
+    asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(raw.x), "=r"(raw.y), "=r"(raw.z), "=r"(raw.w)
+                 : "l"(ptr));
+    __builtin_memcpy(&value, &raw, 16);
+  } else if constexpr (sizeof(U) == 8) {
+    unsigned long long raw;
+    asm volatile("ld.global.u64 %0, [%1];" : "=l"(raw) : "l"(ptr));
+    __builtin_memcpy(&value, &raw, 8);
+  } else if constexpr (sizeof(U) == 4) {
+    unsigned raw;
+    asm volatile("ld.global.u32 %0, [%1];" : "=r"(raw) : "l"(ptr));
+    __builtin_memcpy(&value, &raw, 4);
+  } else if constexpr (sizeof(U) == 2) {
+    unsigned short raw;
+    asm volatile("ld.global.u16 %0, [%1];" : "=h"(raw) : "l"(ptr));
+    __builtin_memcpy(&value, &raw, 2);
+  } else {
+    unsigned raw;
+    asm volatile("ld.global.u8 %0, [%1];" : "=r"(raw) : "l"(ptr));
+    const auto byte = static_cast<unsigned char>(raw);
+    __builtin_memcpy(&value, &byte, 1);
+  }
+  return value;
+}
+
+/// `*ptr = value` when `pred`, as one predicated store instruction (1, 2, 4, 8 or 16 bytes,
+/// `ptr` aligned to the size; global memory). With an `if (pred)` around a plain store, the
+/// compiler may sink the loads that feed `value` into the branch, behind the wait for `pred`:
+/// data loaded ahead of the index that decides its store would then cost two round trips to
+/// memory instead of one. `ptr` must be a valid address even when `pred` is false.
+template <typename U>
+MLLM_DEVICE void store_if(bool pred, U* ptr, const U& value) {
+  static_assert(sizeof(U) == 1 || sizeof(U) == 2 || sizeof(U) == 4 || sizeof(U) == 8 || sizeof(U) == 16);
+  const unsigned p = pred;
+  if constexpr (sizeof(U) == 16) {
+    uint4 raw;
+    __builtin_memcpy(&raw, &value, 16);
+    asm volatile("{ .reg .pred p; setp.ne.u32 p, %0, 0; @p st.global.v4.u32 [%1], {%2, %3, %4, %5}; }" ::"r"(p),
+                 "l"(ptr), "r"(raw.x), "r"(raw.y), "r"(raw.z), "r"(raw.w)
+                 : "memory");
+  } else if constexpr (sizeof(U) == 8) {
+    uint2 raw;
+    __builtin_memcpy(&raw, &value, 8);
+    asm volatile("{ .reg .pred p; setp.ne.u32 p, %0, 0; @p st.global.v2.u32 [%1], {%2, %3}; }" ::"r"(p), "l"(ptr),
+                 "r"(raw.x), "r"(raw.y)
+                 : "memory");
+  } else if constexpr (sizeof(U) == 4) {
+    unsigned raw;
+    __builtin_memcpy(&raw, &value, 4);
+    asm volatile("{ .reg .pred p; setp.ne.u32 p, %0, 0; @p st.global.u32 [%1], %2; }" ::"r"(p), "l"(ptr), "r"(raw)
+                 : "memory");
+  } else if constexpr (sizeof(U) == 2) {
+    unsigned short raw;
+    __builtin_memcpy(&raw, &value, 2);
+    asm volatile("{ .reg .pred p; setp.ne.u32 p, %0, 0; @p st.global.u16 [%1], %2; }" ::"r"(p), "l"(ptr), "h"(raw)
+                 : "memory");
+  } else {
+    unsigned char byte;
+    __builtin_memcpy(&byte, &value, 1);
+    const unsigned raw = byte;
+    asm volatile("{ .reg .pred p; setp.ne.u32 p, %0, 0; @p st.global.u8 [%1], %2; }" ::"r"(p), "l"(ptr), "r"(raw)
+                 : "memory");
+  }
+}
+
 /// Whether `ptr` is aligned to `bytes` (a power of two); host and device.
 MLLM_HOST_DEVICE bool is_aligned(const void* ptr, std::size_t bytes) {
   return (reinterpret_cast<std::uintptr_t>(ptr) & (bytes - 1)) == 0;
