@@ -130,6 +130,13 @@ def test_act_tuning_kernels_build():
         assert callable(getattr(module, f"act_{elems}x{threads}"))
 
 
+def test_kv_tuning_kernels_build():
+    """benchmarks/tuning/tune_kv.py's kernels compile (the sweep itself needs a GPU)."""
+    tune_kv, module = _tuning_module("tune_kv")
+    for threads in tune_kv.THREADS:
+        assert callable(getattr(module, f"kv_{threads}"))
+
+
 def test_quant_tuning_kernels_build():
     """benchmarks/tuning/tune_quant.py's kernels compile (the timing itself needs a GPU)."""
     tune_quant, module = _tuning_module("tune_quant")

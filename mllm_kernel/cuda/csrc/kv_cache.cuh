@@ -127,14 +127,16 @@ inline int kv_threads(std::int64_t units) {
   return static_cast<int>(std::min<std::int64_t>(kKVMaxBlock, mllm_kernel::host::div_ceil(units, 32) * 32));
 }
 
+/// `threads`: threads a block (a multiple of 32, at most kKVMaxBlock), or 0 for kv_threads().
 template <typename Unit, typename Slot>
-void launch_kv(KVParams<Slot> p, std::int64_t tokens, std::int64_t head_bytes, DLDevice device, bool enable_pdl) {
+void launch_kv(KVParams<Slot> p, std::int64_t tokens, std::int64_t head_bytes, DLDevice device, bool enable_pdl,
+               int threads = 0) {
   using namespace mllm_kernel::host;
   p.head_units = static_cast<int>(head_bytes / static_cast<std::int64_t>(sizeof(Unit)));
   p.packed_heads = p.heads == 1 || (p.k_head_stride == head_bytes && p.v_head_stride == head_bytes);
   p.pdl = enable_pdl;
   const std::int64_t units = static_cast<std::int64_t>(p.heads) * p.head_units;
-  const int threads = kv_threads(units);
+  if (threads == 0) threads = kv_threads(units);
   LaunchKernel(kv_grid(tokens, units, threads), threads, device)
       .enable_pdl(enable_pdl)(store_kv_cache_kernel<Unit, Slot>, p);
 }

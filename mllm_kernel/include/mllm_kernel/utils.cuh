@@ -3,6 +3,7 @@
 // `LaunchKernel`, which launches on the stream PyTorch is using.
 #pragma once
 
+#include <mllm_kernel/driver_launch.cuh>
 #include <mllm_kernel/dtype.hpp>
 #include <mllm_kernel/host_device.hpp>
 #include <mllm_kernel/source_location.hpp>
@@ -190,13 +191,16 @@ class LaunchKernel {
                                               static_cast<int>(smem_)),
                          loc_);
     }
+    const bool pdl = pdl_ && detail::compute_capability_major(device_id) >= 9;
+    // The driver path first (less host time); the runtime launch when it cannot launch.
+    if (detail::driver_launch(kernel, device_id, grid_, block_, smem_, stream_, pdl, args...)) return;
     cudaLaunchConfig_t config{};
     config.gridDim = grid_;
     config.blockDim = block_;
     config.dynamicSmemBytes = smem_;
     config.stream = stream_;
     cudaLaunchAttribute attribute[1];
-    if (pdl_ && detail::compute_capability_major(device_id) >= 9) {
+    if (pdl) {
       attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
       attribute[0].val.programmaticStreamSerializationAllowed = 1;
       config.attrs = attribute;

@@ -1,0 +1,74 @@
+"""Block-size sweep for store_kv_cache on bf16 [T, 32, 128] k and v (H100 tuning aid).
+
+For every token count, times under the harness's CUDA graphs the library op, ``torch.compile``
+of the reference and the library kernel launched with each block size of ``kv_shapes.cuh``
+(a token's 512 16-byte units spread over 512 / threads blocks), checking that each writes what
+the library writes. The library picks its block size from the head size; this shows which
+size wins where.
+
+    python benchmarks/tuning/tune_kv.py [--tokens 1,16,64,1024,16384]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import bench_kv_cache  # noqa: E402
+import harness  # noqa: E402
+
+THREADS = [256, 128, 64, 32]
+DTYPE = torch.bfloat16
+
+
+def _module():
+    from mllm_kernel.jit_utils import load_cuda_jit
+
+    wrappers = [(f"kv_{t}", f"run_kv_shape<{t}>") for t in THREADS]
+    return load_cuda_jit("tune_kv_shapes", cuda_files=[Path(__file__).resolve().parent / "kv_shapes.cuh"],
+                         cuda_wrappers=wrappers)
+
+
+def main() -> None:
+    tokens = harness.tuning_tokens(__doc__, "1,16,64,1024,16384")
+    module = _module()
+    from mllm_kernel.cuda.jit.kv_cache import store_kv_cache
+
+    heads, head_dim = bench_kv_cache.HEADS, bench_kv_cache.HEAD_DIM
+    print(f"device: {torch.cuda.get_device_name()}  copy {harness.copy_bandwidth_gbps():.0f} GB/s")
+    print(f"\n== store_kv_cache bf16 [T, {heads}, {head_dim}]: us per call (vs compile: compile time / this time)")
+    for t in tokens:
+        nbytes = 4 * t * heads * head_dim * 2 + 8 * t
+
+        def make():
+            k, v = (torch.randn(t, heads, head_dim, device="cuda", dtype=DTYPE) for _ in range(2))
+            k_cache, v_cache = (torch.empty(2 * t, heads, head_dim, device="cuda", dtype=DTYPE) for _ in range(2))
+            return k, v, k_cache, v_cache, torch.randperm(2 * t, device="cuda")[:t]
+
+        sets = [make() for _ in range(harness.num_sets(nbytes))]
+        comp = harness.time_calls(harness.compiled(bench_kv_cache.reference), sets)
+        print(f"[{t}, {heads}, {head_dim}]  compile {comp.us:.2f} us ({comp.gbps(nbytes):.0f} GB/s)")
+        k, v, k_cache, v_cache, slots = sets[0]
+        cases = {"library": lambda k, v, kc, vc, s: store_kv_cache(k, v, kc, vc, s, validate=False)}
+        cases.update({f"{th} threads": (lambda k, v, kc, vc, s, fn=getattr(module, f"kv_{th}"): fn(k, v, kc, vc, s))
+                      for th in THREADS})
+        expected = None
+        for name, fn in cases.items():
+            k_cache.fill_(float("nan"))
+            v_cache.fill_(float("nan"))
+            fn(k, v, k_cache, v_cache, slots)
+            written = torch.cat([k_cache[slots], v_cache[slots]])
+            if expected is None:
+                expected = written.clone()
+            timing = harness.time_calls(fn, sets)
+            harness.print_variant(name, timing, comp, nbytes, 12, torch.equal(written, expected))
+        del sets
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
