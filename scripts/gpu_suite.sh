@@ -3,7 +3,7 @@
 # benchmarks. Logs go to $OUT (or ./gpu-logs). Usage:
 #   bash scripts/gpu_suite.sh tests        # prebuild + the whole pytest suite
 #   bash scripts/gpu_suite.sh benchmarks   # every CUDA benchmark, the call-overhead and load figures
-#   bash scripts/gpu_suite.sh tuning       # norm and activation shapes, quantizer variants, Nsight Compute on small tokens
+#   bash scripts/gpu_suite.sh tuning       # norm, activation and KV-store shapes, quantizer variants, Nsight Compute on small tokens
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG=${OUT:-gpu-logs}
@@ -36,6 +36,7 @@ case "${1:-tests}" in
     $PY benchmarks/tuning/tune_norm.py > "$LOG/tune_norm.txt" 2>&1
     $PY benchmarks/tuning/tune_quant.py > "$LOG/tune_quant.txt" 2>&1
     $PY benchmarks/tuning/tune_act.py > "$LOG/tune_act.txt" 2>&1
+    $PY benchmarks/tuning/tune_kv.py > "$LOG/tune_kv.txt" 2>&1
     if command -v ncu > /dev/null; then
       ncu --profile-from-start off --section SpeedOfLight --section LaunchStats --section Occupancy \
         --section WarpStateStats -f -o "$LOG/small" $PY benchmarks/tuning/profile_small.py > "$LOG/ncu.txt" 2>&1
@@ -43,6 +44,6 @@ case "${1:-tests}" in
       grep -E "^  [a-z_]|Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Block Size|Grid Size" \
         "$LOG/ncu_details.txt" > "$LOG/ncu_summary.txt"
     fi
-    for f in tune_norm tune_quant tune_act ncu_summary; do echo "== $f"; tail -150 "$LOG/$f.txt" 2>/dev/null; done
+    for f in tune_norm tune_quant tune_act tune_kv ncu_summary; do echo "== $f"; tail -150 "$LOG/$f.txt" 2>/dev/null; done
     ;;
 esac
