@@ -10,10 +10,8 @@ synchronised once; the cases interleaved over 5 rounds, each reporting its best:
   same argument types (3 CUDA tensors, a float, a bool): the fixed cost of a tvm-ffi call;
 - ``  ... + rmsnorm's checks``: the same function running rmsnorm's C++ argument checks only;
 - ``  ... + LaunchKernel``: the same function launching the floor's trivial kernel through the
-  library's ``LaunchKernel`` (no checks);
-- ``  ... + <<<>>> launch``: the same, with a plain ``<<<>>>`` launch on tvm-ffi's stream;
-- ``  ... + driver launch``: the same, through ``cuLaunchKernel`` with the function looked up
-  once (``cudaGetFuncBySymbol``);
+  library's ``LaunchKernel`` (no checks; the driver's ``cuLaunchKernelEx``, driver_launch.cuh);
+- ``  ... + <<<>>> launch``: the same, with a plain ``<<<>>>`` (runtime) launch on tvm-ffi's stream;
 - ``mllm_kernel.ops.rmsnorm``: the device-dispatching op in eager mode (a direct call underneath);
 - ``torch.ops.mllm_kernel.rmsnorm``: the same kernel through PyTorch's custom-op dispatcher (the
   path ``torch.compile`` graphs hold);
@@ -56,13 +54,11 @@ inline void noop(tvm::ffi::TensorView, tvm::ffi::TensorView, tvm::ffi::TensorVie
 """
 
 # Functions with rmsnorm's signature doing one part of its work each: the checks, or a launch of
-# the floor's kernel (writing out's first 32 floats) by the library's LaunchKernel, by <<<>>> and
-# by the driver API.
+# the floor's kernel (writing out's first 32 floats) by the library's LaunchKernel and by <<<>>>.
 _PARTS_SOURCE = r"""
 #include <mllm_kernel/op_args.hpp>
 #include <mllm_kernel/type.cuh>
 #include <mllm_kernel/utils.cuh>
-#include <cuda.h>
 namespace bench {
 using tvm::ffi::TensorView;
 __global__ void touch(float* p, int n) { if (threadIdx.x < n) p[threadIdx.x] += 1.0f; }
@@ -79,26 +75,6 @@ inline void launch(TensorView out, TensorView, TensorView, double, bool) {
 inline void launch_plain(TensorView out, TensorView, TensorView, double, bool) {
   touch<<<1, 32, 0, stream_of(out)>>>(static_cast<float*>(out.data_ptr()), 32);
   mllm_kernel::host::RuntimeDeviceCheck(cudaGetLastError());
-}
-inline void launch_driver(TensorView out, TensorView, TensorView, double, bool) {
-  using Launch = decltype(&cuLaunchKernel);
-  static const CUfunction function = [] {
-    cudaFunction_t f = nullptr;
-    mllm_kernel::host::RuntimeDeviceCheck(cudaGetFuncBySymbol(&f, reinterpret_cast<const void*>(touch)));
-    return reinterpret_cast<CUfunction>(f);
-  }();
-  static const Launch launch = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    mllm_kernel::host::RuntimeDeviceCheck(cudaGetDriverEntryPointByVersion("cuLaunchKernel", &p, 12000,
-                                                                          cudaEnableDefault, &found));
-    return reinterpret_cast<Launch>(p);
-  }();
-  float* ptr = static_cast<float*>(out.data_ptr());
-  int n = 32;
-  void* args[] = {&ptr, &n};
-  mllm_kernel::host::RuntimeCheck(launch(function, 1, 1, 1, 32, 1, 1, 0, stream_of(out), args, nullptr) == 0,
-                                  "cuLaunchKernel failed");
 }
 }
 """
@@ -136,7 +112,7 @@ def _build_parts(folder: Path):
 
     src = folder / "parts.cuh"
     src.write_text(_PARTS_SOURCE)
-    names = ("checks", "launch", "launch_plain", "launch_driver")
+    names = ("checks", "launch", "launch_plain")
     return load_cuda_jit("bench_launch_parts", cuda_files=[str(src)],
                          cuda_wrappers=[(n, f"bench::{n}") for n in names])
 
@@ -145,7 +121,7 @@ DIRECT, BOUND, NOOP = "mllm_kernel.cuda.jit.rmsnorm", "  bound tvm-ffi function"
 OPS, CUSTOM_OP, EAGER = "mllm_kernel.ops.rmsnorm", "torch.ops.mllm_kernel.rmsnorm", "torch.mul(out=) (eager op)"
 FLOOR, CTYPES_NOOP = "ctypes launch floor", "  ctypes no-op"
 CHECKS, LAUNCH = "  ... + rmsnorm's checks", "  ... + LaunchKernel"
-PLAIN, DRIVER = "  ... + <<<>>> launch", "  ... + driver launch"
+PLAIN = "  ... + <<<>>> launch"
 
 
 def run(iters: int | None = None) -> list[tuple[str, float]]:
@@ -173,7 +149,6 @@ def run(iters: int | None = None) -> list[tuple[str, float]]:
             (CHECKS, lambda: parts.checks(out, x, w, 1e-6, False)),
             (LAUNCH, lambda: parts.launch(y, x, w, 1e-6, False)),
             (PLAIN, lambda: parts.launch_plain(y, x, w, 1e-6, False)),
-            (DRIVER, lambda: parts.launch_driver(y, x, w, 1e-6, False)),
             (OPS, lambda: ops.rmsnorm(x, w, 1e-6, out=out)),
             (CUSTOM_OP, lambda: custom(x, w, 1e-6)),
             (EAGER, lambda: torch.mul(x, 2, out=y)),
@@ -191,7 +166,7 @@ def print_results(results) -> None:
     print(f"breakdown: Python wrapper {t[DIRECT] - t[BOUND]:.2f} us, C++ checks + launch {t[BOUND] - t[NOOP]:.2f} us, "
           f"tvm-ffi call {t[NOOP]:.2f} us; raw launch {t[FLOOR] - t[CTYPES_NOOP]:.2f} us")
     print(f"C++ checks {t[CHECKS] - t[NOOP]:.2f} us, LaunchKernel {t[LAUNCH] - t[NOOP]:.2f} us, "
-          f"<<<>>> {t[PLAIN] - t[NOOP]:.2f} us, driver {t[DRIVER] - t[NOOP]:.2f} us")
+          f"<<<>>> {t[PLAIN] - t[NOOP]:.2f} us")
     print(f"direct / floor = {t[DIRECT] / t[FLOOR]:.2f}x, ops / floor = {t[OPS] / t[FLOOR]:.2f}x, "
           f"direct / eager op = {t[DIRECT] / t[EAGER]:.2f}x")
 

@@ -209,6 +209,19 @@ def print_variant(name: str, timing: Timing, compiled_time: Timing, nbytes: int,
           f"{compiled_time.us / timing.us:5.2f}x{'' if same else '  (output differs from the library)'}")
 
 
+def time_variants(cases: dict[str, Callable], sets: Sequence[tuple], compiled_time: Timing, nbytes: int,
+                  width: int, written: Callable[[Callable], torch.Tensor]) -> None:
+    """Times and prints each case of a tuning sweep at one shape (``name -> fn(*input_set)``,
+    the library's first). ``written(fn)`` poisons the outputs of ``sets[0]``, runs ``fn`` on it
+    and returns what it wrote: a case that writes otherwise than the first is flagged."""
+    expected = None
+    for name, fn in cases.items():
+        out = written(fn).clone()
+        if expected is None:
+            expected = out
+        print_variant(name, time_calls(fn, sets), compiled_time, nbytes, width, torch.equal(out, expected))
+
+
 def tuning_tokens(doc: str, default: str) -> list[int]:
     """The ``--tokens`` list of a tuning script (``doc``: its module docstring), after checking
     that CUDA is there."""

@@ -15,24 +15,12 @@ void run_kv_shape(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::Tens
   KVStoreArgs a;
   a.verify<kDLCUDA, bf16_t>(k, v, k_cache, v_cache, slot_mapping);
   RuntimeCheck(a.index_dtype.is_type<std::int64_t>(), "slot_mapping must be int64");
-  const std::int64_t tokens = a.tokens.unwrap(), heads = a.heads.unwrap(), head_dim = a.head_dim.unwrap();
+  const std::int64_t tokens = a.tokens.unwrap(), head_dim = a.head_dim.unwrap();
   RuntimeCheck(a.k_s1.unwrap() == head_dim && a.v_s1.unwrap() == head_dim && head_dim % 8 == 0,
                "k and v must have packed heads of a multiple of 8 elements");
   constexpr std::int64_t elem = sizeof(bf16_t);
-  const KVParams<std::int64_t> p{static_cast<const std::uint8_t*>(k.data_ptr()),
-                                 static_cast<const std::uint8_t*>(v.data_ptr()),
-                                 static_cast<std::uint8_t*>(k_cache.data_ptr()),
-                                 static_cast<std::uint8_t*>(v_cache.data_ptr()),
-                                 static_cast<const std::int64_t*>(slot_mapping.data_ptr()),
-                                 a.num_slots.unwrap(),
-                                 a.k_s0.unwrap() * elem,
-                                 a.k_s1.unwrap() * elem,
-                                 a.v_s0.unwrap() * elem,
-                                 a.v_s1.unwrap() * elem,
-                                 static_cast<int>(heads),
-                                 0,
-                                 false,
-                                 false};
+  const auto* slots = static_cast<const std::int64_t*>(slot_mapping.data_ptr());
+  const auto p = kv_params(a, k, v, k_cache, v_cache, slots, elem);
   launch_kv<uint4, std::int64_t>(p, tokens, head_dim * elem, a.device.unwrap(), false, kThreads);
 }
 

@@ -56,16 +56,14 @@ def main() -> None:
         cases = {"library": lambda k, v, kc, vc, s: store_kv_cache(k, v, kc, vc, s, validate=False)}
         cases.update({f"{th} threads": (lambda k, v, kc, vc, s, fn=getattr(module, f"kv_{th}"): fn(k, v, kc, vc, s))
                       for th in THREADS})
-        expected = None
-        for name, fn in cases.items():
+
+        def written(fn, k=k, v=v, k_cache=k_cache, v_cache=v_cache, slots=slots):
             k_cache.fill_(float("nan"))
             v_cache.fill_(float("nan"))
             fn(k, v, k_cache, v_cache, slots)
-            written = torch.cat([k_cache[slots], v_cache[slots]])
-            if expected is None:
-                expected = written.clone()
-            timing = harness.time_calls(fn, sets)
-            harness.print_variant(name, timing, comp, nbytes, 12, torch.equal(written, expected))
+            return torch.cat([k_cache[slots], v_cache[slots]])
+
+        harness.time_variants(cases, sets, comp, nbytes, 12, written)
         del sets
         torch.cuda.empty_cache()
 

@@ -127,6 +127,28 @@ inline int kv_threads(std::int64_t units) {
   return static_cast<int>(std::min<std::int64_t>(kKVMaxBlock, mllm_kernel::host::div_ceil(units, 32) * 32));
 }
 
+/// The parameters of a plain store of verified arguments `a` (k's element size `elem` bytes)
+/// with slots `slots`; head_units, packed_heads and pdl are filled by launch_kv.
+template <typename Slot>
+KVParams<Slot> kv_params(const mllm_kernel::host::KVStoreArgs& a, tvm::ffi::TensorView k, tvm::ffi::TensorView v,
+                         tvm::ffi::TensorView k_cache, tvm::ffi::TensorView v_cache, const Slot* slots,
+                         std::int64_t elem) {
+  return KVParams<Slot>{static_cast<const std::uint8_t*>(k.data_ptr()),
+                        static_cast<const std::uint8_t*>(v.data_ptr()),
+                        static_cast<std::uint8_t*>(k_cache.data_ptr()),
+                        static_cast<std::uint8_t*>(v_cache.data_ptr()),
+                        slots,
+                        a.num_slots.unwrap(),
+                        a.k_s0.unwrap() * elem,
+                        a.k_s1.unwrap() * elem,
+                        a.v_s0.unwrap() * elem,
+                        a.v_s1.unwrap() * elem,
+                        static_cast<int>(a.heads.unwrap()),
+                        0,
+                        false,
+                        false};
+}
+
 /// `threads`: threads a block (a multiple of 32, at most kKVMaxBlock), or 0 for kv_threads().
 template <typename Unit, typename Slot>
 void launch_kv(KVParams<Slot> p, std::int64_t tokens, std::int64_t head_bytes, DLDevice device, bool enable_pdl,
@@ -273,22 +295,8 @@ void store_kv_cache(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::Te
   const std::int64_t head_bytes = a.head_dim.unwrap() * elem;
 
   const auto fill = [&](auto* slots) {
-    using Slot = std::remove_const_t<std::remove_pointer_t<decltype(slots)>>;
-    KVParams<Slot> p{static_cast<const std::uint8_t*>(k.data_ptr()),
-                     static_cast<const std::uint8_t*>(v.data_ptr()),
-                     static_cast<std::uint8_t*>(k_cache.data_ptr()),
-                     static_cast<std::uint8_t*>(v_cache.data_ptr()),
-                     slots,
-                     a.num_slots.unwrap(),
-                     a.k_s0.unwrap() * elem,
-                     a.k_s1.unwrap() * elem,
-                     a.v_s0.unwrap() * elem,
-                     a.v_s1.unwrap() * elem,
-                     static_cast<int>(heads),
-                     0,
-                     false,
-                     false};
-    dispatch_unit(p, tokens, heads, head_bytes, a.device.unwrap(), enable_pdl);
+    dispatch_unit(kv_params(a, k, v, k_cache, v_cache, slots, elem), tokens, heads, head_bytes, a.device.unwrap(),
+                  enable_pdl);
   };
   if (a.index_dtype.is_type<std::int64_t>()) {
     fill(static_cast<const std::int64_t*>(slot_mapping.data_ptr()));
