@@ -1,36 +1,29 @@
-"""Viewing a tensor as rows for the kernels, without copies, and allocating per-row-group
-results in the layouts callers get back (shared by the CPU and CUDA wrappers)."""
+"""What the row ops' wrappers share (CPU and CUDA): an argument check, and allocating
+per-row-group results in the layouts callers get back. The kernels view [..., last] tensors as
+rows themselves (``TensorMatcher::verify_rows``, ``include/mllm_kernel/rows.hpp``)."""
 
 from __future__ import annotations
+
+import math
 
 import torch
 
 
-def as_rows(tensor: torch.Tensor, op: str, name: str) -> torch.Tensor:
-    """``tensor`` as a 2-D ``[rows, last_dim]`` view: leading dims flattened, the row stride
-    kept, a 1-D tensor as one row.
+def require_tensor(value: object, op: str, name: str) -> torch.Tensor:
+    """``value`` if it is a tensor, else a ValueError naming the op and the argument (for the
+    wrappers that read a shape before the kernel checks the rest)."""
+    if not isinstance(value, torch.Tensor):
+        raise ValueError(f"{op}: {name}: must be a torch.Tensor, got {type(value).__name__}")
+    return value
 
-    Raises ValueError when ``tensor`` is not a tensor, has no dims, or its leading dims cannot
-    be merged into one stride (a silent copy would cost a pass over memory and, for outputs and
-    in-place ops, lose the writes).
-    """
-    try:
-        dim = tensor.dim()
-    except AttributeError:
-        raise ValueError(f"{op}: {name}: must be a torch.Tensor, got {type(tensor).__name__}") from None
-    if dim == 2:
-        return tensor
-    if dim == 1:
-        return tensor.unsqueeze(0)
-    if dim == 0:
-        raise ValueError(f"{op}: {name}: must have at least 1 dim, got a 0-dim tensor")
-    try:
-        return tensor.view(-1, tensor.shape[-1])
-    except RuntimeError:
-        raise ValueError(
-            f"{op}: {name}: leading dims of shape {list(tensor.shape)} with strides {list(tensor.stride())} "
-            "cannot be flattened into rows without a copy"
-        ) from None
+
+def row_shape(input: object, op: str) -> tuple[int, int]:
+    """(rows, last dim) of ``input`` [..., last] as the kernels see it, leading dims merged; a
+    ValueError for a non-tensor or a 0-dim tensor (the kernel checks the rest)."""
+    shape = require_tensor(input, op, "input").shape
+    if not shape:
+        raise ValueError(f"{op}: input: must have at least 1 dim, got a 0-dim tensor")
+    return math.prod(shape[:-1]), shape[-1]
 
 
 def group_scales(input: torch.Tensor, rows: int, groups: int, column_major: bool) -> tuple[torch.Tensor, torch.Tensor]:

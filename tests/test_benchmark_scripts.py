@@ -135,6 +135,8 @@ def test_kv_tuning_kernels_build():
     tune_kv, module = _tuning_module("tune_kv")
     for threads in tune_kv.THREADS:
         assert callable(getattr(module, f"kv_{threads}"))
+    for unit_bytes, split in tune_kv.LEAN:
+        assert callable(getattr(module, tune_kv._lean_name(unit_bytes, split)))
 
 
 def test_quant_tuning_kernels_build():

@@ -138,6 +138,27 @@ def test_rmsnorm_in_place():
     _close(x, expected, torch.bfloat16)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rmsnorm_strided_leading_dims(dtype):
+    # [2, 5, 320] slices of [2, 5, 448] rows (a fused projection seen 3-D): C++ merges the
+    # leading dims into one row stride; out is written through a 3-D view of 2-D rows.
+    x = _randn(2, 5, 448, dtype=dtype)[..., 64:384]
+    w = _weight(320, dtype)
+    out = torch.full((10, 320), float("nan"), device="cuda", dtype=dtype)
+    rmsnorm(x, w, out=out.view(2, 5, 320))
+    _close(out, ref_rmsnorm(x.reshape(10, 320), w, 1e-6), dtype)
+
+
+def test_rmsnorm_eps_and_flag_types():
+    x = _randn(3, 256, dtype=torch.bfloat16)
+    w = _weight(256, torch.bfloat16)
+    _close(rmsnorm(x, w, 0, enable_pdl=0), ref_rmsnorm(x, w, 0.0), torch.bfloat16)  # ints convert
+    with pytest.raises(TypeError, match=re.escape("Mismatched type on argument #3")):
+        rmsnorm(x, w, "1e-6")
+    with pytest.raises(TypeError, match=re.escape("Mismatched type on argument #4")):
+        rmsnorm(x, w, enable_pdl=None)
+
+
 def test_rmsnorm_3d_non_flattenable_raises():
     x = _randn(4, 6, 128, dtype=torch.float16).transpose(0, 1)
     w = _weight(128, torch.float16)

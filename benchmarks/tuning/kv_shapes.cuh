@@ -1,7 +1,12 @@
-// Block-size sweep for the KV-cache store on bf16 [T, H, D] k and v with packed heads and
-// contiguous caches (benchmarks/tuning/tune_kv.py): the library's kernel
-// (cuda/csrc/kv_cache.cuh) with 16-byte units and a fixed number of threads a block, so every
-// shape can be timed at 1 to 16384 tokens in one GPU run.
+// Launch-shape sweep for the KV-cache store on bf16 [T, H, D] k and v with packed heads and
+// contiguous caches (benchmarks/tuning/tune_kv.py), so every shape can be timed at 1 to 16384
+// tokens in one GPU run:
+// - run_kv_shape<kThreads>: the library's kernel (cuda/csrc/kv_cache.cuh) with 16-byte units
+//   and a fixed number of threads a block;
+// - run_kv_lean<kUnitBytes, kSplit>: a minimal kernel for this one layout (32-bit unit indices,
+//   no head strides, no loop: a thread stores one unit of k and one of v, or with kSplit one
+//   unit of either, k and v in alternate blocks), 16- or 8-byte units: how much of the
+//   library's time is its generality.
 #pragma once
 
 #include "../../mllm_kernel/cuda/csrc/kv_cache.cuh"
@@ -22,6 +27,69 @@ void run_kv_shape(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::Tens
   const auto* slots = static_cast<const std::int64_t*>(slot_mapping.data_ptr());
   const auto p = kv_params(a, k, v, k_cache, v_cache, slots, elem);
   launch_kv<uint4, std::int64_t>(p, tokens, head_dim * elem, a.device.unwrap(), false, kThreads);
+}
+
+struct LeanKVParams {
+  const std::uint8_t* k;
+  const std::uint8_t* v;
+  std::uint8_t* k_cache;
+  std::uint8_t* v_cache;
+  const std::int64_t* slots;
+  std::int64_t num_slots;
+  unsigned k_token_stride, v_token_stride;  // bytes
+  unsigned units;                           // units a token
+};
+
+template <typename Unit, bool kSplit>
+__global__ void __launch_bounds__(256) lean_kv_kernel(const __grid_constant__ LeanKVParams p) {
+  using mllm_kernel::device::store_if;
+  const unsigned t = kSplit ? blockIdx.x >> 1 : blockIdx.x;
+  const unsigned i = blockIdx.y * blockDim.x + threadIdx.x;
+  if (i >= p.units) return;
+  const std::int64_t slot = p.slots[t];
+  const bool store = slot >= 0 && slot < p.num_slots;
+  // slot < num_slots < 2^31 (checked on the host): one 32x32 -> 64-bit multiply.
+  const std::uint64_t dst = static_cast<std::uint64_t>(static_cast<unsigned>(store ? slot : 0)) * p.units + i;
+  if constexpr (kSplit) {
+    const bool is_v = blockIdx.x & 1;
+    const std::uint8_t* src = is_v ? p.v + static_cast<std::uint64_t>(t) * p.v_token_stride
+                                   : p.k + static_cast<std::uint64_t>(t) * p.k_token_stride;
+    const Unit x = reinterpret_cast<const Unit*>(src)[i];
+    store_if(store, reinterpret_cast<Unit*>(is_v ? p.v_cache : p.k_cache) + dst, x);
+  } else {
+    const Unit kx = reinterpret_cast<const Unit*>(p.k + static_cast<std::uint64_t>(t) * p.k_token_stride)[i];
+    const Unit vx = reinterpret_cast<const Unit*>(p.v + static_cast<std::uint64_t>(t) * p.v_token_stride)[i];
+    store_if(store, reinterpret_cast<Unit*>(p.k_cache) + dst, kx);
+    store_if(store, reinterpret_cast<Unit*>(p.v_cache) + dst, vx);
+  }
+}
+
+template <int kUnitBytes, bool kSplit>
+void run_kv_lean(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
+                 tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping) {
+  using namespace mllm_kernel::host;
+  using Unit = std::conditional_t<kUnitBytes == 16, uint4, uint2>;
+  KVStoreArgs a;
+  a.verify<kDLCUDA, bf16_t>(k, v, k_cache, v_cache, slot_mapping);
+  RuntimeCheck(a.index_dtype.is_type<std::int64_t>(), "slot_mapping must be int64");
+  const std::int64_t tokens = a.tokens.unwrap(), heads = a.heads.unwrap(), head_dim = a.head_dim.unwrap();
+  RuntimeCheck(a.k_s1.unwrap() == head_dim && a.v_s1.unwrap() == head_dim && head_dim % 8 == 0,
+               "k and v must have packed heads of a multiple of 8 elements");
+  RuntimeCheck(a.num_slots.unwrap() <= 0x7fffffff, "too many slots");
+  constexpr std::int64_t elem = sizeof(bf16_t);
+  const auto units = static_cast<unsigned>(heads * head_dim * elem / kUnitBytes);
+  const LeanKVParams p{static_cast<const std::uint8_t*>(k.data_ptr()),
+                       static_cast<const std::uint8_t*>(v.data_ptr()),
+                       static_cast<std::uint8_t*>(k_cache.data_ptr()),
+                       static_cast<std::uint8_t*>(v_cache.data_ptr()),
+                       static_cast<const std::int64_t*>(slot_mapping.data_ptr()),
+                       a.num_slots.unwrap(),
+                       static_cast<unsigned>(a.k_s0.unwrap() * elem),
+                       static_cast<unsigned>(a.v_s0.unwrap() * elem),
+                       units};
+  const int threads = kv_threads(units);
+  const dim3 grid(static_cast<unsigned>(tokens * (kSplit ? 2 : 1)), static_cast<unsigned>(div_ceil(units, threads)));
+  LaunchKernel(grid, threads, a.device.unwrap())(lean_kv_kernel<Unit, kSplit>, p);
 }
 
 }  // namespace

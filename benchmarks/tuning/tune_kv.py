@@ -1,10 +1,11 @@
-"""Block-size sweep for store_kv_cache on bf16 [T, 32, 128] k and v (H100 tuning aid).
+"""Launch-shape sweep for store_kv_cache on bf16 [T, 32, 128] k and v (H100 tuning aid).
 
 For every token count, times under the harness's CUDA graphs the library op, ``torch.compile``
-of the reference and the library kernel launched with each block size of ``kv_shapes.cuh``
-(a token's 512 16-byte units spread over 512 / threads blocks), checking that each writes what
-the library writes. The library picks its block size from the head size; this shows which
-size wins where.
+of the reference, the library kernel launched with each block size of ``kv_shapes.cuh`` (a
+token's 512 16-byte units spread over 512 / threads blocks), and the minimal kernels of that
+file (16- or 8-byte units; k and v by one thread, or split over alternate blocks), checking
+that each writes what the library writes. The library picks its block size from the head size;
+this shows which size wins where, and what the library's generality costs.
 
     python benchmarks/tuning/tune_kv.py [--tokens 1,16,64,1024,16384]
 """
@@ -22,13 +23,19 @@ import bench_kv_cache  # noqa: E402
 import harness  # noqa: E402
 
 THREADS = [256, 128, 64, 32]
+LEAN = [(16, False), (16, True), (8, False), (8, True)]  # (unit bytes, k and v split over blocks)
 DTYPE = torch.bfloat16
+
+
+def _lean_name(unit_bytes: int, split: bool) -> str:
+    return f"lean_{unit_bytes}{'_split' if split else ''}"
 
 
 def _module():
     from mllm_kernel.jit_utils import load_cuda_jit
 
     wrappers = [(f"kv_{t}", f"run_kv_shape<{t}>") for t in THREADS]
+    wrappers += [(_lean_name(b, s), f"run_kv_lean<{b}, {str(s).lower()}>") for b, s in LEAN]
     return load_cuda_jit("tune_kv_shapes", cuda_files=[Path(__file__).resolve().parent / "kv_shapes.cuh"],
                          cuda_wrappers=wrappers)
 
@@ -56,6 +63,9 @@ def main() -> None:
         cases = {"library": lambda k, v, kc, vc, s: store_kv_cache(k, v, kc, vc, s, validate=False)}
         cases.update({f"{th} threads": (lambda k, v, kc, vc, s, fn=getattr(module, f"kv_{th}"): fn(k, v, kc, vc, s))
                       for th in THREADS})
+        cases.update({f"lean {b}B{' split' if s else ''}": (lambda k, v, kc, vc, sl, fn=getattr(module, _lean_name(b, s)):
+                                                            fn(k, v, kc, vc, sl))
+                      for b, s in LEAN})
 
         def written(fn, k=k, v=v, k_cache=k_cache, v_cache=v_cache, slots=slots):
             k_cache.fill_(float("nan"))

@@ -278,6 +278,77 @@ TEST(TensorMatcher, ContiguityOfEmptyTensors) {
 }
 
 // ----------------------------------------------------------------------------------------------
+// Rows (verify_rows, RowsView)
+
+/// Binds [rows, last] with the row stride through verify_rows and returns {rows, last, stride}.
+std::vector<std::int64_t> rows_of(const FakeTensor& t) {
+  SymbolicSize R{"num_rows"}, D{"hidden"}, S{"row_stride"};
+  TensorMatcher({R, D}).with_strides({S, 1}).verify_rows(t, "x");
+  return {R.unwrap(), D.unwrap(), S.unwrap()};
+}
+
+TEST(TensorMatcher, VerifyRowsMergesLeadingDims) {
+  using V = std::vector<std::int64_t>;
+  EXPECT_EQ(rows_of(FakeTensor({6, 8})), (V{6, 8, 8}));
+  EXPECT_EQ(rows_of(FakeTensor({6, 8}).strides({24, 1})), (V{6, 8, 24}));  // a slice of wider rows
+  EXPECT_EQ(rows_of(FakeTensor({2, 3, 8})), (V{6, 8, 8}));
+  EXPECT_EQ(rows_of(FakeTensor({2, 3, 8}).strides({72, 24, 1})), (V{6, 8, 24}));
+  EXPECT_EQ(rows_of(FakeTensor({2, 1, 3, 1, 8}).strides({72, 5, 24, 9, 1})), (V{6, 8, 24}));  // size-1 dims skipped
+  // A 1-D tensor, or leading dims of size 1, is one row with the stride of a dense row.
+  EXPECT_EQ(rows_of(FakeTensor({8})), (V{1, 8, 8}));
+  EXPECT_EQ(rows_of(FakeTensor({1, 1, 8}).strides({3, 5, 1})), (V{1, 8, 8}));
+  // No rows: nothing to misplace, whatever the strides (the op's empty check reports it).
+  EXPECT_EQ(rows_of(FakeTensor({0, 3, 8}).strides({1, 99, 1})), (V{0, 8, 8}));
+}
+
+TEST(TensorMatcher, VerifyRowsChecksTheRowsView) {
+  SymbolicSize R{"num_rows"}, D{"hidden"};
+  const FakeTensor x3 = FakeTensor({2, 3, 8}).dtype(dtype_of<fp16_storage>);
+  TensorMatcher({R, D}).verify_rows(FakeTensor({2, 3, 8}), "x");
+  expect_panic("y: dim 1 (hidden) must be 8 as bound by x, got 9", [&](int& line) {
+    line = __LINE__; TensorMatcher({R, D}).verify_rows(FakeTensor({6, 9}), "y");
+  });
+  expect_panic("y: dim 0 (num_rows) must be 6 as bound by x, got 4", [&](int& line) {
+    line = __LINE__; TensorMatcher({R, D}).verify_rows(FakeTensor({2, 2, 8}), "y");
+  });
+  expect_panic("z: dtype must be float32, got float16", [&](int& line) {
+    line = __LINE__; TensorMatcher({R, D}).with_dtype<float>().verify_rows(x3, "z");
+  });
+  expect_panic("w: must be contiguous (strides [8, 1]), got strides [16, 1]", [&](int& line) {
+    line = __LINE__; TensorMatcher({R, D}).verify_rows(FakeTensor({2, 3, 8}).strides({48, 16, 1}), "w");
+  });
+}
+
+TEST(TensorMatcher, VerifyRowsRejectsWhatRowsCannotDescribe) {
+  SymbolicSize R, D;
+  expect_panic("x: must have at least 1 dim, got a 0-dim tensor", [&](int& line) {
+    line = __LINE__; TensorMatcher({R, D}).verify_rows(FakeTensor({}), "x");
+  });
+  // A transposed [T, B, D]: its leading dims share no single stride.
+  const FakeTensor t = FakeTensor({6, 4, 8}).strides({8, 48, 1});
+  expect_panic("t: leading dims of shape [6, 4, 8] with strides [8, 48, 1] cannot be flattened into rows without a copy",
+               [&](int& line) { line = __LINE__; TensorMatcher({R, D}).verify_rows(t, "t"); });
+  expect_panic("verify_rows needs a 2-D matcher, got 3 dims", [&](int& line) {
+    line = __LINE__; TensorMatcher({R, D, -1}).verify_rows(FakeTensor({2, 3, 8}), "x");
+  });
+  EXPECT_FALSE(R.has_value());
+}
+
+TEST(TensorMatcher, VerifyRowsKeepsDataDtypeDeviceAndOffset) {
+  SymbolicDType dtype;
+  SymbolicDevice device;
+  const FakeTensor x = FakeTensor({2, 3, 8}).dtype(dtype_of<bf16_storage>).device(kCUDA1);
+  TensorMatcher({-1, -1}).with_dtype<bf16_storage>(dtype).with_device<kDLCUDA>(device).verify_rows(x, "x");
+  EXPECT_EQ(mllm_kernel::host::device_name(device.unwrap()), "cuda:1");
+  const mllm_kernel::host::RowsView rows(x.view(), "x");
+  EXPECT_EQ(rows.view().data_ptr(), x.view().data_ptr());
+  EXPECT_EQ(rows.view().ndim(), 2);
+  expect_panic("o: byte_offset must be 0, got 4", [&](int& line) {
+    line = __LINE__; TensorMatcher({-1, -1}).verify_rows(FakeTensor({2, 3, 8}).byte_offset(4), "o");
+  });
+}
+
+// ----------------------------------------------------------------------------------------------
 // Dtypes
 
 /// with_dtype<T>() accepts T's dtype and rejects `other`, naming both in PyTorch's words.

@@ -20,9 +20,10 @@ namespace mllm_kernel::cpu {
 
 namespace detail {
 
-/// Checks out [rows, d] and input [rows, 2*d] (row strides free, one dtype) and returns the
-/// kernel parameters with the dtype.
-inline ActAndMulParams check_act_and_mul(tvm::ffi::TensorView out, tvm::ffi::TensorView input, DLDataType* dtype_out) {
+/// Checks out [..., d] and input [..., 2*d] as rows (row strides free, one dtype) and returns
+/// the kernel parameters with the dtype and the row count.
+inline ActAndMulParams check_act_and_mul(tvm::ffi::TensorView out, tvm::ffi::TensorView input, DLDataType* dtype_out,
+                                         std::int64_t* rows_out) {
   using namespace host;
   SymbolicSize R{"num_rows"}, H2{"2*d"}, S_in{"input_row_stride"}, S_out{"out_row_stride"};
   SymbolicDType dtype;
@@ -31,13 +32,14 @@ inline ActAndMulParams check_act_and_mul(tvm::ffi::TensorView out, tvm::ffi::Ten
       .with_strides({S_in, 1})
       .with_dtype<float, fp16_t, bf16_t>(dtype)
       .with_device<kDLCPU>(device)
-      .verify(input, "input");
+      .verify_rows(input, "input");
   RuntimeCheck(H2.unwrap() % 2 == 0, "input: last dim must be even (gate and up halves), got ", H2.unwrap());
   SymbolicSize D{"d"};
   D.bind(H2.unwrap() / 2, "input");
-  (void)TensorMatcher({R, D}).with_strides({S_out, 1}).with_dtype(dtype).with_device(device).verify(out, "out");
+  (void)TensorMatcher({R, D}).with_strides({S_out, 1}).with_dtype(dtype).with_device(device).verify_rows(out, "out");
   RuntimeCheck(R.unwrap() > 0 && D.unwrap() > 0, "input must not be empty");
   *dtype_out = dtype.unwrap();
+  *rows_out = R.unwrap();
   return ActAndMulParams{input.data_ptr(), S_in.unwrap(), out.data_ptr(), S_out.unwrap(), D.unwrap()};
 }
 
@@ -45,8 +47,8 @@ inline ActAndMulParams check_act_and_mul(tvm::ffi::TensorView out, tvm::ffi::Ten
 template <typename Pick>
 void run_act_and_mul(tvm::ffi::TensorView out, tvm::ffi::TensorView input, std::int64_t num_threads, Pick pick) {
   DLDataType dtype;
-  const ActAndMulParams p = check_act_and_mul(out, input, &dtype);
-  const std::int64_t rows = input.shape()[0];
+  std::int64_t rows;
+  const ActAndMulParams p = check_act_and_mul(out, input, &dtype, &rows);
   visit_float_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     auto* fn = pick(tag);

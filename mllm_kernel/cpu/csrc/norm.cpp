@@ -37,7 +37,7 @@ void norm_qk_tokens(const RmsNormParams& q, const RmsNormParams& k, std::int64_t
 
 }  // namespace detail
 
-/// out = input * rsqrt(mean(input^2, -1) + eps) * weight. input and out are [rows, hidden]
+/// out = input * rsqrt(mean(input^2, -1) + eps) * weight. input and out are [..., hidden] as rows
 /// with any row stride (out may alias input); weight is [hidden]; one dtype throughout.
 inline void rmsnorm(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::ffi::TensorView weight, double eps,
                     std::int64_t num_threads) {
@@ -60,7 +60,8 @@ inline void rmsnorm(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::f
 }
 
 /// In place: residual <- input + residual (in float32, stored in the dtype), then
-/// input <- rmsnorm(residual) * weight. input and residual are [rows, hidden], any row stride.
+/// input <- rmsnorm(residual) * weight. input and residual are [..., hidden] as rows,
+/// any row stride.
 inline void fused_add_rmsnorm(tvm::ffi::TensorView input, tvm::ffi::TensorView residual, tvm::ffi::TensorView weight,
                               double eps, std::int64_t num_threads) {
   using namespace host;

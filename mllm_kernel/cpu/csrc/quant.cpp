@@ -20,12 +20,13 @@ namespace mllm_kernel::cpu {
 
 namespace detail {
 
-/// Checks input [rows, hidden] (row stride free), out [rows, hidden] of dtype Out (row stride
-/// free) and scales float32 [rows, hidden / group_size] (any strides); returns the parameters
-/// and the input dtype.
+/// Checks input [..., hidden] and out [..., hidden] of dtype Out as rows (row strides free) and
+/// scales float32 [rows, hidden / group_size] (any strides); returns the parameters, the input
+/// dtype and the row count.
 template <typename Out>
 QuantParams check_quant(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
-                        std::int64_t group_size, double eps, bool scale_ue8m0, DLDataType* dtype_out) {
+                        std::int64_t group_size, double eps, bool scale_ue8m0, DLDataType* dtype_out,
+                        std::int64_t* rows_out) {
   using namespace host;
   SymbolicSize R{"num_rows"}, H{"hidden"}, S_in{"input_row_stride"}, S_out{"out_row_stride"};
   SymbolicSize G{"num_groups"}, Sst{"scales_row_stride"}, Ssg{"scales_group_stride"};
@@ -35,17 +36,18 @@ QuantParams check_quant(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, t
       .with_strides({S_in, 1})
       .with_dtype<float, fp16_t, bf16_t>(dtype)
       .with_device<kDLCPU>(device)
-      .verify(input, "input");
+      .verify_rows(input, "input");
   RuntimeCheck(R.unwrap() > 0 && H.unwrap() > 0, "input must not be empty");
   RuntimeCheck(group_size > 0, "group_size must be positive, got ", group_size);
   RuntimeCheck(H.unwrap() % group_size == 0, "input: hidden (dim 1) = ", H.unwrap(),
                " must be a multiple of group_size = ", group_size);
   RuntimeCheck(eps >= 0.0, "eps must be non-negative, got ", eps);
-  (void)TensorMatcher({R, H}).with_strides({S_out, 1}).with_dtype<Out>().with_device(device).verify(out, "out");
+  (void)TensorMatcher({R, H}).with_strides({S_out, 1}).with_dtype<Out>().with_device(device).verify_rows(out, "out");
   G.bind(H.unwrap() / group_size, "input and group_size");
   (void)TensorMatcher({R, G}).with_strides({Sst, Ssg}).with_dtype<float>().with_device(device).verify(scales,
                                                                                                       "scales");
   *dtype_out = dtype.unwrap();
+  *rows_out = R.unwrap();
   return QuantParams{input.data_ptr(), S_in.unwrap(),  out.data_ptr(),        S_out.unwrap(),
                      static_cast<float*>(scales.data_ptr()), Sst.unwrap(), Ssg.unwrap(), H.unwrap(),
                      group_size,        static_cast<float>(eps), scale_ue8m0};
@@ -68,8 +70,9 @@ void run_quant(const QuantParams& p, DLDataType dtype, std::int64_t rows, std::i
 inline void quant_int8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
                        std::int64_t group_size, double eps, std::int64_t num_threads) {
   DLDataType dtype;
-  const QuantParams p = detail::check_quant<std::int8_t>(out, scales, input, group_size, eps, false, &dtype);
-  detail::run_quant(p, dtype, input.shape()[0], num_threads,
+  std::int64_t rows;
+  const QuantParams p = detail::check_quant<std::int8_t>(out, scales, input, group_size, eps, false, &dtype, &rows);
+  detail::run_quant(p, dtype, rows, num_threads,
                     [](auto tag) { return MLLM_KERNEL_CPU_DISPATCH(QuantInt8Rows<decltype(tag)>); });
 }
 
@@ -78,9 +81,10 @@ inline void quant_int8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tv
 inline void quant_fp8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
                       std::int64_t group_size, double eps, bool scale_ue8m0, std::int64_t num_threads) {
   DLDataType dtype;
+  std::int64_t rows;
   const QuantParams p =
-      detail::check_quant<fp8_e4m3_storage>(out, scales, input, group_size, eps, scale_ue8m0, &dtype);
-  detail::run_quant(p, dtype, input.shape()[0], num_threads,
+      detail::check_quant<fp8_e4m3_storage>(out, scales, input, group_size, eps, scale_ue8m0, &dtype, &rows);
+  detail::run_quant(p, dtype, rows, num_threads,
                     [](auto tag) { return MLLM_KERNEL_CPU_DISPATCH(QuantFp8Rows<decltype(tag)>); });
 }
 

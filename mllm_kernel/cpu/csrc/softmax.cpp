@@ -18,8 +18,8 @@
 
 namespace mllm_kernel::cpu {
 
-/// out = softmax(input, dim=-1); input and out are [rows, cols] with free row strides (out may
-/// alias input), one dtype.
+/// out = softmax(input, dim=-1); input and out are [..., cols] seen as rows [rows, cols] with
+/// free row strides (out may alias input), one dtype.
 inline void softmax(tvm::ffi::TensorView out, tvm::ffi::TensorView input, std::int64_t num_threads) {
   using namespace host;
   SymbolicSize R{"num_rows"}, C{"cols"}, S_in{"input_row_stride"}, S_out{"out_row_stride"};
@@ -29,8 +29,8 @@ inline void softmax(tvm::ffi::TensorView out, tvm::ffi::TensorView input, std::i
       .with_strides({S_in, 1})
       .with_dtype<float, fp16_t, bf16_t>(dtype)
       .with_device<kDLCPU>(device)
-      .verify(input, "input");
-  (void)TensorMatcher({R, C}).with_strides({S_out, 1}).with_dtype(dtype).with_device(device).verify(out, "out");
+      .verify_rows(input, "input");
+  (void)TensorMatcher({R, C}).with_strides({S_out, 1}).with_dtype(dtype).with_device(device).verify_rows(out, "out");
   RuntimeCheck(R.unwrap() > 0 && C.unwrap() > 0, "input must not be empty");
 
   const SoftmaxParams p{input.data_ptr(), S_in.unwrap(), out.data_ptr(), S_out.unwrap(), C.unwrap()};

@@ -11,7 +11,7 @@ import torch
 
 from mllm_kernel.cpu.jit._threads import num_threads
 from mllm_kernel.jit_utils import jit
-from mllm_kernel.rows import as_rows
+from mllm_kernel.rows import row_shape
 
 _NS = "mllm_kernel::cpu::"
 
@@ -27,10 +27,10 @@ def _activation_module(compiled_module):
 
 
 def _run(op: str, kernel: str, input: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
-    x = as_rows(input, op, "input")
     if out is None:
-        out = torch.empty((*input.shape[:-1], input.shape[-1] // 2), dtype=input.dtype, device=input.device)
-    getattr(_activation_module.module("cpu"), kernel)(as_rows(out, op, "out"), x, num_threads())
+        _, last = row_shape(input, op)
+        out = torch.empty((*input.shape[:-1], last // 2), dtype=input.dtype, device=input.device)
+    getattr(_activation_module.module("cpu"), kernel)(out, input, num_threads())
     return out
 
 

@@ -10,7 +10,7 @@ import torch
 
 from mllm_kernel.cpu.jit._threads import num_threads
 from mllm_kernel.jit_utils import jit
-from mllm_kernel.rows import as_rows
+from mllm_kernel.rows import require_tensor
 
 _NS = "mllm_kernel::cpu::"
 
@@ -35,19 +35,17 @@ def rmsnorm(input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: t
     Leading dims are flattened (rows may be strided); ``weight`` is ``[hidden]`` of the same
     dtype. ``out`` (same shape, any row stride, may be ``input``) is written and returned.
     """
-    x = as_rows(input, "rmsnorm", "input")
     if out is None:
+        input = require_tensor(input, "rmsnorm", "input")
         out = torch.empty(input.shape, dtype=input.dtype, device=input.device)
-    _module().rmsnorm(as_rows(out, "rmsnorm", "out"), x, weight, float(eps), num_threads())
+    _module().rmsnorm(out, input, weight, float(eps), num_threads())
     return out
 
 
 def fused_add_rmsnorm(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> None:
     """In place: ``residual = input + residual`` (float32 sum stored in the dtype), then
     ``input = rmsnorm(residual) * weight``."""
-    x = as_rows(input, "fused_add_rmsnorm", "input")
-    r = as_rows(residual, "fused_add_rmsnorm", "residual")
-    _module().fused_add_rmsnorm(x, r, weight, float(eps), num_threads())
+    _module().fused_add_rmsnorm(input, residual, weight, float(eps), num_threads())
 
 
 def qknorm(q: torch.Tensor, k: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor, eps: float = 1e-6) -> None:

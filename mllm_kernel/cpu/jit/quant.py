@@ -13,7 +13,7 @@ import torch
 
 from mllm_kernel.cpu.jit._threads import num_threads
 from mllm_kernel.jit_utils import jit
-from mllm_kernel.rows import as_rows, group_scales
+from mllm_kernel.rows import group_scales, row_shape
 
 FP8_E4M3_MAX = 448.0
 INT8_MAX = 127.0
@@ -43,12 +43,10 @@ def _check_group_size(op: str, group_size: object) -> int:
 def per_token_quant_int8(input: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric int8 per row: ``scale = amax / 127`` (float32 ``[..., 1]``),
     ``q = round_half_even(x / scale)``; an all-zero row gets scale 0 and zeros."""
-    x = as_rows(input, "per_token_quant_int8", "input")
+    _, hidden = row_shape(input, "per_token_quant_int8")
     out = torch.empty(input.shape, dtype=torch.int8, device=input.device)
     scales = torch.empty((*input.shape[:-1], 1), dtype=torch.float32, device=input.device)
-    _quant_module.module("cpu").per_token_quant_int8(
-        as_rows(out, "per_token_quant_int8", "out"), scales.view(-1, 1), x, x.shape[-1], 0.0, num_threads()
-    )
+    _quant_module.module("cpu").per_token_quant_int8(out, scales.view(-1, 1), input, hidden, 0.0, num_threads())
     return out, scales
 
 
@@ -59,12 +57,10 @@ def per_token_group_quant_int8(
     ``scale = max(amax, eps) / 127`` (float32 ``[..., hidden / group_size]``)."""
     op = "per_token_group_quant_int8"
     group_size = _check_group_size(op, group_size)
-    x = as_rows(input, op, "input")
+    rows, hidden = row_shape(input, op)
     out = torch.empty(input.shape, dtype=torch.int8, device=input.device)
-    scales, scales_2d = group_scales(input, x.shape[0], input.shape[-1] // group_size, False)
-    _quant_module.module("cpu").per_token_group_quant_int8(
-        as_rows(out, op, "out"), scales_2d, x, group_size, float(eps), num_threads()
-    )
+    scales, scales_2d = group_scales(input, rows, hidden // group_size, False)
+    _quant_module.module("cpu").per_token_group_quant_int8(out, scales_2d, input, group_size, float(eps), num_threads())
     return out, scales
 
 
@@ -84,10 +80,10 @@ def per_token_group_quant_fp8(
     """
     op = "per_token_group_quant_fp8"
     group_size = _check_group_size(op, group_size)
-    x = as_rows(input, op, "input")
+    rows, hidden = row_shape(input, op)
     out = torch.empty(input.shape, dtype=torch.float8_e4m3fn, device=input.device)
-    scales, scales_2d = group_scales(input, x.shape[0], input.shape[-1] // group_size, bool(column_major_scales))
+    scales, scales_2d = group_scales(input, rows, hidden // group_size, bool(column_major_scales))
     _quant_module.module("cpu").per_token_group_quant_fp8(
-        as_rows(out, op, "out"), scales_2d, x, group_size, float(eps), bool(scale_ue8m0), num_threads()
+        out, scales_2d, input, group_size, float(eps), bool(scale_ue8m0), num_threads()
     )
     return out, scales

@@ -6,7 +6,7 @@ import torch
 
 from mllm_kernel.cpu.jit._threads import num_threads
 from mllm_kernel.jit_utils import jit
-from mllm_kernel.rows import as_rows
+from mllm_kernel.rows import require_tensor
 
 
 @jit(
@@ -24,8 +24,8 @@ def softmax(input: torch.Tensor, dim: int = -1, out: torch.Tensor | None = None)
     may be strided; ``out`` (same shape, any row stride, may be ``input``) is written and returned."""
     if isinstance(input, torch.Tensor) and input.dim() > 0 and dim not in (-1, input.dim() - 1):
         raise ValueError(f"softmax: only the last dim is supported (dim=-1 or {input.dim() - 1}), got dim={dim!r}")
-    x = as_rows(input, "softmax", "input")
     if out is None:
+        input = require_tensor(input, "softmax", "input")
         out = torch.empty(input.shape, dtype=input.dtype, device=input.device)
-    _softmax_module.module("cpu").softmax(as_rows(out, "softmax", "out"), x, num_threads())
+    _softmax_module.module("cpu").softmax(out, input, num_threads())
     return out

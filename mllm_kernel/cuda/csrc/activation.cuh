@@ -2,7 +2,8 @@
 //   silu_and_mul<T>(out, input, enable_pdl)       out = silu(input[:, :d]) * input[:, d:]
 //   gelu_and_mul<T>(out, input, approximate_tanh, enable_pdl)
 //                                                 exact (erf) or tanh-approximated GELU gate
-// input is [N, 2d] (any row stride, unit stride within a row), out is [N, d] (any row stride).
+// input is [..., 2d] seen as rows [N, 2d] (verify_rows; any row stride, unit stride within a
+// row), out is [..., d] as rows [N, d] (any row stride).
 // The gate and the product are computed in fp32 and rounded once. Each thread handles one
 // 8-byte vector of the gate half and the matching vector of the up half when pointers, strides
 // and d allow it, one element otherwise.
@@ -102,14 +103,14 @@ void act_and_mul(tvm::ffi::TensorView out, tvm::ffi::TensorView input, bool enab
       .with_strides({in_stride, 1})
       .with_device<kDLCUDA>(device)
       .with_dtype<T>(dtype)
-      .verify(input, "input");
+      .verify_rows(input, "input");
   RuntimeCheck(D2.unwrap() % 2 == 0, "input: last dim must be even (gate and up halves), got ", D2.unwrap());
   D.bind(D2.unwrap() / 2, "input (half its last dim)");
   (void)TensorMatcher({N, D})  //
       .with_strides({out_stride, 1})
       .with_device(device)
       .with_dtype(dtype)
-      .verify(out, "out");
+      .verify_rows(out, "out");
   RuntimeCheck(N.unwrap() > 0 && D.unwrap() > 0, "input must not be empty, got shape [", N.unwrap(), ", ",
                D2.unwrap(), "]");
   ActParams<T> p{static_cast<T*>(out.data_ptr()), static_cast<const T*>(input.data_ptr()), N.unwrap(), 0,

@@ -222,7 +222,7 @@ void check_hidden(std::int64_t hidden, const char* what) {
   mllm_kernel::host::RuntimeCheck(hidden <= kMaxHidden, what, " must be at most ", kMaxHidden, ", got ", hidden);
 }
 
-/// out[N, D] = rmsnorm(input[N, D]) * weight[D]. input and out may have any row stride
+/// out[N, D] = rmsnorm(input[N, D]) * weight[D] (input and out [..., D] seen as rows). input and out may have any row stride
 /// (unit stride within a row).
 template <typename T>
 void rmsnorm(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::ffi::TensorView weight, double eps,

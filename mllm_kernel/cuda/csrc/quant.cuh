@@ -13,7 +13,7 @@
 //   int8: round_half_even(clamp(q, -128, 127))
 // A zero scale (an all-zero row with eps = 0, or a static scale of 0) writes zeros.
 //
-// input is [rows, hidden] with a free row stride (unit stride within a row), out is [rows,
+// input is [..., hidden] seen as rows [rows, hidden] (verify_rows) with a free row stride (unit stride within a row), out is [rows,
 // hidden] with a free row stride, scales are float32 [rows, groups] with free strides (so the
 // column-major layout of block-scaled GEMMs is a transposed view). 16-byte vector kernels run
 // when pointers and strides allow it, element-wise kernels otherwise.
@@ -409,7 +409,7 @@ __global__ void __launch_bounds__(kBlock) tensor_quant_kernel(const __grid_const
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
-/// Verifies input [R, H] (dtype T), out [R, H] (dtype Out), scales float32 [R, G] and fills
+/// Verifies input and out [..., H] as rows [R, H] (dtypes T and Out), scales float32 [R, G] and fills
 /// the parameters. `groups` = 0 means one group per row.
 template <typename T, typename Out>
 QuantParams<T, Out> check(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
@@ -418,9 +418,9 @@ QuantParams<T, Out> check(tvm::ffi::TensorView out, tvm::ffi::TensorView scales,
   SymbolicSize R{"num_tokens"}, H{"hidden"}, G{"num_groups"};
   SymbolicSize Sin{"input_row_stride"}, Sout{"out_row_stride"}, Ss0{"scales_row_stride"}, Ss1{"scales_group_stride"};
   SymbolicDevice device;
-  (void)TensorMatcher({R, H}).with_strides({Sin, 1}).with_device<kDLCUDA>(device).template with_dtype<T>().verify(input,
+  (void)TensorMatcher({R, H}).with_strides({Sin, 1}).with_device<kDLCUDA>(device).template with_dtype<T>().verify_rows(input,
                                                                                                           "input");
-  (void)TensorMatcher({R, H}).with_strides({Sout, 1}).with_device(device).template with_dtype<Out>().verify(out, "out");
+  (void)TensorMatcher({R, H}).with_strides({Sout, 1}).with_device(device).template with_dtype<Out>().verify_rows(out, "out");
   RuntimeCheck(R.unwrap() > 0 && H.unwrap() > 0, "input must not be empty, got shape [", R.unwrap(), ", ",
                H.unwrap(), "]");
   RuntimeCheck(H.unwrap() % group_size == 0, "hidden size ", H.unwrap(), " is not divisible by group_size ",
@@ -528,7 +528,7 @@ template <typename T, typename Out>
 void row_quant(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input) {
   using namespace mllm_kernel::host;
   SymbolicSize H{"hidden"};
-  (void)TensorMatcher({-1, H}).with_strides({-1, 1}).verify(input, "input");  // only to read hidden
+  (void)TensorMatcher({-1, H}).with_strides({-1, 1}).verify_rows(input, "input");  // only to read hidden
   DLDevice device;
   const auto p = check<T, Out>(out, scales, input, std::max<std::int64_t>(H.unwrap(), 1), 0.0, &device);
   RuntimeCheck(p.rows <= 0x7fffffff, "too many rows: ", p.rows);
@@ -544,7 +544,7 @@ void row_quant(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::
   }
 }
 
-/// Verifies input [R, H] (dtype T), out [R, H] float8_e4m3fn (free row strides) and the
+/// Verifies input (dtype T) and out (float8_e4m3fn) [..., H] as rows [R, H] (free row strides) and the
 /// float32 [1] scale of per-tensor quantization, and fills the parameters.
 template <typename T>
 QuantParams<T, fp8_e4m3_t> check_tensor(tvm::ffi::TensorView out, tvm::ffi::TensorView scale,
@@ -552,9 +552,9 @@ QuantParams<T, fp8_e4m3_t> check_tensor(tvm::ffi::TensorView out, tvm::ffi::Tens
   using namespace mllm_kernel::host;
   SymbolicSize R{"num_tokens"}, H{"hidden"}, Sin{"input_row_stride"}, Sout{"out_row_stride"};
   SymbolicDevice device;
-  (void)TensorMatcher({R, H}).with_strides({Sin, 1}).with_device<kDLCUDA>(device).template with_dtype<T>().verify(input,
+  (void)TensorMatcher({R, H}).with_strides({Sin, 1}).with_device<kDLCUDA>(device).template with_dtype<T>().verify_rows(input,
                                                                                                           "input");
-  (void)TensorMatcher({R, H}).with_strides({Sout, 1}).with_dtype<fp8_e4m3_t>().with_device(device).verify(out,
+  (void)TensorMatcher({R, H}).with_strides({Sout, 1}).with_dtype<fp8_e4m3_t>().with_device(device).verify_rows(out,
                                                                                                            "out");
   (void)TensorMatcher({1}).with_dtype<float>().with_device(device).verify(scale, "scale");
   RuntimeCheck(R.unwrap() > 0 && H.unwrap() > 0, "input must not be empty, got shape [", R.unwrap(), ", ",

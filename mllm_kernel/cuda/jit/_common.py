@@ -6,6 +6,8 @@ from typing import Callable, TypeVar
 
 import torch
 
+from mllm_kernel.rows import require_tensor
+
 K = TypeVar("K")
 
 #: The element types the LLM kernels are built for, in the order messages list them.
@@ -23,9 +25,7 @@ def per_dtype(factory: Callable[[torch.dtype], K]) -> dict[torch.dtype, K]:
 
 def pick(kernels: dict[torch.dtype, K], op: str, name: str, tensor: object) -> K:
     """The kernel for ``tensor``'s dtype, or a ValueError worded like the C++ checks."""
-    if not isinstance(tensor, torch.Tensor):
-        raise ValueError(f"{op}: {name}: expected a torch.Tensor, got {type(tensor).__name__}")
-    kernel = kernels.get(tensor.dtype)
+    kernel = kernels.get(require_tensor(tensor, op, name).dtype)
     if kernel is None:
         raise ValueError(
             f"{op}: {name}: dtype must be one of {dtype_names()}, got {str(tensor.dtype).removeprefix('torch.')}"

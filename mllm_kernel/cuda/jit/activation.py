@@ -11,7 +11,6 @@ import torch
 
 from mllm_kernel.cuda.jit._common import FunctionTable, per_dtype
 from mllm_kernel.jit_utils import jit, make_cpp_args
-from mllm_kernel.rows import as_rows
 
 _OPS = ("silu_and_mul", "gelu_and_mul")
 _GELU_APPROXIMATIONS = ("none", "tanh")
@@ -44,22 +43,21 @@ def _run(table: FunctionTable, input: torch.Tensor, out: torch.Tensor | None, *f
         function = table[input.dtype]
     except (KeyError, AttributeError):
         function = table.lookup(input)
-    x = input if input.dim() == 2 else as_rows(input, op, "input")
     if out is None:
         shape = input.shape
         if shape[-1] % 2 != 0:
             raise ValueError(f"{op}: input: last dim must be even (gate and up halves), got {shape[-1]}")
         # new_empty skips torch.empty's dtype/device keyword parsing (a few µs per call).
         out = input.new_empty((*shape[:-1], shape[-1] // 2))
-    y = out if out.dim() == 2 else as_rows(out, op, "out")
-    function(y, x, *flags)
+    # N-D tensors go straight to C++, which views them as rows (verify_rows).
+    function(out, input, *flags)
     return out
 
 
 def silu_and_mul(input: torch.Tensor, out: torch.Tensor | None = None, *, enable_pdl: bool = False) -> torch.Tensor:
     """``silu(input[..., :d]) * input[..., d:]`` for ``input`` of shape [..., 2d] (rows may be
     strided). ``out`` ([..., d], same dtype; allocated when None) is returned."""
-    return _run(_SILU_AND_MUL, input, out, bool(enable_pdl))
+    return _run(_SILU_AND_MUL, input, out, enable_pdl)
 
 
 def gelu_and_mul(
@@ -73,4 +71,4 @@ def gelu_and_mul(
     like ``torch.nn.functional.gelu``) or "tanh". ``out`` ([..., d]) is returned."""
     if approximate not in _GELU_APPROXIMATIONS:
         raise ValueError(f"gelu_and_mul: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return _run(_GELU_AND_MUL, input, out, approximate == "tanh", bool(enable_pdl))
+    return _run(_GELU_AND_MUL, input, out, approximate == "tanh", enable_pdl)

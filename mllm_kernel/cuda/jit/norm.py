@@ -13,7 +13,6 @@ import torch
 
 from mllm_kernel.cuda.jit._common import FunctionTable, per_dtype
 from mllm_kernel.jit_utils import jit, make_cpp_args
-from mllm_kernel.rows import as_rows
 
 _OPS = ("rmsnorm", "fused_add_rmsnorm", "qknorm", "qknorm_across_heads")
 
@@ -59,13 +58,12 @@ def rmsnorm(
         function = _RMSNORM[input.dtype]
     except (KeyError, AttributeError):
         function = _RMSNORM.lookup(input)
-    # 2-D tensors (the common case) skip as_rows; empty_like is several times cheaper than
-    # torch.empty(shape, dtype=, device=) and gives the same layout for any flattenable input.
-    x = input if input.dim() == 2 else as_rows(input, "rmsnorm", "input")
     if out is None:
+        # empty_like is several times cheaper than torch.empty(shape, dtype=, device=).
         out = torch.empty_like(input, memory_format=torch.contiguous_format)
-    y = out if out.dim() == 2 else as_rows(out, "rmsnorm", "out")
-    function(y, x, weight, float(eps), bool(enable_pdl))
+    # N-D tensors go straight to C++, which views them as rows (verify_rows); eps and the flag
+    # are converted by tvm-ffi (ints, numpy floats; other types raise TypeError).
+    function(out, input, weight, eps, enable_pdl)
     return out
 
 
@@ -87,11 +85,7 @@ def fused_add_rmsnorm(
         function = _FUSED_ADD_RMSNORM[input.dtype]
     except (KeyError, AttributeError):
         function = _FUSED_ADD_RMSNORM.lookup(input)
-    x = input if input.dim() == 2 else as_rows(input, "fused_add_rmsnorm", "input")
-    r = residual
-    if isinstance(residual, torch.Tensor) and residual.dim() != 2:
-        r = as_rows(residual, "fused_add_rmsnorm", "residual")
-    function(x, r, weight, float(eps), bool(enable_pdl))
+    function(input, residual, weight, eps, enable_pdl)
 
 
 def qknorm(
@@ -113,7 +107,7 @@ def qknorm(
         function = _QKNORM[q.dtype]
     except (KeyError, AttributeError):
         function = _QKNORM.lookup(q)
-    function(q, k, q_weight, k_weight, float(eps), bool(enable_pdl))
+    function(q, k, q_weight, k_weight, eps, enable_pdl)
 
 
 def qknorm_across_heads(
@@ -134,4 +128,4 @@ def qknorm_across_heads(
         function = _QKNORM_ACROSS_HEADS[q.dtype]
     except (KeyError, AttributeError):
         function = _QKNORM_ACROSS_HEADS.lookup(q)
-    function(q, k, q_weight, k_weight, float(eps), bool(enable_pdl))
+    function(q, k, q_weight, k_weight, eps, enable_pdl)

@@ -22,7 +22,7 @@ import torch
 
 from mllm_kernel.cuda.jit._common import per_dtype, pick
 from mllm_kernel.jit_utils import jit, make_cpp_args
-from mllm_kernel.rows import as_rows, group_scales
+from mllm_kernel.rows import group_scales, require_tensor, row_shape
 
 FP8_E4M3_MAX = 448.0
 INT8_MAX = 127.0
@@ -68,9 +68,7 @@ def _check_group_size(op: str, group_size: object, hidden: int) -> int:
 def _out(op: str, input: torch.Tensor, out: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor:
     if out is None:
         return torch.empty(input.shape, dtype=dtype, device=input.device)
-    if not isinstance(out, torch.Tensor):
-        raise ValueError(f"{op}: out: expected a torch.Tensor, got {type(out).__name__}")
-    return out
+    return require_tensor(out, op, "out")
 
 
 def per_tensor_quant_fp8(
@@ -85,21 +83,20 @@ def per_tensor_quant_fp8(
     """
     op = "per_tensor_quant_fp8"
     module = pick(_KERNELS, op, "input", input)()
-    x = as_rows(input, op, "input")
     out = _out(op, input, out, torch.float8_e4m3fn)
     is_static = scale is not None
     if scale is None:
         scale = torch.empty(1, dtype=torch.float32, device=input.device)
-    module.per_tensor_quant_fp8(as_rows(out, op, "out"), scale, x, is_static)
+    module.per_tensor_quant_fp8(out, scale, input, is_static)
     return out, scale
 
 
 def _per_token(op: str, dtype: torch.dtype, input: torch.Tensor, out: torch.Tensor | None):
     module = pick(_KERNELS, op, "input", input)()
-    x = as_rows(input, op, "input")
+    row_shape(input, op)  # a 0-dim input has no rows to give scales
     out = _out(op, input, out, dtype)
     scales = torch.empty((*input.shape[:-1], 1), dtype=torch.float32, device=input.device)
-    getattr(module, op)(as_rows(out, op, "out"), scales.view(-1, 1), x)
+    getattr(module, op)(out, scales.view(-1, 1), input)
     return out, scales
 
 
@@ -132,12 +129,11 @@ def per_token_group_quant_fp8(
     """
     op = "per_token_group_quant_fp8"
     module = pick(_KERNELS, op, "input", input)()
-    x = as_rows(input, op, "input")
-    group_size = _check_group_size(op, group_size, x.shape[-1])
+    rows, hidden = row_shape(input, op)
+    group_size = _check_group_size(op, group_size, hidden)
     out = _out(op, input, out, torch.float8_e4m3fn)
-    scales, scales_2d = group_scales(input, x.shape[0], x.shape[-1] // group_size, bool(column_major_scales))
-    module.per_token_group_quant_fp8(as_rows(out, op, "out"), scales_2d, x, group_size, float(eps),
-                                     bool(scale_ue8m0))
+    scales, scales_2d = group_scales(input, rows, hidden // group_size, bool(column_major_scales))
+    module.per_token_group_quant_fp8(out, scales_2d, input, group_size, float(eps), bool(scale_ue8m0))
     return out, scales
 
 
@@ -149,9 +145,9 @@ def per_token_group_quant_int8(
     ``(out, scales)``."""
     op = "per_token_group_quant_int8"
     module = pick(_KERNELS, op, "input", input)()
-    x = as_rows(input, op, "input")
-    group_size = _check_group_size(op, group_size, x.shape[-1])
+    rows, hidden = row_shape(input, op)
+    group_size = _check_group_size(op, group_size, hidden)
     out = _out(op, input, out, torch.int8)
-    scales, scales_2d = group_scales(input, x.shape[0], x.shape[-1] // group_size, False)
-    module.per_token_group_quant_int8(as_rows(out, op, "out"), scales_2d, x, group_size, float(eps))
+    scales, scales_2d = group_scales(input, rows, hidden // group_size, False)
+    module.per_token_group_quant_int8(out, scales_2d, input, group_size, float(eps))
     return out, scales

@@ -20,9 +20,9 @@
 
 namespace mllm_kernel::host {
 
-/// A row norm's arguments: input [N, D] and a second tensor of that shape (the output, or the
-/// residual: `second_name`), each with a free row stride and dense rows, and weight [D]; one
-/// dtype, one device; nothing empty.
+/// A row norm's arguments: input [..., D] and a second tensor of that shape (the output, or the
+/// residual: `second_name`), each seen as rows [N, D] (leading dims merged, verify_rows) with a
+/// free row stride and dense rows, and weight [D]; one dtype, one device; nothing empty.
 struct NormRowsArgs {
   SymbolicSize tokens{"num_tokens"}, hidden{"hidden"}, in_stride{"input_row_stride"}, second_stride;
   SymbolicDType dtype;
@@ -40,12 +40,12 @@ struct NormRowsArgs {
         .with_strides({in_stride, 1})
         .template with_dtype<Ts...>(dtype)
         .template with_device<kDevice>(device)
-        .verify(input, "input");
+        .verify_rows(input, "input");
     (void)TensorMatcher({tokens, hidden})
         .with_strides({second_stride, 1})
         .with_dtype(dtype)
         .with_device(device)
-        .verify(second, second_name);
+        .verify_rows(second, second_name);
     (void)TensorMatcher({hidden}).with_dtype(dtype).with_device(device).verify(weight, "weight");
     RuntimeCheck(tokens.unwrap() > 0 && hidden.unwrap() > 0, "input must not be empty, got shape [", tokens.unwrap(),
                  ", ", hidden.unwrap(), "]");

@@ -9,6 +9,7 @@
 //       .verify(input, "input")
 //       .verify(out, "out");                    // same T, D, dtype, device as input
 //   TensorMatcher({D}).with_dtype(dtype).with_device(device).verify(weight, "weight");
+//   TensorMatcher({T, D}).with_strides({S, 1}).verify_rows(x, "x");  // x [..., D] as rows [T, D]
 //
 // A symbol binds to the first value it sees and every later use must match it; `unwrap()`
 // returns the bound value. A failed check throws PanicError (a Python ValueError) whose message
@@ -21,6 +22,7 @@
 #pragma once
 
 #include <mllm_kernel/dtype.hpp>
+#include <mllm_kernel/rows.hpp>
 #include <mllm_kernel/source_location.hpp>
 #include <mllm_kernel/utils.hpp>
 
@@ -285,7 +287,20 @@ class TensorMatcher {
     check(tensor, name, detail::Origin{name}, loc);
     return std::move(*this);
   }
-  /// As above, for an unnamed tensor: messages name it by the verify call's location.
+  /// Checks `tensor` [..., last] as the rows [rows, last] of a 2-D matcher: leading dims
+  /// merged without a copy, a 1-D tensor as one row (RowsView, rows.hpp). Symbols bind to the
+  /// rows' values, e.g. the row count and row stride.
+  TensorMatcher&& verify_rows(tvm::ffi::TensorView tensor, std::string_view name,
+                              source_location loc = source_location::current()) && {
+    if (shape_.size() != 2) {
+      detail::throw_panic("ValueError", detail::concat("verify_rows needs a 2-D matcher, got ", shape_.size(), " dims"),
+                          loc);
+    }
+    const RowsView rows(tensor, name, loc);
+    check(rows.view(), name, detail::Origin{name}, loc);
+    return std::move(*this);
+  }
+  /// As verify, for an unnamed tensor: messages name it by the verify call's location.
   TensorMatcher&& verify(tvm::ffi::TensorView tensor,
                          source_location loc = source_location::current()) && {
     unnamed_ = std::string("tensor verified at ") + short_file_name(loc.file_name()) + ":" +
