@@ -50,8 +50,10 @@ struct KVParams {
   std::uint8_t* v_cache;
   const Slot* slots;
   std::int64_t num_slots;
-  std::int64_t k_token_stride, k_head_stride;  // bytes
-  std::int64_t v_token_stride, v_head_stride;  // bytes
+  // Token strides and slots fit 32 bits (check_index_range): their products with the token and
+  // the units a token are one 32 x 32 -> 64-bit multiply each.
+  unsigned k_token_stride, v_token_stride;     // bytes
+  std::int64_t k_head_stride, v_head_stride;  // bytes
   int heads;
   int head_units;     // copy units per head
   bool packed_heads;  // k's and v's heads are head_units units apart: unit i of a token is at i
@@ -82,6 +84,11 @@ __device__ __forceinline__ bool slot_stored(Slot slot, std::int64_t num_slots) {
   return slot >= 0 && static_cast<std::int64_t>(slot) < num_slots;
 }
 
+/// a * b for 32-bit factors (token x token stride, slot x units a token): one wide multiply.
+__device__ __forceinline__ std::uint64_t wide_product(unsigned a, unsigned b) {
+  return static_cast<std::uint64_t>(a) * b;
+}
+
 /// Token blockIdx.x, units from token_unit_begin(). The stores are predicated on the slot, not
 /// branched on (store_if), so the loads of k and v are issued with the slot's and the three share
 /// one round trip to memory; behind a branch on the slot the compiler sank them past its wait.
@@ -89,20 +96,20 @@ template <typename Unit, typename Slot>
 __global__ void __launch_bounds__(kKVMaxBlock) store_kv_cache_kernel(const __grid_constant__ KVParams<Slot> p) {
   using namespace mllm_kernel::device;
   if (p.pdl) pdl_wait_and_release();
-  const std::int64_t t = blockIdx.x;
+  const unsigned t = blockIdx.x;
   const int units = p.heads * p.head_units;
   int i = token_unit_begin();
   if (i >= units) return;
   // Unit-typed views of the token's k and v, and the head stride in units.
-  const auto* k_src = reinterpret_cast<const Unit*>(p.k + t * p.k_token_stride);
-  const auto* v_src = reinterpret_cast<const Unit*>(p.v + t * p.v_token_stride);
+  const auto* k_src = reinterpret_cast<const Unit*>(p.k + wide_product(t, p.k_token_stride));
+  const auto* v_src = reinterpret_cast<const Unit*>(p.v + wide_product(t, p.v_token_stride));
   const std::int64_t k_head = p.k_head_stride / static_cast<std::int64_t>(sizeof(Unit));
   const std::int64_t v_head = p.v_head_stride / static_cast<std::int64_t>(sizeof(Unit));
   Unit kx = *head_element(k_src, k_head, p.head_units, p.packed_heads, i);
   Unit vx = *head_element(v_src, v_head, p.head_units, p.packed_heads, i);
   const Slot slot = p.slots[t];
   const bool store = slot_stored(slot, p.num_slots);
-  const std::int64_t slot_offset = (store ? static_cast<std::int64_t>(slot) : 0) * units;  // a valid address
+  const std::uint64_t slot_offset = wide_product(store ? static_cast<unsigned>(slot) : 0u, units);  // a valid address
   Unit* k_dst = reinterpret_cast<Unit*>(p.k_cache) + slot_offset;
   Unit* v_dst = reinterpret_cast<Unit*>(p.v_cache) + slot_offset;
   while (true) {
@@ -139,9 +146,9 @@ KVParams<Slot> kv_params(const mllm_kernel::host::KVStoreArgs& a, tvm::ffi::Tens
                         static_cast<std::uint8_t*>(v_cache.data_ptr()),
                         slots,
                         a.num_slots.unwrap(),
-                        a.k_s0.unwrap() * elem,
+                        static_cast<unsigned>(a.k_s0.unwrap() * elem),
+                        static_cast<unsigned>(a.v_s0.unwrap() * elem),
                         a.k_s1.unwrap() * elem,
-                        a.v_s0.unwrap() * elem,
                         a.v_s1.unwrap() * elem,
                         static_cast<int>(a.heads.unwrap()),
                         0,
@@ -182,14 +189,19 @@ void dispatch_unit(const KVParams<Slot>& p, std::int64_t tokens, std::int64_t he
   launch_kv<std::uint8_t, Slot>(p, tokens, head_bytes, device, enable_pdl);
 }
 
-/// Both stores index tokens by block and a token's bytes of cache by int: both must fit 32 bits.
-/// `elem_bytes`: bytes per element of the cache.
-void check_index_range(const mllm_kernel::host::KVStoreArgs& a, std::int64_t elem_bytes) {
+/// Both stores index tokens by block, a token's bytes of cache by int, and multiply the token by
+/// the token strides and the slot by a token's units in 32-bit factors: all must fit 31 bits.
+/// `elem_bytes`: bytes per element of the cache, `src_elem_bytes` of k and v.
+void check_index_range(const mllm_kernel::host::KVStoreArgs& a, std::int64_t elem_bytes, std::int64_t src_elem_bytes) {
   using mllm_kernel::host::RuntimeCheck;
   const std::int64_t tokens = a.tokens.unwrap(), heads = a.heads.unwrap(), head_dim = a.head_dim.unwrap();
-  RuntimeCheck(tokens <= 0x7fffffff, "too many tokens: ", tokens);
-  RuntimeCheck(heads * head_dim * elem_bytes <= 0x7fffffff, "a token's k ([", heads, ", ", head_dim,
-               "]) is too large");
+  constexpr std::int64_t kMax = 0x7fffffff;
+  RuntimeCheck(tokens <= kMax, "too many tokens: ", tokens);
+  RuntimeCheck(heads * head_dim * elem_bytes <= kMax, "a token's k ([", heads, ", ", head_dim, "]) is too large");
+  RuntimeCheck(a.num_slots.unwrap() <= kMax, "too many cache slots: ", a.num_slots.unwrap());
+  RuntimeCheck(a.k_s0.unwrap() * src_elem_bytes <= kMax && a.v_s0.unwrap() * src_elem_bytes <= kMax,
+               "k and v token strides must be below 2^31 bytes, got ", a.k_s0.unwrap(), " and ", a.v_s0.unwrap(),
+               " elements");
 }
 
 /// The quantizing store: element strides of k and v, the caches, the scales on the device.
@@ -203,8 +215,8 @@ struct KVQuantParams {
   const float* v_scale;
   const Slot* slots;
   std::int64_t num_slots;
-  std::int64_t k_token_stride, k_head_stride;  // elements
-  std::int64_t v_token_stride, v_head_stride;  // elements
+  unsigned k_token_stride, v_token_stride;     // elements; 32 bits as in KVParams
+  std::int64_t k_head_stride, v_head_stride;  // elements
   int heads;
   int head_vecs;      // vectors of kVec elements per head
   bool packed_heads;  // k's and v's heads are head_vecs vectors apart: vector i of a token is at i
@@ -220,13 +232,13 @@ __global__ void __launch_bounds__(kKVMaxBlock)
   using namespace mllm_kernel::device;
   using Vec = AlignedVector<T, kVec>;
   if (p.pdl) pdl_wait_and_release();
-  const std::int64_t t = blockIdx.x;
+  const unsigned t = blockIdx.x;
   const int vecs = p.heads * p.head_vecs;
   int i = token_unit_begin();
   if (i >= vecs) return;
   // Vec-typed views of the token's k and v (strides are multiples of kVec), head strides in vectors.
-  const auto* k_src = reinterpret_cast<const Vec*>(p.k + t * p.k_token_stride);
-  const auto* v_src = reinterpret_cast<const Vec*>(p.v + t * p.v_token_stride);
+  const auto* k_src = reinterpret_cast<const Vec*>(p.k + wide_product(t, p.k_token_stride));
+  const auto* v_src = reinterpret_cast<const Vec*>(p.v + wide_product(t, p.v_token_stride));
   const std::int64_t k_head = p.k_head_stride / kVec, v_head = p.v_head_stride / kVec;
   Vec kx = load_issued_here(head_element(k_src, k_head, p.head_vecs, p.packed_heads, i));
   Vec vx = load_issued_here(head_element(v_src, v_head, p.head_vecs, p.packed_heads, i));
@@ -235,7 +247,7 @@ __global__ void __launch_bounds__(kKVMaxBlock)
   const ScaleDivisor k_scale(k_scale_value), v_scale(v_scale_value);
   const bool store = slot_stored(slot, p.num_slots);
   // In vectors of the cache (OutVec); slot 0 keeps the address valid for a skipped token.
-  const std::int64_t slot_offset = (store ? static_cast<std::int64_t>(slot) : 0) * vecs;
+  const std::uint64_t slot_offset = wide_product(store ? static_cast<unsigned>(slot) : 0u, vecs);
   using OutVec = AlignedVector<fp8_e4m3_t, kVec>;
   auto* k_dst = reinterpret_cast<OutVec*>(p.k_cache) + slot_offset;
   auto* v_dst = reinterpret_cast<OutVec*>(p.v_cache) + slot_offset;
@@ -291,7 +303,7 @@ void store_kv_cache(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::Te
   a.verify<kDLCUDA, fp32_t, fp16_t, bf16_t, fp8_e4m3_t>(k, v, k_cache, v_cache, slot_mapping);
   const std::int64_t tokens = a.tokens.unwrap(), heads = a.heads.unwrap();
   const std::int64_t elem = dtype_bytes(a.dtype.unwrap());
-  check_index_range(a, elem);
+  check_index_range(a, elem, elem);
   const std::int64_t head_bytes = a.head_dim.unwrap() * elem;
 
   const auto fill = [&](auto* slots) {
@@ -315,7 +327,7 @@ void store_kv_cache_fp8(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi
   a.verify_quantized<kDLCUDA, fp8_e4m3_t, fp32_t, fp16_t, bf16_t>(k, v, k_cache, v_cache, slot_mapping, k_scale,
                                                                    v_scale);
   const std::int64_t tokens = a.tokens.unwrap(), heads = a.heads.unwrap(), head_dim = a.head_dim.unwrap();
-  check_index_range(a, 1);
+  check_index_range(a, 1, dtype_bytes(a.dtype.unwrap()));
   const auto run = [&](auto elem_tag, auto* slots) {
     using T = decltype(elem_tag);
     using Slot = std::remove_const_t<std::remove_pointer_t<decltype(slots)>>;
@@ -327,9 +339,9 @@ void store_kv_cache_fp8(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi
                              static_cast<const float*>(v_scale.data_ptr()),
                              slots,
                              a.num_slots.unwrap(),
-                             a.k_s0.unwrap(),
+                             static_cast<unsigned>(a.k_s0.unwrap()),
+                             static_cast<unsigned>(a.v_s0.unwrap()),
                              a.k_s1.unwrap(),
-                             a.v_s0.unwrap(),
                              a.v_s1.unwrap(),
                              static_cast<int>(heads),
                              0,
