@@ -195,6 +195,22 @@ def test_bad_inputs():
     raises("k: must have 3 dims", k.reshape(4, 128), v, kc, vc, slots)
 
 
+@pytest.mark.parametrize("quantized", [False, True], ids=["plain", "fp8"])
+def test_token_stride_past_32_bits_raises(quantized):
+    # The kernels multiply token x token stride in 32-bit factors: a stride of 2^31 bytes is
+    # refused before the launch (2 GiB of uninitialised memory to build the view).
+    storage = torch.empty(2**30 + 128, dtype=torch.bfloat16, device="cuda")
+    k = storage.as_strided((2, 1, 64), (2**30, 64, 1))
+    v = _randn(2, 1, 64, dtype=torch.bfloat16)
+    slots = torch.arange(2, dtype=torch.int64, device="cuda")
+    scales = dict(zip(("k_scale", "v_scale"), _scales(0.1, 0.1))) if quantized else {}
+    kc, vc = _caches(4, 1, 64, FP8 if quantized else torch.bfloat16)
+    with pytest.raises(ValueError, match=re.escape(
+            f"{OP}: k and v token strides must be below 2^31 bytes, got 1073741824 and 64 elements")):
+        store_kv_cache(k, v, kc, vc, slots, **scales)
+    del storage
+
+
 # ---------------------------------------------------------------- the quantizing store (float8 caches)
 FP8 = torch.float8_e4m3fn
 
