@@ -310,6 +310,13 @@ def _raises(message, fn, *args, **kwargs):
         fn(*args, **kwargs)
 
 
+@pytest.mark.parametrize("fn", [per_token_quant_fp8, per_token_quant_int8, per_tensor_quant_fp8,
+                                per_token_group_quant_fp8, per_token_group_quant_int8])
+def test_zero_dim_input_raises(fn):
+    scalar = torch.tensor(1.5, device="cuda", dtype=torch.bfloat16)
+    _raises(re.escape(f"{fn.__name__}: input: must have at least 1 dim, got a 0-dim tensor"), fn, scalar)
+
+
 def test_bad_inputs_group():
     op = "per_token_group_quant_fp8"
     x = _data(4, 256, dtype=torch.bfloat16)

@@ -13,16 +13,27 @@
 
 namespace {
 
+/// The library's checks, then the sweep's one layout: bf16, int64 slots, packed heads of a
+/// multiple of 8 elements.
+void verify_sweep_layout(mllm_kernel::host::KVStoreArgs& a, tvm::ffi::TensorView k, tvm::ffi::TensorView v,
+                         tvm::ffi::TensorView k_cache, tvm::ffi::TensorView v_cache,
+                         tvm::ffi::TensorView slot_mapping) {
+  using namespace mllm_kernel::host;
+  a.verify<kDLCUDA, bf16_t>(k, v, k_cache, v_cache, slot_mapping);
+  check_index_range(a, sizeof(bf16_t), sizeof(bf16_t));
+  RuntimeCheck(a.index_dtype.is_type<std::int64_t>(), "slot_mapping must be int64");
+  const std::int64_t head_dim = a.head_dim.unwrap();
+  RuntimeCheck(a.k_s1.unwrap() == head_dim && a.v_s1.unwrap() == head_dim && head_dim % 8 == 0,
+               "k and v must have packed heads of a multiple of 8 elements");
+}
+
 template <int kThreads>
 void run_kv_shape(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
                   tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping) {
   using namespace mllm_kernel::host;
   KVStoreArgs a;
-  a.verify<kDLCUDA, bf16_t>(k, v, k_cache, v_cache, slot_mapping);
-  RuntimeCheck(a.index_dtype.is_type<std::int64_t>(), "slot_mapping must be int64");
+  verify_sweep_layout(a, k, v, k_cache, v_cache, slot_mapping);
   const std::int64_t tokens = a.tokens.unwrap(), head_dim = a.head_dim.unwrap();
-  RuntimeCheck(a.k_s1.unwrap() == head_dim && a.v_s1.unwrap() == head_dim && head_dim % 8 == 0,
-               "k and v must have packed heads of a multiple of 8 elements");
   constexpr std::int64_t elem = sizeof(bf16_t);
   const auto* slots = static_cast<const std::int64_t*>(slot_mapping.data_ptr());
   const auto p = kv_params(a, k, v, k_cache, v_cache, slots, elem);
@@ -48,17 +59,16 @@ __global__ void __launch_bounds__(256) lean_kv_kernel(const __grid_constant__ Le
   if (i >= p.units) return;
   const std::int64_t slot = p.slots[t];
   const bool store = slot >= 0 && slot < p.num_slots;
-  // slot < num_slots < 2^31 (checked on the host): one 32x32 -> 64-bit multiply.
-  const std::uint64_t dst = static_cast<std::uint64_t>(static_cast<unsigned>(store ? slot : 0)) * p.units + i;
+  // slot < num_slots < 2^31 (check_index_range): one 32 x 32 -> 64-bit multiply.
+  const std::uint64_t dst = wide_product(store ? static_cast<unsigned>(slot) : 0u, p.units) + i;
   if constexpr (kSplit) {
     const bool is_v = blockIdx.x & 1;
-    const std::uint8_t* src = is_v ? p.v + static_cast<std::uint64_t>(t) * p.v_token_stride
-                                   : p.k + static_cast<std::uint64_t>(t) * p.k_token_stride;
+    const std::uint8_t* src = is_v ? p.v + wide_product(t, p.v_token_stride) : p.k + wide_product(t, p.k_token_stride);
     const Unit x = reinterpret_cast<const Unit*>(src)[i];
     store_if(store, reinterpret_cast<Unit*>(is_v ? p.v_cache : p.k_cache) + dst, x);
   } else {
-    const Unit kx = reinterpret_cast<const Unit*>(p.k + static_cast<std::uint64_t>(t) * p.k_token_stride)[i];
-    const Unit vx = reinterpret_cast<const Unit*>(p.v + static_cast<std::uint64_t>(t) * p.v_token_stride)[i];
+    const Unit kx = reinterpret_cast<const Unit*>(p.k + wide_product(t, p.k_token_stride))[i];
+    const Unit vx = reinterpret_cast<const Unit*>(p.v + wide_product(t, p.v_token_stride))[i];
     store_if(store, reinterpret_cast<Unit*>(p.k_cache) + dst, kx);
     store_if(store, reinterpret_cast<Unit*>(p.v_cache) + dst, vx);
   }
@@ -70,12 +80,8 @@ void run_kv_lean(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::Tenso
   using namespace mllm_kernel::host;
   using Unit = std::conditional_t<kUnitBytes == 16, uint4, uint2>;
   KVStoreArgs a;
-  a.verify<kDLCUDA, bf16_t>(k, v, k_cache, v_cache, slot_mapping);
-  RuntimeCheck(a.index_dtype.is_type<std::int64_t>(), "slot_mapping must be int64");
+  verify_sweep_layout(a, k, v, k_cache, v_cache, slot_mapping);
   const std::int64_t tokens = a.tokens.unwrap(), heads = a.heads.unwrap(), head_dim = a.head_dim.unwrap();
-  RuntimeCheck(a.k_s1.unwrap() == head_dim && a.v_s1.unwrap() == head_dim && head_dim % 8 == 0,
-               "k and v must have packed heads of a multiple of 8 elements");
-  RuntimeCheck(a.num_slots.unwrap() <= 0x7fffffff, "too many slots");
   constexpr std::int64_t elem = sizeof(bf16_t);
   const auto units = static_cast<unsigned>(heads * head_dim * elem / kUnitBytes);
   const LeanKVParams p{static_cast<const std::uint8_t*>(k.data_ptr()),

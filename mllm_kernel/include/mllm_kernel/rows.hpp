@@ -58,8 +58,8 @@ class RowsView {
       strides_[0] = shape_[1] * strides_[1];
     } else if (!mergeable) {
       detail::throw_panic("ValueError",
-                          detail::concat(name, ": leading dims of shape ", list_text(shape, ndim), " with strides ",
-                                         list_text(strides, ndim),
+                          detail::concat(name, ": leading dims of shape ", detail::list_text(shape, ndim), " with strides ",
+                                         detail::list_text(strides, ndim),
                                          " cannot be flattened into rows without a copy"),
                           loc);
     }
@@ -71,12 +71,6 @@ class RowsView {
   tvm::ffi::TensorView view() const { return tvm::ffi::TensorView(&tensor_); }
 
  private:
-  static std::string list_text(const std::int64_t* values, int n) {
-    std::string out = "[";
-    for (int i = 0; i < n; ++i) out += (i ? ", " : "") + std::to_string(values[i]);
-    return out + "]";
-  }
-
   std::int64_t shape_[2];
   std::int64_t strides_[2];
   DLTensor tensor_;  // points at shape_ and strides_

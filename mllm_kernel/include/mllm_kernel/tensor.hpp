@@ -310,14 +310,6 @@ class TensorMatcher {
   }
 
  private:
-  static std::string shape_text(const std::int64_t* values, int ndim) {
-    std::string out = "[";
-    for (int i = 0; i < ndim; ++i) {
-      if (i) out += ", ";
-      out += std::to_string(values[i]);
-    }
-    return out + "]";
-  }
   template <std::size_t N>
   static std::string spec_text(const detail::InlineList<SizeSpec, N>& specs) {
     std::string out = "[";
@@ -362,7 +354,7 @@ class TensorMatcher {
     if (ndim != expected_ndim) {
       detail::throw_panic("ValueError",
                           detail::concat(name, ": must have ", expected_ndim, " dims ", spec_text(shape_),
-                                         ", got ", ndim, " dims ", shape_text(shape, ndim)),
+                                         ", got ", ndim, " dims ", detail::list_text(shape, ndim)),
                           loc);
     }
     // Dtype and device first: a wrong dtype explains odd sizes better than the sizes do.
@@ -401,8 +393,8 @@ class TensorMatcher {
           s *= shape[j];
         }
         detail::throw_panic("ValueError",
-                            detail::concat(name, ": must be contiguous (strides ", shape_text(want.data(), ndim),
-                                           "), got strides ", shape_text(strides, ndim)),
+                            detail::concat(name, ": must be contiguous (strides ", detail::list_text(want.data(), ndim),
+                                           "), got strides ", detail::list_text(strides, ndim)),
                             loc);
       }
       contiguous *= shape[i];

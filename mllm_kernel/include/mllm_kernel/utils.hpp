@@ -36,6 +36,16 @@ std::string concat(Args&&... args) {
   return os.str();
 }
 
+/// "[a, b, c]": a shape or strides in messages.
+inline std::string list_text(const std::int64_t* values, int n) {
+  std::string out = "[";
+  for (int i = 0; i < n; ++i) {
+    if (i) out += ", ";
+    out += std::to_string(values[i]);
+  }
+  return out + "]";
+}
+
 /// Appends " [at file:line]" so a message says where the failed check lives.
 inline std::string with_location(std::string message, const source_location& loc) {
   message += " [at ";
