@@ -225,13 +225,26 @@ def time_variants(cases: dict[str, Callable], sets: Sequence[tuple], compiled_ti
 def tuning_tokens(doc: str, default: str) -> list[int]:
     """The ``--tokens`` list of a tuning script (``doc``: its module docstring), after checking
     that CUDA is there."""
+    return tuning_options(doc, default)[0]
+
+
+def tuning_options(doc: str, default: str, ops: Sequence[str] = ()) -> tuple[list[int], list[str]]:
+    """``--tokens`` and, where the script has several ``ops``, ``--ops`` (comma-separated, all by
+    default) of a tuning script, after checking that CUDA is there."""
     import argparse
 
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--tokens", default=default, help="comma-separated token counts")
-    tokens = [int(t) for t in parser.parse_args().tokens.split(",")]
+    if ops:
+        parser.add_argument("--ops", default=",".join(ops), help=f"comma-separated, from: {', '.join(ops)}")
+    args = parser.parse_args()
+    tokens = [int(t) for t in args.tokens.split(",")]
+    chosen = args.ops.split(",") if ops else []
+    unknown = sorted(set(chosen) - set(ops))
+    if unknown:
+        parser.error(f"unknown ops: {', '.join(unknown)}")
     require_cuda()
-    return tokens
+    return tokens, chosen
 
 
 def require_cuda() -> None:

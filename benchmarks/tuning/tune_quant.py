@@ -6,7 +6,7 @@ graphs the library op, ``torch.compile`` of the reference and the kernels of
 speed bound, ``ScaleDivisor``) with a few block shapes. Shows what the small-token cases
 spend their time on.
 
-    python benchmarks/tuning/tune_quant.py [--tokens 1,64,1024,16384]
+    python benchmarks/tuning/tune_quant.py [--tokens 1,64,1024,16384] [--ops dynamic,static,token,group]
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import bench_quant  # noqa: E402
 import harness  # noqa: E402
 
 HIDDEN = 4096
+OPS = ("dynamic", "static", "token", "group")  # the --ops names of _cases, in its order
 FP8 = torch.float8_e4m3fn
 DIVISIONS = {0: "ieee", 1: "recip", 2: "divisor"}
 STATIC_THREADS = (128, 256)
@@ -31,25 +32,32 @@ GROUP_LANES = (4, 8, 16)
 # flight, vectors a thread of the quantization pass) of the dynamic two-pass path.
 STATIC_ITEMS = (1, 2, 4)
 TWO_PASS_ITEMS = [(1, 1), (4, 1), (4, 2), (8, 1)]
+# The resident one-launch path (an experiment): (threads a block, loads in flight a thread, blocks
+# an SM, MB of the streamed part marked evict_last, KB of shared memory a block at most (-1: all
+# it can have)).
+RESIDENT = [(1024, 2, 1, 32, -1), (1024, 4, 1, 32, -1), (1024, 2, 1, 32, 0), (1024, 2, 1, 32, 96), (512, 2, 2, 32, -1),
+            (512, 4, 2, 32, -1), (256, 4, 4, 32, -1)]
 
 
-def _module():
-    from mllm_kernel.jit_utils import load_cuda_jit
+def _resident_name(threads, unroll, blocks, keep_mb, stash_kb):
+    return f"resident_{threads}x{blocks}_u{unroll}_keep{keep_mb}{'' if stash_kb < 0 else f'_stash{stash_kb}k'}"
 
-    wrappers = []
-    for d in DIVISIONS:
-        wrappers += [(f"static_{t}_{d}", f"run_static<{t}, {d}>") for t in STATIC_THREADS]
-        wrappers += [(f"token_{t}_{d}", f"run_token<{t}, {d}>") for t in TOKEN_THREADS]
-        wrappers += [(f"group_{lanes}_{d}", f"run_group<{lanes}, {d}>") for lanes in GROUP_LANES]
-    return load_cuda_jit("tune_quant_variants", cuda_files=[Path(__file__).resolve().parent / "quant_variants.cuh"],
-                         cuda_wrappers=wrappers)
+
+# The amax pass through the bulk-copy unit (an experiment): (chunk bytes, stages); alone and with
+# the quantization pass.
+BULK = [(8192, 4), (16384, 4), (16384, 6), (32768, 3)]
 
 
 def _tensor_module():
     from mllm_kernel.jit_utils import load_cuda_jit
 
     wrappers = ([(f"static_items_{i}", f"run_static_items<{i}>") for i in STATIC_ITEMS]
-                + [(f"two_pass_{a}_{i}", f"run_two_pass<{a}, {i}>") for a, i in TWO_PASS_ITEMS])
+                + [(f"two_pass_{a}_{i}", f"run_two_pass<{a}, {i}>") for a, i in TWO_PASS_ITEMS]
+                + [(_resident_name(*r), f"run_resident<{', '.join(map(str, r))}>")
+                   for r in RESIDENT]
+                + [("amax_only", "run_amax_only")]
+                + [(f"bulk_{c}x{n}_{q}", f"run_bulk_amax<{c}, {n}, {str(q == 'quant').lower()}>")
+                   for c, n in BULK for q in ("amax", "quant")])
     return load_cuda_jit("tune_quant_tensor", cuda_files=[Path(__file__).resolve().parent / "tensor_variants.cuh"],
                          cuda_wrappers=wrappers)
 
@@ -65,7 +73,11 @@ def _cases(module, tensor, t: int):
     return [
         ("per_tensor dynamic", lambda x, o, s: per_tensor_quant_fp8(x, out=o),
          lambda x, o, s: bench_quant.ref_per_tensor_dynamic(x),
-         {f"two_pass amax {a} quant {i}": getattr(tensor, f"two_pass_{a}_{i}") for a, i in TWO_PASS_ITEMS}, 0),
+         {**{f"two_pass amax {a} quant {i}": getattr(tensor, f"two_pass_{a}_{i}") for a, i in TWO_PASS_ITEMS},
+          **{_resident_name(*r): getattr(tensor, _resident_name(*r)) for r in RESIDENT},
+          "amax pass alone": tensor.amax_only,
+          **{f"bulk amax {c}x{n} {q}": getattr(tensor, f"bulk_{c}x{n}_{q}") for c, n in BULK for q in ("amax", "quant")}},
+         0),
         ("per_tensor static", lambda x, o, s: per_tensor_quant_fp8(x, s, out=o),
          lambda x, o, s: bench_quant.ref_per_tensor_static(x, s),
          {**variants("static", STATIC_THREADS),
@@ -78,12 +90,14 @@ def _cases(module, tensor, t: int):
 
 
 def main() -> None:
-    tokens = harness.tuning_tokens(__doc__, "1,64,1024,16384")
+    tokens, ops = harness.tuning_options(__doc__, "1,64,1024,16384", OPS)
     module, tensor = _module(), _tensor_module()
     print(f"device: {torch.cuda.get_device_name()}  copy {harness.copy_bandwidth_gbps():.0f} GB/s")
     for t in tokens:
         nbytes = 3 * t * HIDDEN
-        for op, library, reference, variants, scales_per_row in _cases(module, tensor, t):
+        for key, (op, library, reference, variants, scales_per_row) in zip(OPS, _cases(module, tensor, t)):
+            if key not in ops:
+                continue
             def make():
                 x = torch.randn(t, HIDDEN, device="cuda", dtype=torch.bfloat16)
                 s = (torch.full((1,), 0.05, device="cuda") if scales_per_row == 0

@@ -218,9 +218,10 @@ __global__ void __launch_bounds__(kBlock) row_quant_kernel(const __grid_constant
 // (kAfterAmax) the quantization walks the tensor from the end backwards, the tail, read last by
 // the amax pass, being still in L2; with a given (static) scale it walks forwards with plain
 // loads and stores (H100, [16384, 4096] bf16: 72 us against 81 us with the backward walk).
-// One cooperative launch that kept most of the tensor on chip (registers, shared memory) across a
-// grid barrier was slower than the two passes (H100: 119 against 117 us at 16384 tokens, 7.0
-// against 5.9 us at 64; the cooperative launch and the barrier cost about 4 us; BENCHMARKS.md).
+// The amax pass alone reads at 2.9 TB/s (H100, 46 us of the 118 at [16384, 4096]). Neither one
+// cooperative launch that keeps 30 MB in shared memory across a grid barrier (116-119 us,
+// though it moves 270 MB from DRAM against about 300) nor an amax pass through the bulk-copy
+// unit (52-55 us) was faster: tensor_variants.cuh, BENCHMARKS.md.
 
 /// Bytes at the end of the input the amax pass asks L2 to keep (evict_last) for the
 /// quantization pass, which reads them first; H100's L2 is 50 MB.

@@ -88,7 +88,7 @@ inline CUfunction kernel_function(const void* kernel, int device_id) {
 /// false, having launched nothing, when the driver path is unavailable or refuses the launch.
 template <typename... KernelArgs, typename... Args>
 bool driver_launch(void (*kernel)(KernelArgs...), int device_id, dim3 grid, dim3 block, std::size_t smem,
-                   cudaStream_t stream, bool pdl, Args&&... args) {
+                   cudaStream_t stream, bool pdl, bool cooperative, Args&&... args) {
   const LaunchKernelExFn launch = driver_launch_kernel_ex();
   if (launch == nullptr) return false;
   const CUfunction function = kernel_function(reinterpret_cast<const void*>(kernel), device_id);
@@ -102,13 +102,18 @@ bool driver_launch(void (*kernel)(KernelArgs...), int device_id, dim3 grid, dim3
   config.blockDimZ = block.z;
   config.sharedMemBytes = static_cast<unsigned>(smem);
   config.hStream = stream;
-  CUlaunchAttribute attribute[1];
+  CUlaunchAttribute attribute[2];
+  unsigned count = 0;
   if (pdl) {
-    attribute[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attribute[0].value.programmaticStreamSerializationAllowed = 1;
-    config.attrs = attribute;
-    config.numAttrs = 1;
+    attribute[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attribute[count++].value.programmaticStreamSerializationAllowed = 1;
   }
+  if (cooperative) {
+    attribute[count].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attribute[count++].value.cooperative = 1;
+  }
+  config.attrs = count > 0 ? attribute : nullptr;
+  config.numAttrs = count;
   return [&](KernelArgs... converted) {
     void* params[sizeof...(KernelArgs) + 1] = {static_cast<void*>(&converted)...};
     return launch(&config, function, params, nullptr) == CUDA_SUCCESS;

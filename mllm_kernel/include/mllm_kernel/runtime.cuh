@@ -58,6 +58,18 @@ inline int get_available_dynamic_smem_per_block(int device_id = detail::current_
   return detail::query(cudaDevAttrMaxSharedMemoryPerBlockOptin, device_id, cache);
 }
 
+/// Shared memory of one SM on `device_id`, in bytes (228 KB on an H100).
+inline int get_smem_per_sm(int device_id = detail::current_device()) {
+  static detail::AttributeCache cache;
+  return detail::query(cudaDevAttrMaxSharedMemoryPerMultiprocessor, device_id, cache);
+}
+
+/// Shared memory the system reserves for each resident block on `device_id`, in bytes.
+inline int get_reserved_smem_per_block(int device_id = detail::current_device()) {
+  static detail::AttributeCache cache;
+  return detail::query(cudaDevAttrReservedSharedMemoryPerBlock, device_id, cache);
+}
+
 /// Resident blocks of `kernel` per SM for a block size and dynamic shared memory on the
 /// current device; the answer is cached per (kernel, device, block size, smem).
 template <typename... KernelArgs>

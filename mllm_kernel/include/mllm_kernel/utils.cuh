@@ -159,7 +159,9 @@ class DeviceGuard {
 /// With a DLDevice, the stream is the one tvm-ffi's environment holds for that device, which
 /// is PyTorch's current stream when the op was called with torch tensors. Dynamic shared
 /// memory above 48 KB raises the kernel's limit first. `enable_pdl(true)` launches with
-/// programmatic stream serialization on sm_90 and newer (ignored below).
+/// programmatic stream serialization on sm_90 and newer (ignored below). `enable_cooperative()`
+/// makes it a cooperative launch: every block resident at once (a grid barrier such as
+/// cooperative_groups' grid sync is then safe), or the launch fails with an error.
 class LaunchKernel {
  public:
   LaunchKernel(dim3 grid, dim3 block, DLDevice device, std::size_t dynamic_smem = 0,
@@ -181,6 +183,12 @@ class LaunchKernel {
     return *this;
   }
 
+  /// Requests a cooperative launch (all blocks co-resident, checked by the driver).
+  LaunchKernel& enable_cooperative(bool enable = true) {
+    cooperative_ = enable;
+    return *this;
+  }
+
   template <typename... KernelArgs, typename... Args>
   void operator()(void (*kernel)(KernelArgs...), Args&&... args) const {
     int device_id = device_id_;
@@ -193,19 +201,24 @@ class LaunchKernel {
     }
     const bool pdl = pdl_ && detail::compute_capability_major(device_id) >= 9;
     // The driver path first (less host time); the runtime launch when it cannot launch.
-    if (detail::driver_launch(kernel, device_id, grid_, block_, smem_, stream_, pdl, args...)) return;
+    if (detail::driver_launch(kernel, device_id, grid_, block_, smem_, stream_, pdl, cooperative_, args...)) return;
     cudaLaunchConfig_t config{};
     config.gridDim = grid_;
     config.blockDim = block_;
     config.dynamicSmemBytes = smem_;
     config.stream = stream_;
-    cudaLaunchAttribute attribute[1];
+    cudaLaunchAttribute attribute[2];
+    unsigned count = 0;
     if (pdl) {
-      attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attribute[0].val.programmaticStreamSerializationAllowed = 1;
-      config.attrs = attribute;
-      config.numAttrs = 1;
+      attribute[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attribute[count++].val.programmaticStreamSerializationAllowed = 1;
     }
+    if (cooperative_) {
+      attribute[count].id = cudaLaunchAttributeCooperative;
+      attribute[count++].val.cooperative = 1;
+    }
+    config.attrs = count > 0 ? attribute : nullptr;
+    config.numAttrs = count;
     RuntimeDeviceCheck(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), loc_);
   }
 
@@ -216,6 +229,7 @@ class LaunchKernel {
   int device_id_;
   cudaStream_t stream_;
   bool pdl_ = false;
+  bool cooperative_ = false;
   source_location loc_;
 };
 
