@@ -147,6 +147,14 @@ def test_quant_tuning_kernels_build():
         assert callable(getattr(tensor, f"static_items_{items}"))
     for amax_items, items in tune_quant.TWO_PASS_ITEMS:
         assert callable(getattr(tensor, f"two_pass_{amax_items}_{items}"))
+    for shape in tune_quant.RESIDENT:
+        assert callable(getattr(tensor, tune_quant._resident_name(*shape)))
+    for chunk, stages in tune_quant.BULK:
+        assert callable(getattr(tensor, f"bulk_{chunk}x{stages}_amax"))
+        assert callable(getattr(tensor, f"bulk_{chunk}x{stages}_quant"))
+    for reverse, keep_mb in tune_quant.ORDERED:
+        assert callable(getattr(tensor, f"ordered_{reverse}_{keep_mb}"))
+    assert callable(tensor.amax_only)
     for d in tune_quant.DIVISIONS:
         for threads in tune_quant.STATIC_THREADS:
             assert callable(getattr(module, f"static_{threads}_{d}"))
@@ -154,6 +162,13 @@ def test_quant_tuning_kernels_build():
             assert callable(getattr(module, f"token_{threads}_{d}"))
         for lanes in tune_quant.GROUP_LANES:
             assert callable(getattr(module, f"group_{lanes}_{d}"))
+
+
+def test_tuning_ops_refuses_an_unknown_op():
+    out = subprocess.run([sys.executable, str(BENCHMARKS / "tuning" / "tune_quant.py"), "--ops", "dynamic,bogus"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2
+    assert "unknown ops: bogus" in out.stderr
 
 
 def test_bench_call_overhead_cpu_prints_every_path():

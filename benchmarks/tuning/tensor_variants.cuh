@@ -274,4 +274,59 @@ void run_amax_only(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ff
   LaunchKernel(static_cast<unsigned>(blocks), kBlock, device)(amax_kernel<bf16_t, 8, 1>, p);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Walk orders of the two passes (experiment): the library's amax pass reads forwards and its
+// quantization pass backwards, so that the tail the amax pass read last is still in L2; a
+// static pass measured 9 us slower backwards. Here the amax pass reads backwards (kReverse,
+// its last kKeepMB of reads being the head) and the quantization pass forwards.
+
+template <bool kReverse, int kKeepMB>
+__global__ void __launch_bounds__(kBlock) ordered_amax_kernel(const __grid_constant__ QuantParams<bf16_t, fp8_e4m3_t> p) {
+  using namespace mllm_kernel::device;
+  using Vec = AlignedVector<bf16_t, 8>;
+  __shared__ float scratch[cta::kScratchSize];
+  pdl_launch_dependents();
+  const std::int64_t total = p.rows * (p.hidden / 8);
+  const std::int64_t keep_vecs = (static_cast<std::int64_t>(kKeepMB) << 20) / Vec::kBytes;
+  const std::uint64_t keep = l2_evict_last(), drop = l2_evict_first();
+  float amax = 0.0f;
+  for (std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x; n < total;
+       n += static_cast<std::int64_t>(gridDim.x) * kBlock) {
+    const std::int64_t i = kReverse ? total - 1 - n : n;
+    const bool kept = kReverse ? i < keep_vecs : i >= total - keep_vecs;
+    Vec v;
+    load_with_policy(v, p.in + i * 8, kept ? keep : drop);
+    amax = fmaxf(amax, vec_amax(v));
+  }
+  amax = cta::reduce_max(amax, scratch);
+  if (threadIdx.x == 0) atomic::max(p.scales, amax / QuantFormat<fp8_e4m3_t>::kMax);
+}
+
+__global__ void __launch_bounds__(kBlock) forward_quant_kernel(const __grid_constant__ QuantParams<bf16_t, fp8_e4m3_t> p) {
+  using namespace mllm_kernel::device;
+  using Vec = AlignedVector<bf16_t, 8>;
+  const std::int64_t total = p.rows * (p.hidden / 8);
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x;
+  const std::uint64_t drop = l2_evict_first();
+  Vec v;
+  if (i < total) load_with_policy(v, p.in + i * 8, drop);
+  pdl_wait_primary();
+  const ScaleDivisor divide(*p.scales);
+  if (i < total) store_with_policy(quantize<fp8_e4m3_t>(v, divide), p.out + i * 8, drop);
+}
+
+template <bool kReverse, int kKeepMB>
+void run_ordered(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi::TensorView input) {
+  using namespace mllm_kernel::host;
+  DLDevice device;
+  const auto p = contiguous_params(out, scale, input, &device);  // fills `device` first
+  const std::int64_t total = p.rows * (p.hidden / 8);
+  const auto amax = ordered_amax_kernel<kReverse, kKeepMB>;
+  const std::int64_t blocks = std::min<std::int64_t>(
+      div_ceil(total, kBlock), static_cast<std::int64_t>(runtime::get_sm_count(device.device_id)) * runtime::get_blocks_per_sm(amax, kBlock));
+  RuntimeDeviceCheck(cudaMemsetAsync(p.scales, 0, sizeof(float), LaunchKernel::resolve_device(device)));
+  LaunchKernel(static_cast<unsigned>(blocks), kBlock, device)(amax, p);
+  LaunchKernel(static_cast<unsigned>(div_ceil(total, kBlock)), kBlock, device).enable_pdl(true)(forward_quant_kernel, p);
+}
+
 }  // namespace

@@ -39,6 +39,18 @@ RESIDENT = [(1024, 2, 1, 32, -1), (1024, 4, 1, 32, -1), (1024, 2, 1, 32, 0), (10
             (512, 4, 2, 32, -1), (256, 4, 4, 32, -1)]
 
 
+def _module():
+    from mllm_kernel.jit_utils import load_cuda_jit
+
+    wrappers = []
+    for d in DIVISIONS:
+        wrappers += [(f"static_{t}_{d}", f"run_static<{t}, {d}>") for t in STATIC_THREADS]
+        wrappers += [(f"token_{t}_{d}", f"run_token<{t}, {d}>") for t in TOKEN_THREADS]
+        wrappers += [(f"group_{lanes}_{d}", f"run_group<{lanes}, {d}>") for lanes in GROUP_LANES]
+    return load_cuda_jit("tune_quant_variants", cuda_files=[Path(__file__).resolve().parent / "quant_variants.cuh"],
+                         cuda_wrappers=wrappers)
+
+
 def _resident_name(threads, unroll, blocks, keep_mb, stash_kb):
     return f"resident_{threads}x{blocks}_u{unroll}_keep{keep_mb}{'' if stash_kb < 0 else f'_stash{stash_kb}k'}"
 
@@ -46,6 +58,8 @@ def _resident_name(threads, unroll, blocks, keep_mb, stash_kb):
 # The amax pass through the bulk-copy unit (an experiment): (chunk bytes, stages); alone and with
 # the quantization pass.
 BULK = [(8192, 4), (16384, 4), (16384, 6), (32768, 3)]
+# Walk orders (an experiment): (amax pass backwards, MB it marks evict_last), quantization forwards.
+ORDERED = [(1, 32), (1, 40), (1, 24), (0, 32)]
 
 
 def _tensor_module():
@@ -57,7 +71,8 @@ def _tensor_module():
                    for r in RESIDENT]
                 + [("amax_only", "run_amax_only")]
                 + [(f"bulk_{c}x{n}_{q}", f"run_bulk_amax<{c}, {n}, {str(q == 'quant').lower()}>")
-                   for c, n in BULK for q in ("amax", "quant")])
+                   for c, n in BULK for q in ("amax", "quant")]
+                + [(f"ordered_{r}_{k}", f"run_ordered<{str(bool(r)).lower()}, {k}>") for r, k in ORDERED])
     return load_cuda_jit("tune_quant_tensor", cuda_files=[Path(__file__).resolve().parent / "tensor_variants.cuh"],
                          cuda_wrappers=wrappers)
 
@@ -76,7 +91,9 @@ def _cases(module, tensor, t: int):
          {**{f"two_pass amax {a} quant {i}": getattr(tensor, f"two_pass_{a}_{i}") for a, i in TWO_PASS_ITEMS},
           **{_resident_name(*r): getattr(tensor, _resident_name(*r)) for r in RESIDENT},
           "amax pass alone": tensor.amax_only,
-          **{f"bulk amax {c}x{n} {q}": getattr(tensor, f"bulk_{c}x{n}_{q}") for c, n in BULK for q in ("amax", "quant")}},
+          **{f"bulk amax {c}x{n} {q}": getattr(tensor, f"bulk_{c}x{n}_{q}") for c, n in BULK for q in ("amax", "quant")},
+          **{f"amax {'backwards' if r else 'forwards'} keep {k} MB, quant forwards": getattr(tensor, f"ordered_{r}_{k}")
+             for r, k in ORDERED}},
          0),
         ("per_tensor static", lambda x, o, s: per_tensor_quant_fp8(x, s, out=o),
          lambda x, o, s: bench_quant.ref_per_tensor_static(x, s),
