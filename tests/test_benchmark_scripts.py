@@ -147,6 +147,8 @@ def test_quant_tuning_kernels_build():
         assert callable(getattr(tensor, f"static_items_{items}"))
     for amax_items, items in tune_quant.TWO_PASS_ITEMS:
         assert callable(getattr(tensor, f"two_pass_{amax_items}_{items}"))
+    for vec, items in tune_quant.STATIC_VECS:
+        assert callable(getattr(tensor, f"static_vec_{vec}_{items}"))
     for shape in tune_quant.RESIDENT:
         assert callable(getattr(tensor, tune_quant._resident_name(*shape)))
     for chunk, stages in tune_quant.BULK:

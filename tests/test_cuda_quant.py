@@ -274,25 +274,33 @@ def test_per_tensor_dynamic_repeated_calls_reset_the_scale():
     _assert_same(q, ref_q)
 
 
+# Static quantization takes 2-element vectors up to 2^18 elements, 16-byte vectors beyond, and
+# single elements when rows are not vector-aligned.
+@pytest.mark.parametrize("shape", [(1, 4096), (65, 2048), (3, 2), (520, 512), (7, 1001)], ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=_ids)
 @pytest.mark.parametrize("scale_value", [0.01, 1.0, 0.0])
-def test_per_tensor_static(dtype, scale_value):
-    x = _data(65, 2048, dtype=dtype, seed=9)
+def test_per_tensor_static(dtype, scale_value, shape):
+    x = _data(*shape, dtype=dtype, seed=9)
     scale = torch.tensor([scale_value], dtype=torch.float32, device="cuda")
     given = scale.clone()
-    q, s = per_tensor_quant_fp8(x, scale)
-    assert s is scale and torch.equal(s, given), "a static scale must be returned unchanged"
+    out = _poisoned(shape, FP8)
+    q, s = per_tensor_quant_fp8(x, scale, out=out)
+    assert q is out and s is scale and torch.equal(s, given), "a static scale must be returned unchanged"
     ref_q, _ = _ref_tensor(x, scale)
     _assert_same(q, ref_q)  # 0.01 saturates the outliers at +-448; 0.0 gives zeros
 
 
-def test_per_tensor_strided_rows():
-    base = _data(50, 1100, dtype=torch.bfloat16, seed=4)
-    x = base[:, 2:1026]
-    q, s = per_tensor_quant_fp8(x)
+@pytest.mark.parametrize("rows", [50, 300])  # static: 2-element vectors, then 16-byte ones
+def test_per_tensor_strided_rows(rows):
+    base = _data(rows, 1100, dtype=torch.bfloat16, seed=4)
+    x = base[:, 8:1032]
+    q, s = per_tensor_quant_fp8(x, out=_poisoned(x.shape, FP8))
     ref_q, ref_s = _ref_tensor(x)
     _assert_scales(s, ref_s)
     _assert_same(q, ref_q)
+    given = torch.tensor([0.02], device="cuda")
+    q, _ = per_tensor_quant_fp8(x, given, out=_poisoned(x.shape, FP8))
+    _assert_same(q, _ref_tensor(x, given)[0])
 
 
 def test_nan_input_stays_nan_fp8():

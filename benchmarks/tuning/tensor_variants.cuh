@@ -28,6 +28,15 @@ void run_static_items(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm:
   launch_static<bf16_t, 8, kItems>(p, device, true);
 }
 
+/// Static quantization in narrower vectors (kVec elements a thread, kItems vectors): more threads
+/// with less work each, as Inductor's kernel at one token (16 blocks x 128 threads x 2 elements).
+template <int kVec, int kItems>
+void run_static_vec(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi::TensorView input) {
+  DLDevice device;
+  const auto p = contiguous_params(out, scale, input, &device);  // fills `device` first
+  launch_static<bf16_t, kVec, kItems>(p, device, true);
+}
+
 template <int kAmaxItems, int kItems>
 void run_two_pass(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi::TensorView input) {
   DLDevice device;

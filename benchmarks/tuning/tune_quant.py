@@ -31,6 +31,8 @@ GROUP_LANES = (4, 8, 16)
 # The library's per-tensor kernels: vectors a thread of static quantization; (amax-pass loads in
 # flight, vectors a thread of the quantization pass) of the dynamic two-pass path.
 STATIC_ITEMS = (1, 2, 4)
+# Static quantization in narrower vectors: (elements a vector, vectors a thread).
+STATIC_VECS = [(2, 1), (4, 1), (2, 2), (4, 2)]
 TWO_PASS_ITEMS = [(1, 1), (4, 1), (4, 2), (8, 1)]
 # The resident one-launch path (an experiment): (threads a block, loads in flight a thread, blocks
 # an SM, MB of the streamed part marked evict_last, KB of shared memory a block at most (-1: all
@@ -66,6 +68,7 @@ def _tensor_module():
     from mllm_kernel.jit_utils import load_cuda_jit
 
     wrappers = ([(f"static_items_{i}", f"run_static_items<{i}>") for i in STATIC_ITEMS]
+                + [(f"static_vec_{v}_{i}", f"run_static_vec<{v}, {i}>") for v, i in STATIC_VECS]
                 + [(f"two_pass_{a}_{i}", f"run_two_pass<{a}, {i}>") for a, i in TWO_PASS_ITEMS]
                 + [(_resident_name(*r), f"run_resident<{', '.join(map(str, r))}>")
                    for r in RESIDENT]
@@ -98,7 +101,8 @@ def _cases(module, tensor, t: int):
         ("per_tensor static", lambda x, o, s: per_tensor_quant_fp8(x, s, out=o),
          lambda x, o, s: bench_quant.ref_per_tensor_static(x, s),
          {**variants("static", STATIC_THREADS),
-          **{f"static items {i}": getattr(tensor, f"static_items_{i}") for i in STATIC_ITEMS}}, 0),
+          **{f"static items {i}": getattr(tensor, f"static_items_{i}") for i in STATIC_ITEMS},
+          **{f"static {v} elements x {i}": getattr(tensor, f"static_vec_{v}_{i}") for v, i in STATIC_VECS}}, 0),
         ("per_token", lambda x, o, s: per_token_quant_fp8(x, out=o),
          lambda x, o, s: bench_quant.ref_per_token_fp8(x), variants("token", TOKEN_THREADS), 1),
         ("group128", lambda x, o, s: per_token_group_quant_fp8(x, 128, out=o),
