@@ -55,6 +55,12 @@ def test_add_constant_module_builds(constant):
     assert callable(_KERNELS[constant].module("cuda").add_constant)
 
 
+def test_cooperative_launch_test_kernel_builds():
+    from conftest import grid_sum_module
+
+    assert callable(grid_sum_module().grid_sum)
+
+
 HEADERS = ["type.cuh", "math.cuh", "vec.cuh", "warp.cuh", "cta.cuh", "atomic.cuh", "tile.cuh", "quantize.cuh",
            "impl/norm.cuh"]
 

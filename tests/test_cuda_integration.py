@@ -9,7 +9,7 @@ import textwrap
 import pytest
 import torch
 
-from conftest import PYTHON, requires_cuda, subprocess_env
+from conftest import PYTHON, grid_sum_module, requires_cuda, subprocess_env
 from mllm_kernel import ops
 from test_torch_integration import rope_cache
 
@@ -152,6 +152,31 @@ def test_chained_pdl_launches_are_correct():
     torch.cuda.synchronize()
     torch.testing.assert_close(x, x_ref, rtol=0, atol=0)
     torch.testing.assert_close(r, r_ref, rtol=0, atol=0)
+
+
+def test_cooperative_launch_runs_every_block_at_once():
+    """A grid barrier across every block the device holds: block 0 reads all blocks' partial sums
+    after it (partials are NaN until written, so a missed barrier shows)."""
+    x = torch.randn(1 << 22, device="cuda")
+    partials = torch.full((8192,), float("nan"), device="cuda")
+    total = torch.full((1,), float("nan"), device="cuda")
+    blocks = grid_sum_module().grid_sum(x, partials, total, 0)
+    torch.cuda.synchronize()
+    assert blocks >= torch.cuda.get_device_properties(0).multi_processor_count
+    assert not torch.isnan(partials[:blocks]).any()
+    torch.testing.assert_close(total.double(), x.double().sum().reshape(1), rtol=1e-4, atol=1e-2)
+
+
+def test_cooperative_launch_larger_than_the_device_raises():
+    x = torch.randn(1024, device="cuda")
+    partials = torch.empty(8192, device="cuda")
+    total = torch.empty(1, device="cuda")
+    with pytest.raises(RuntimeError, match="(?i)cooperative"):
+        grid_sum_module().grid_sum(x, partials, total, 1)
+    # The refused launch left no error behind for the next launch's check to report.
+    y = torch.ones(4, device="cuda").add_(1)
+    torch.cuda.synchronize()
+    assert torch.equal(y, torch.full((4,), 2.0, device="cuda"))
 
 
 def test_inference_mode_and_grad_rules_on_cuda():

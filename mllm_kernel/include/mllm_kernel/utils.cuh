@@ -219,7 +219,11 @@ class LaunchKernel {
     }
     config.attrs = count > 0 ? attribute : nullptr;
     config.numAttrs = count;
-    RuntimeDeviceCheck(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), loc_);
+    const cudaError_t status = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+    // A refused launch (too many blocks, too much shared memory) also sets the thread's last
+    // error: clear it so that the next launch check elsewhere (PyTorch's) does not report it.
+    if (status != cudaSuccess) (void)cudaGetLastError();
+    RuntimeDeviceCheck(status, loc_);
   }
 
  private:
