@@ -239,7 +239,7 @@ def tuning_options(doc: str, default: str, ops: Sequence[str] = ()) -> tuple[lis
         parser.add_argument("--ops", default=",".join(ops), help=f"comma-separated, from: {', '.join(ops)}")
     args = parser.parse_args()
     tokens = [int(t) for t in args.tokens.split(",")]
-    chosen = args.ops.split(",") if ops else []
+    chosen = [op.strip() for op in args.ops.split(",")] if ops else []
     unknown = sorted(set(chosen) - set(ops))
     if unknown:
         parser.error(f"unknown ops: {', '.join(unknown)}")

@@ -274,9 +274,9 @@ def test_per_tensor_dynamic_repeated_calls_reset_the_scale():
     _assert_same(q, ref_q)
 
 
-# Static quantization takes 2-element vectors up to 2^18 elements, 16-byte vectors beyond, and
-# single elements when rows are not vector-aligned.
-@pytest.mark.parametrize("shape", [(1, 4096), (65, 2048), (3, 2), (520, 512), (7, 1001)], ids=str)
+# Static quantization takes 2-element vectors up to 2^18 elements ([64, 4096] is the last),
+# 16-byte vectors beyond, and single elements when rows are not vector-aligned.
+@pytest.mark.parametrize("shape", [(1, 4096), (65, 2048), (64, 4096), (3, 2), (520, 512), (7, 1001)], ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=_ids)
 @pytest.mark.parametrize("scale_value", [0.01, 1.0, 0.0])
 def test_per_tensor_static(dtype, scale_value, shape):
@@ -290,9 +290,12 @@ def test_per_tensor_static(dtype, scale_value, shape):
     _assert_same(q, ref_q)  # 0.01 saturates the outliers at +-448; 0.0 gives zeros
 
 
-@pytest.mark.parametrize("rows", [50, 300])  # static: 2-element vectors, then 16-byte ones
-def test_per_tensor_strided_rows(rows):
-    base = _data(rows, 1100, dtype=torch.bfloat16, seed=4)
+# Rows 16-byte aligned (a stride of 1104 elements), so the vector kernels take strided rows; the
+# static kernel uses 2-element vectors for 50 rows and 16-byte ones for 300. An unaligned stride
+# (1100) takes the element-wise kernels.
+@pytest.mark.parametrize("rows, width", [(50, 1104), (300, 1104), (50, 1100)])
+def test_per_tensor_strided_rows(rows, width):
+    base = _data(rows, width, dtype=torch.bfloat16, seed=4)
     x = base[:, 8:1032]
     q, s = per_tensor_quant_fp8(x, out=_poisoned(x.shape, FP8))
     ref_q, ref_s = _ref_tensor(x)

@@ -1,9 +1,9 @@
 // Launch shapes of the library's per-tensor FP8 kernels (cuda/csrc/quant.cuh) for contiguous
 // bf16 input (benchmarks/tuning/tune_quant.py): static quantization with kItems vectors a
 // thread, and the dynamic two-pass path with kAmaxItems loads in flight a thread in the amax
-// pass and kItems vectors a thread in the quantization pass. Also two experiments on the
-// dynamic path that the library does not take (both slower on the H100, BENCHMARKS.md): the
-// resident one-launch kernel, and the amax pass through the bulk-copy unit.
+// pass and kItems vectors a thread in the quantization pass. Also three experiments on the
+// dynamic path that the library does not take (none faster on the H100, BENCHMARKS.md): the
+// resident one-launch kernel, the amax pass through the bulk-copy unit, and other walk orders.
 #pragma once
 
 #include "../../mllm_kernel/cuda/csrc/quant.cuh"
@@ -55,12 +55,17 @@ void run_two_pass(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi
 // barrier later every block knows the amax and quantizes the streamed tiles backwards (the
 // last ones still in L2), then the stash. The two-kernel path re-reads all that L2 lost.
 
+/// The shared-memory address of `p` as PTX takes it.
+__device__ __forceinline__ unsigned smem_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
 /// Copies 16 bytes from global to shared memory asynchronously with an L2 policy (sm_80+; a
 /// plain copy below). `async_copy_wait` makes the calling thread's copies visible to it.
 __device__ __forceinline__ void async_copy_16(void* smem, const void* gmem, std::uint64_t policy) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(address), "l"(gmem), "l"(policy)
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(smem_address(smem)), "l"(gmem),
+               "l"(policy)
                : "memory");
 #else
   (void)policy;
@@ -186,10 +191,6 @@ void run_resident(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi
 // kChunkBytes through a ring of kStages shared-memory buffers with cp.async.bulk and an
 // mbarrier each, and reduces them from shared memory; the last kL2KeepBytes marked evict_last.
 
-__device__ __forceinline__ unsigned smem_address(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
 template <int kChunkBytes, int kStages>
 __global__ void __launch_bounds__(kBlock) bulk_amax_kernel(const __grid_constant__ QuantParams<bf16_t, fp8_e4m3_t> p) {
   using namespace mllm_kernel::device;
@@ -255,10 +256,12 @@ void run_bulk_amax(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ff
   using namespace mllm_kernel::host;
   DLDevice device;
   const auto p = contiguous_params(out, scale, input, &device);  // fills `device` first
+  RuntimeCheck(runtime::get_cc_major(device.device_id) >= 9, "the bulk-copy amax pass needs sm_90 or newer");
   const auto kernel = bulk_amax_kernel<kChunkBytes, kStages>;
   constexpr std::size_t smem = static_cast<std::size_t>(kChunkBytes) * kStages;
   if (smem > 48 * 1024) RuntimeDeviceCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const std::int64_t chunks = div_ceil(p.rows * p.hidden * 2, static_cast<std::int64_t>(kChunkBytes));
+  const std::int64_t chunks =
+      div_ceil(p.rows * p.hidden * static_cast<std::int64_t>(sizeof(bf16_t)), static_cast<std::int64_t>(kChunkBytes));
   const std::int64_t blocks = std::min<std::int64_t>(
       chunks, static_cast<std::int64_t>(runtime::get_sm_count(device.device_id)) * runtime::get_blocks_per_sm(kernel, kBlock, smem));
   RuntimeDeviceCheck(cudaMemsetAsync(p.scales, 0, sizeof(float), LaunchKernel::resolve_device(device)));

@@ -611,10 +611,11 @@ void launch_static(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool fl
       p);
 }
 
-/// Elements up to which static quantization takes 2-element vectors (measured up to 64 x 4096).
+/// Elements (not vectors) up to which static quantization takes 2-element vectors (measured up
+/// to 64 x 4096).
 constexpr std::int64_t kStaticNarrowElems = 1LL << 18;
 
-/// Vectors below which static quantization takes two a thread.
+/// Full vectors below which static quantization takes two a thread.
 constexpr std::int64_t kStaticPairVecs = 1LL << 21;
 
 template <typename T, int kVec>
@@ -626,12 +627,12 @@ void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is
   if (is_static) {
     // Small inputs: two 2-element vectors a thread, more threads with less work each (H100, bf16,
     // tune_quant.py: [1, 4096] 1.27 against 1.39 us with 16-byte vectors, [64, 4096] 2.21 against
-    // 2.26 us; at [16384, 4096] 84 against 73 us).
+    // 2.26 us; at [16384, 4096] 84 against 73 us; fp16 and fp32 follow bf16, unmeasured).
     if constexpr (kVec >= 2) {
       if (p.rows * p.hidden <= kStaticNarrowElems) return launch_static<T, 2, 2>(p, device, flat);
     }
-    // Two vectors a thread up to kStaticPairVecs, one beyond (H100, bf16 rows of 4096, tune_quant.py:
-    // 1.40 against 1.50 us at one token, 6.9 against 7.6 us at 1024; 71.3 against 73.4 us at 16384).
+    // Then two full vectors a thread up to kStaticPairVecs, one beyond (H100, bf16 rows of 4096,
+    // tune_quant.py: 6.9 against 7.6 us at 1024 tokens; 71.3 against 73.4 us at 16384).
     if (total < kStaticPairVecs) return launch_static<T, kVec, 2>(p, device, flat);
     return launch_static<T, kVec, 1>(p, device, flat);
   }

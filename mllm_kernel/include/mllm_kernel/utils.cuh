@@ -195,9 +195,8 @@ class LaunchKernel {
     if (device_id < 0) RuntimeDeviceCheck(cudaGetDevice(&device_id), loc_);
     detail::DeviceGuard guard(device_id);
     if (smem_ > 48 * 1024) {
-      RuntimeDeviceCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              static_cast<int>(smem_)),
-                         loc_);
+      check_and_clear(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem_)));
     }
     const bool pdl = pdl_ && detail::compute_capability_major(device_id) >= 9;
     // The driver path first (less host time); the runtime launch when it cannot launch.
@@ -219,14 +218,18 @@ class LaunchKernel {
     }
     config.attrs = count > 0 ? attribute : nullptr;
     config.numAttrs = count;
-    const cudaError_t status = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
-    // A refused launch (too many blocks, too much shared memory) also sets the thread's last
-    // error: clear it so that the next launch check elsewhere (PyTorch's) does not report it.
+    check_and_clear(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+  }
+
+ private:
+  /// Raises on a failed call. A refused launch or attribute (too many blocks, too much shared
+  /// memory) also sets the thread's last error: it is cleared so that the next launch check
+  /// elsewhere (PyTorch's) does not report it again.
+  void check_and_clear(cudaError_t status) const {
     if (status != cudaSuccess) (void)cudaGetLastError();
     RuntimeDeviceCheck(status, loc_);
   }
 
- private:
   dim3 grid_;
   dim3 block_;
   std::size_t smem_;
