@@ -247,6 +247,26 @@ def tuning_options(doc: str, default: str, ops: Sequence[str] = ()) -> tuple[lis
     return tokens, chosen
 
 
+def profile_range(cases: Sequence[tuple[str, Sequence[Callable[[], object]]]], warmups: int = 1,
+                  repeats: int = 1) -> None:
+    """For Nsight Compute (``ncu --profile-from-start off``): runs every call of every case
+    ``warmups`` times outside the profiler range (JIT builds, autotuning), then, inside one CUDA
+    profiler range, prints each case's label and runs each of its calls ``repeats`` times."""
+    for _, calls in cases:
+        for _ in range(warmups):
+            for call in calls:
+                call()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    for label, calls in cases:
+        print(label, flush=True)
+        for call in calls:
+            for _ in range(repeats):
+                call()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+
+
 def require_cuda() -> None:
     if not torch.cuda.is_available():
         print("CUDA is not available: nothing to benchmark.")

@@ -31,17 +31,9 @@ def main() -> None:
     x = torch.randn(16384, tune_quant.HIDDEN, device="cuda", dtype=torch.bfloat16)
     out = torch.empty(x.shape, device="cuda", dtype=tune_quant.FP8)
     scale = torch.empty(1, device="cuda")
-    calls = [lambda: per_tensor_quant_fp8(x, out=out)]
-    calls += [lambda fn=getattr(tensor, name): fn(out, scale, x) for name in sys.argv[1:]]
-    for call in calls:  # built and warm before the range opens
-        call()
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStart()
-    for call in calls:
-        call()
-        call()
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStop()
+    cases = [("library", [lambda: per_tensor_quant_fp8(x, out=out)])]
+    cases += [(name, [lambda fn=getattr(tensor, name): fn(out, scale, x)]) for name in sys.argv[1:]]
+    harness.profile_range(cases, warmups=1, repeats=2)
 
 
 if __name__ == "__main__":

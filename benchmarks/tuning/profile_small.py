@@ -91,18 +91,8 @@ def _cases(t: int):
 
 def main() -> None:
     cases = [c for t in harness.tuning_tokens(__doc__, "1,64,1024") for c in _cases(t)]
-    for _, ours, compiled in cases:  # build, autotune and warm up outside the profiled range
-        for _ in range(3):
-            ours()
-            compiled()
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStart()
-    for name, ours, compiled in cases:
-        print(f"{name}: ours, then compile", flush=True)
-        ours()
-        compiled()
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStop()
+    harness.profile_range([(f"{name}: ours, then compile", (ours, compiled)) for name, ours, compiled in cases],
+                          warmups=3)
 
 
 if __name__ == "__main__":

@@ -21,15 +21,9 @@ QuantParams<bf16_t, fp8_e4m3_t> contiguous_params(tvm::ffi::TensorView out, tvm:
   return p;
 }
 
-template <int kItems>
-void run_static_items(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi::TensorView input) {
-  DLDevice device;
-  const auto p = contiguous_params(out, scale, input, &device);  // fills `device` first
-  launch_static<bf16_t, 8, kItems>(p, device, true);
-}
-
-/// Static quantization in narrower vectors (kVec elements a thread, kItems vectors): more threads
-/// with less work each, as Inductor's kernel at one token (16 blocks x 128 threads x 2 elements).
+/// Static quantization with kItems vectors of kVec elements a thread: the library's 16-byte
+/// vectors (kVec 8), or narrower ones, more threads with less work each, as Inductor's kernel at
+/// one token (16 blocks x 128 threads x 2 elements).
 template <int kVec, int kItems>
 void run_static_vec(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi::TensorView input) {
   DLDevice device;
@@ -262,28 +256,16 @@ void run_bulk_amax(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ff
   if (smem > 48 * 1024) RuntimeDeviceCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const std::int64_t chunks =
       div_ceil(p.rows * p.hidden * static_cast<std::int64_t>(sizeof(bf16_t)), static_cast<std::int64_t>(kChunkBytes));
-  const std::int64_t blocks = std::min<std::int64_t>(
-      chunks, static_cast<std::int64_t>(runtime::get_sm_count(device.device_id)) * runtime::get_blocks_per_sm(kernel, kBlock, smem));
   RuntimeDeviceCheck(cudaMemsetAsync(p.scales, 0, sizeof(float), LaunchKernel::resolve_device(device)));
-  LaunchKernel(static_cast<unsigned>(blocks), kBlock, device, smem)(kernel, p);
-  if constexpr (kQuantize) {
-    const std::int64_t total = p.rows * (p.hidden / 8);
-    LaunchKernel(static_cast<unsigned>(div_ceil(total, kBlock)), kBlock, device)
-        .enable_pdl(true)(tensor_quant_kernel<bf16_t, 8, true, true, 1>, p);
-  }
+  LaunchKernel(static_cast<unsigned>(filling_grid(kernel, chunks, device.device_id, smem)), kBlock, device, smem)(kernel, p);
+  if constexpr (kQuantize) launch_quant_after_amax<bf16_t, 8, 1>(p, device, true);
 }
 
 /// Memset and the library's amax pass alone (to time it against the variants).
 void run_amax_only(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi::TensorView input) {
-  using namespace mllm_kernel::host;
   DLDevice device;
   const auto p = contiguous_params(out, scale, input, &device);  // fills `device` first
-  const std::int64_t total = p.rows * (p.hidden / 8);
-  const int per_sm = runtime::get_blocks_per_sm(amax_kernel<bf16_t, 8, 1>, kBlock);
-  const std::int64_t blocks =
-      std::min<std::int64_t>(div_ceil(total, kBlock), static_cast<std::int64_t>(runtime::get_sm_count(device.device_id)) * per_sm);
-  RuntimeDeviceCheck(cudaMemsetAsync(p.scales, 0, sizeof(float), LaunchKernel::resolve_device(device)));
-  LaunchKernel(static_cast<unsigned>(blocks), kBlock, device)(amax_kernel<bf16_t, 8, 1>, p);
+  launch_amax<bf16_t, 8, 1>(p, device);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -334,10 +316,8 @@ void run_ordered(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi:
   const auto p = contiguous_params(out, scale, input, &device);  // fills `device` first
   const std::int64_t total = p.rows * (p.hidden / 8);
   const auto amax = ordered_amax_kernel<kReverse, kKeepMB>;
-  const std::int64_t blocks = std::min<std::int64_t>(
-      div_ceil(total, kBlock), static_cast<std::int64_t>(runtime::get_sm_count(device.device_id)) * runtime::get_blocks_per_sm(amax, kBlock));
   RuntimeDeviceCheck(cudaMemsetAsync(p.scales, 0, sizeof(float), LaunchKernel::resolve_device(device)));
-  LaunchKernel(static_cast<unsigned>(blocks), kBlock, device)(amax, p);
+  LaunchKernel(static_cast<unsigned>(filling_grid(amax, div_ceil(total, kBlock), device.device_id)), kBlock, device)(amax, p);
   LaunchKernel(static_cast<unsigned>(div_ceil(total, kBlock)), kBlock, device).enable_pdl(true)(forward_quant_kernel, p);
 }
 

@@ -67,7 +67,7 @@ ORDERED = [(1, 32), (1, 40), (1, 24), (0, 32)]
 def _tensor_module():
     from mllm_kernel.jit_utils import load_cuda_jit
 
-    wrappers = ([(f"static_items_{i}", f"run_static_items<{i}>") for i in STATIC_ITEMS]
+    wrappers = ([(f"static_items_{i}", f"run_static_vec<8, {i}>") for i in STATIC_ITEMS]
                 + [(f"static_vec_{v}_{i}", f"run_static_vec<{v}, {i}>") for v, i in STATIC_VECS]
                 + [(f"two_pass_{a}_{i}", f"run_two_pass<{a}, {i}>") for a, i in TWO_PASS_ITEMS]
                 + [(_resident_name(*r), f"run_resident<{', '.join(map(str, r))}>")

@@ -581,24 +581,46 @@ bool is_flat(const QuantParams<T, fp8_e4m3_t>& p) {
   return p.rows == 1 || (p.in_stride == p.hidden && p.out_stride == p.hidden);
 }
 
-/// Dynamic per-tensor quantization in two passes: zero the scale, fold the amax into it (a
-/// strided kernel with enough blocks to fill the GPU, kAmaxItems loads in flight a thread), then
-/// quantize (the tail first, PDL; kItems vectors a thread).
-template <typename T, int kVec, int kAmaxItems, int kItems>
-void launch_two_pass(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool flat) {
+/// Blocks of kBlock threads for a grid-stride kernel: enough for `work_blocks`, at most as many
+/// as the GPU holds at once.
+template <typename... KernelArgs>
+std::int64_t filling_grid(void (*kernel)(KernelArgs...), std::int64_t work_blocks, int device_id,
+                          std::size_t dynamic_smem = 0) {
+  using namespace mllm_kernel::host;
+  const std::int64_t resident = static_cast<std::int64_t>(runtime::get_sm_count(device_id)) *
+                                runtime::get_blocks_per_sm(kernel, kBlock, dynamic_smem);
+  return std::min(work_blocks, resident);
+}
+
+/// The first pass of dynamic per-tensor quantization: zero the scale, then fold the amax into it
+/// (a strided kernel with enough blocks to fill the GPU, kAmaxItems loads in flight a thread).
+template <typename T, int kVec, int kAmaxItems>
+void launch_amax(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device) {
   using namespace mllm_kernel::host;
   const std::int64_t total = p.rows * (p.hidden / kVec);
-  const cudaStream_t stream = LaunchKernel::resolve_device(device);
-  RuntimeDeviceCheck(cudaMemsetAsync(p.scales, 0, sizeof(float), stream));
-  const int sms = runtime::get_sm_count(device.device_id);
-  const int per_sm = runtime::get_blocks_per_sm(amax_kernel<T, kVec, kAmaxItems>, kBlock);
-  const std::int64_t amax_blocks =
-      std::min<std::int64_t>(div_ceil(total, kBlock * kAmaxItems), static_cast<std::int64_t>(sms) * per_sm);
-  LaunchKernel(static_cast<unsigned>(amax_blocks), kBlock, device)(amax_kernel<T, kVec, kAmaxItems>, p);
+  RuntimeDeviceCheck(cudaMemsetAsync(p.scales, 0, sizeof(float), LaunchKernel::resolve_device(device)));
+  const auto kernel = amax_kernel<T, kVec, kAmaxItems>;
+  const std::int64_t blocks = filling_grid(kernel, div_ceil(total, kBlock * kAmaxItems), device.device_id);
+  LaunchKernel(static_cast<unsigned>(blocks), kBlock, device)(kernel, p);
+}
+
+/// The second pass: quantize with the scale the previous kernel wrote (the tail first, PDL;
+/// kItems vectors a thread).
+template <typename T, int kVec, int kItems>
+void launch_quant_after_amax(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool flat) {
+  using namespace mllm_kernel::host;
+  const std::int64_t total = p.rows * (p.hidden / kVec);
   LaunchKernel(static_cast<unsigned>(div_ceil(total, kBlock * kItems)), kBlock, device)
       .enable_pdl(true)(flat ? tensor_quant_kernel<T, kVec, true, true, kItems>
                              : tensor_quant_kernel<T, kVec, true, false, kItems>,
                         p);
+}
+
+/// Dynamic per-tensor quantization in two passes.
+template <typename T, int kVec, int kAmaxItems, int kItems>
+void launch_two_pass(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool flat) {
+  launch_amax<T, kVec, kAmaxItems>(p, device);
+  launch_quant_after_amax<T, kVec, kItems>(p, device, flat);
 }
 
 /// Static per-tensor quantization: one pass with the given scale, kItems vectors a thread.
