@@ -35,7 +35,7 @@ def run() -> list:
 
         rows.append(harness.measure("fused_add_rmsnorm", f"[{t}, {HIDDEN}]", nbytes, make,
                                     lambda x, r, w: fused_add_rmsnorm(x, r, w, 1e-6), reference,
-                                    ours_pdl=lambda x, r, w: fused_add_rmsnorm(x, r, w, 1e-6, enable_pdl=True)))
+                                    ours_no_pdl=lambda x, r, w: fused_add_rmsnorm(x, r, w, 1e-6, enable_pdl=False)))
     return rows
 
 

@@ -48,8 +48,8 @@ def run() -> list:
         rows.append(harness.measure("store_kv_cache", f"[{t}, {HEADS}, {HEAD_DIM}]", nbytes, make,
                                     lambda k, v, kc, vc, s: store_kv_cache(k, v, kc, vc, s, validate=False),
                                     reference,
-                                    ours_pdl=lambda k, v, kc, vc, s: store_kv_cache(k, v, kc, vc, s, validate=False,
-                                                                                    enable_pdl=True)))
+                                    ours_no_pdl=lambda k, v, kc, vc, s: store_kv_cache(k, v, kc, vc, s, validate=False,
+                                                                                       enable_pdl=False)))
 
         def make_fp8():
             k, v, _, _, slots = make()
@@ -61,7 +61,9 @@ def run() -> list:
         rows.append(harness.measure("store_kv_cache fp8", f"[{t}, {HEADS}, {HEAD_DIM}] -> fp8", nbytes, make_fp8,
                                     lambda k, v, kc, vc, s, ks, vs: store_kv_cache(k, v, kc, vc, s, validate=False,
                                                                                    k_scale=ks, v_scale=vs),
-                                    reference_fp8))
+                                    reference_fp8,
+                                    ours_no_pdl=lambda k, v, kc, vc, s, ks, vs: store_kv_cache(
+                                        k, v, kc, vc, s, validate=False, k_scale=ks, v_scale=vs, enable_pdl=False)))
     return rows
 
 

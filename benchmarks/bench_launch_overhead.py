@@ -3,7 +3,8 @@ synchronised once; the cases interleaved over 5 rounds, each reporting its best:
 ``harness.host_us_per_call``):
 
 - ``mllm_kernel.cuda.jit.rmsnorm``: our op through the Python wrapper and tvm-ffi (the direct
-  path that eager calls take);
+  path that eager calls take), with its default launch (PDL on sm_90+);
+- ``  ... enable_pdl=False``: the same with a plain launch;
 - ``  bound tvm-ffi function``: the compiled ``rmsnorm<bf16_t>`` called directly (tvm-ffi
   argument conversion + C++ checks + launch, no Python wrapper);
 - ``  tvm-ffi no-op (same args)``: an exported C++ function that does nothing, called with the
@@ -118,6 +119,7 @@ def _build_parts(folder: Path):
 
 
 DIRECT, BOUND, NOOP = "mllm_kernel.cuda.jit.rmsnorm", "  bound tvm-ffi function", "  tvm-ffi no-op (same args)"
+DIRECT_NO_PDL = "  ... enable_pdl=False"
 OPS, CUSTOM_OP, EAGER = "mllm_kernel.ops.rmsnorm", "torch.ops.mllm_kernel.rmsnorm", "torch.mul(out=) (eager op)"
 FLOOR, CTYPES_NOOP = "ctypes launch floor", "  ctypes no-op"
 CHECKS, LAUNCH = "  ... + rmsnorm's checks", "  ... + LaunchKernel"
@@ -144,7 +146,8 @@ def run(iters: int | None = None) -> list[tuple[str, float]]:
         stream = torch.cuda.current_stream().cuda_stream
         cases = [
             (DIRECT, lambda: rmsnorm(x, w, 1e-6, out=out)),
-            (BOUND, lambda: bound(out, x, w, 1e-6, False)),
+            (DIRECT_NO_PDL, lambda: rmsnorm(x, w, 1e-6, out=out, enable_pdl=False)),
+            (BOUND, lambda: bound(out, x, w, 1e-6, True)),
             (NOOP, lambda: noop(out, x, w, 1e-6, False)),
             (CHECKS, lambda: parts.checks(out, x, w, 1e-6, False)),
             (LAUNCH, lambda: parts.launch(y, x, w, 1e-6, False)),
@@ -167,7 +170,8 @@ def print_results(results) -> None:
           f"tvm-ffi call {t[NOOP]:.2f} us; raw launch {t[FLOOR] - t[CTYPES_NOOP]:.2f} us")
     print(f"C++ checks {t[CHECKS] - t[NOOP]:.2f} us, LaunchKernel {t[LAUNCH] - t[NOOP]:.2f} us, "
           f"<<<>>> {t[PLAIN] - t[NOOP]:.2f} us")
-    print(f"direct / floor = {t[DIRECT] / t[FLOOR]:.2f}x, ops / floor = {t[OPS] / t[FLOOR]:.2f}x, "
+    print(f"direct / floor = {t[DIRECT] / t[FLOOR]:.2f}x (enable_pdl=False: {t[DIRECT_NO_PDL] / t[FLOOR]:.2f}x), "
+          f"ops / floor = {t[OPS] / t[FLOOR]:.2f}x, "
           f"direct / eager op = {t[DIRECT] / t[EAGER]:.2f}x")
 
 

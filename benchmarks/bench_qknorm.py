@@ -37,7 +37,7 @@ def run() -> list:
 
         rows.append(harness.measure("qknorm", f"[{t}, {HQ}+{HK}, {D}]", nbytes, make,
                                     lambda q, k, qw, kw: qknorm(q, k, qw, kw, 1e-6), reference,
-                                    ours_pdl=lambda q, k, qw, kw: qknorm(q, k, qw, kw, 1e-6, enable_pdl=True)))
+                                    ours_no_pdl=lambda q, k, qw, kw: qknorm(q, k, qw, kw, 1e-6, enable_pdl=False)))
     return rows
 
 

@@ -77,27 +77,32 @@ def run() -> list:
 
         rows.append(harness.measure("per_tensor dynamic", shape, 3 * n + 4, make,
                                     lambda x: per_tensor_quant_fp8(x),
-                                    lambda x: ref_per_tensor_dynamic(x)))
+                                    lambda x: ref_per_tensor_dynamic(x),
+                                    ours_no_pdl=lambda x: per_tensor_quant_fp8(x, enable_pdl=False)))
 
         def make_static():
             return make() + (torch.full((1,), 0.05, device="cuda", dtype=torch.float32),)
 
         rows.append(harness.measure("per_tensor static", shape, 3 * n, make_static,
                                     lambda x, s: per_tensor_quant_fp8(x, s),
-                                    lambda x, s: ref_per_tensor_static(x, s)))
+                                    lambda x, s: ref_per_tensor_static(x, s),
+                                    ours_no_pdl=lambda x, s: per_tensor_quant_fp8(x, s, enable_pdl=False)))
         rows.append(harness.measure("per_token fp8", shape, 3 * n + 4 * t, make,
                                     lambda x: per_token_quant_fp8(x),
-                                    lambda x: ref_per_token_fp8(x)))
+                                    lambda x: ref_per_token_fp8(x),
+                                    ours_no_pdl=lambda x: per_token_quant_fp8(x, enable_pdl=False)))
         rows.append(harness.measure("group128 fp8", shape, 3 * n + 4 * n // GROUP, make,
                                     lambda x: per_token_group_quant_fp8(x, GROUP),
-                                    lambda x: ref_group_fp8(x)))
+                                    lambda x: ref_group_fp8(x),
+                                    ours_no_pdl=lambda x: per_token_group_quant_fp8(x, GROUP, enable_pdl=False)))
         rows.append(harness.measure("group128 fp8 col-major ue8m0", shape, 3 * n + 4 * n // GROUP, make,
                                     lambda x: per_token_group_quant_fp8(x, GROUP, 1e-10, True, True),
                                     None))
         rows.append(harness.measure("group128 int8", shape, 3 * n + 4 * n // GROUP,
                                     make,
                                     lambda x: per_token_group_quant_int8(x, GROUP),
-                                    lambda x: ref_group_int8(x)))
+                                    lambda x: ref_group_int8(x),
+                                    ours_no_pdl=lambda x: per_token_group_quant_int8(x, GROUP, enable_pdl=False)))
     return rows
 
 

@@ -16,7 +16,7 @@ D = 11008
 DTYPE = torch.bfloat16
 
 
-def run(op: str, label: str, call: Callable[[torch.Tensor, bool], object],
+def run(op: str, label: str, call: Callable[[torch.Tensor, bool | None], object],
         reference: Callable[[torch.Tensor], torch.Tensor]) -> list:
     """Rows for ``call(x, enable_pdl)`` against ``reference(x)`` at every token count."""
     rows = []
@@ -27,5 +27,5 @@ def run(op: str, label: str, call: Callable[[torch.Tensor, bool], object],
             return (torch.randn(t, 2 * D, device="cuda", dtype=DTYPE),)
 
         rows.append(harness.measure(op, f"[{t}, 2x{D}]{label}", nbytes, make,
-                                    lambda x: call(x, False), reference, ours_pdl=lambda x: call(x, True)))
+                                    lambda x: call(x, None), reference, ours_no_pdl=lambda x: call(x, False)))
     return rows

@@ -61,14 +61,14 @@ def main() -> None:
 
     print(f"\n== summary (copy {copy:.0f} GB/s; GB/s = bytes read once + written once)")
     print(f"{'op':<18} {'shape':<26} {'ours us':>8} {'GB/s':>6} {'compile us':>10} {'GB/s':>6} {'speedup':>8} "
-          f"{'PDL us':>8} {'speedup':>8}")
+          f"{'no-PDL us':>9} {'speedup':>8}")
     nan = float("nan")
     for r in all_rows:
-        c, pdl = r.compiled, r.ours_pdl
+        c, plain = r.compiled, r.ours_no_pdl
         print(f"{r.op:<18} {r.shape:<26} {r.ours.us:8.2f} {r.ours.gbps(r.nbytes):6.0f} "
               f"{(c.us if c else nan):10.2f} {(c.gbps(r.nbytes) if c else nan):6.0f} "
-              f"{(c.us / r.ours.us if c else nan):7.2f}x {(pdl.us if pdl else nan):8.2f} "
-              f"{(c.us / pdl.us if c and pdl else nan):7.2f}x")
+              f"{(c.us / r.ours.us if c else nan):7.2f}x {(plain.us if plain else nan):9.2f} "
+              f"{(c.us / plain.us if c and plain else nan):7.2f}x")
     print(f"\ntotal {time.time() - t0:.0f} s")
 
 

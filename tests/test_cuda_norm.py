@@ -155,8 +155,10 @@ def test_rmsnorm_eps_and_flag_types():
     _close(rmsnorm(x, w, 0, enable_pdl=0), ref_rmsnorm(x, w, 0.0), torch.bfloat16)  # ints convert
     with pytest.raises(TypeError, match=re.escape("Mismatched type on argument #3")):
         rmsnorm(x, w, "1e-6")
+    for flag in (None, True, False):  # None: the default, PDL where the GPU has it
+        _close(rmsnorm(x, w, enable_pdl=flag), ref_rmsnorm(x, w, 1e-6), torch.bfloat16)
     with pytest.raises(TypeError, match=re.escape("Mismatched type on argument #4")):
-        rmsnorm(x, w, enable_pdl=None)
+        rmsnorm(x, w, enable_pdl="yes")
 
 
 def test_rmsnorm_3d_non_flattenable_raises():

@@ -306,6 +306,52 @@ def test_per_tensor_strided_rows(rows, width):
     _assert_same(q, _ref_tensor(x, given)[0])
 
 
+# Every kernel of every op, with each launch flag: None (the default, PDL on sm_90+), True, False.
+_PATH_SHAPES = {
+    "group": [(1, 128), (8192, 512)],  # one vector a lane, two (more groups than one wave holds)
+    "per_token": [(3, 1000), (5, 4096), (2, 16384)],  # unaligned, in registers, the two-pass loop
+    "dynamic": [(4, 256), (300, 1024)],  # one block, the two passes
+    "static": [(1, 4096), (2048, 4096), (7, 1001)],  # narrow vectors, 16-byte vectors, element-wise
+}
+
+
+@pytest.mark.parametrize("enable_pdl", [None, True, False], ids=["default", "pdl", "no_pdl"])
+@pytest.mark.parametrize("path", list(_PATH_SHAPES))
+def test_every_path_with_each_launch_flag(path, enable_pdl):
+    for shape in _PATH_SHAPES[path]:
+        x = _data(*shape, dtype=torch.bfloat16, seed=shape[0])
+        if path == "group":
+            q, s = per_token_group_quant_fp8(x, 128, out=_poisoned(shape, FP8), enable_pdl=enable_pdl)
+            ref_q, ref_s = _ref_groups(x, 128, 1e-10, FP8)
+            qi, si = per_token_group_quant_int8(x, 64, out=_poisoned(shape, torch.int8), enable_pdl=enable_pdl)
+            ref_qi, ref_si = _ref_groups(x, 64, 1e-10, torch.int8)
+            _assert_same(qi, ref_qi)
+            _assert_scales(si, ref_si)
+        elif path == "per_token":
+            qi, si = per_token_quant_int8(x, out=_poisoned(shape, torch.int8), enable_pdl=enable_pdl)
+            ref_qi, ref_si = _ref_groups(x, shape[1], 0.0, torch.int8)
+            _assert_same(qi, ref_qi)
+            _assert_scales(si, ref_si)
+            q, s = per_token_quant_fp8(x, out=_poisoned(shape, FP8), enable_pdl=enable_pdl)
+            ref_q, ref_s = _ref_groups(x, shape[1], 0.0, FP8)
+        elif path == "dynamic":
+            q, s = per_tensor_quant_fp8(x, out=_poisoned(shape, FP8), enable_pdl=enable_pdl)
+            ref_q, ref_s = _ref_tensor(x)
+        else:
+            s = torch.tensor([0.03], device="cuda")
+            q, _ = per_tensor_quant_fp8(x, s, out=_poisoned(shape, FP8), enable_pdl=enable_pdl)
+            ref_q, ref_s = _ref_tensor(x, s)
+        _assert_same(q, ref_q)
+        _assert_scales(s, ref_s)
+
+
+def test_launch_flag_type_is_checked():
+    x = _data(2, 128, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match=re.escape("Mismatched type on argument #3")):
+        per_token_quant_fp8(x, enable_pdl="yes")
+    _assert_same(per_token_quant_fp8(x, enable_pdl=0)[0], _ref_groups(x, 128, 0.0, FP8)[0])  # ints convert
+
+
 def test_nan_input_stays_nan_fp8():
     x = _data(4, 128, dtype=torch.float32, seed=8)
     x[1, 5] = float("nan")

@@ -1,9 +1,11 @@
 // CUDA activation quantization to float8_e4m3fn and int8, one module per input type T
 // (fp32_t, fp16_t, bf16_t):
-//   per_tensor_quant_fp8<T>(out, scale, input, is_static)
-//   per_token_quant_fp8<T>(out, scales, input)             per_token_quant_int8<T>(...)
-//   per_token_group_quant_fp8<T>(out, scales, input, group_size, eps, scale_ue8m0)
-//   per_token_group_quant_int8<T>(out, scales, input, group_size, eps)
+//   per_tensor_quant_fp8<T>(out, scale, input, is_static, enable_pdl)
+//   per_token_quant_fp8<T>(out, scales, input, enable_pdl)  per_token_quant_int8<T>(...)
+//   per_token_group_quant_fp8<T>(out, scales, input, group_size, eps, scale_ue8m0, enable_pdl)
+//   per_token_group_quant_int8<T>(out, scales, input, group_size, eps, enable_pdl)
+// enable_pdl: launch with programmatic dependent launch (sm_90+; each kernel waits for the
+// previous one before touching memory).
 //
 // Formula (the same as the CPU kernels and the tests' PyTorch reference), all in fp32:
 //   scale = max(amax, eps) / qmax                 qmax = 448 (e4m3) or 127 (int8)
@@ -79,6 +81,7 @@ struct QuantParams {
   std::int64_t groups;  // groups per row
   float eps;
   bool index32;  // rows * groups < 2^32: the group kernel divides in 32 bits
+  bool pdl;      // launched with programmatic dependent launch: run the PDL instructions
 };
 
 constexpr int kBlock = 256;
@@ -105,6 +108,7 @@ __global__ void __launch_bounds__(kBlock) group_quant_kernel(const __grid_consta
   static_assert(kLanes <= kWarpThreads && kGroupVecs % kLanes == 0);
   constexpr int kItems = kGroupVecs / kLanes;
   using Vec = AlignedVector<T, kVec>;
+  if (p.pdl) pdl_wait_and_release();
   const std::int64_t tid = static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x;
   const std::int64_t group = tid / kLanes;
   const int lane = static_cast<int>(tid % kLanes);
@@ -166,6 +170,7 @@ __global__ void __launch_bounds__(kBlock) row_quant_registers_kernel(const __gri
   using namespace mllm_kernel::device;
   using Vec = AlignedVector<T, kVec>;
   __shared__ float scratch[cta::kScratchSize];
+  if (p.pdl) pdl_wait_and_release();
   const std::int64_t row = blockIdx.x;
   const int num_vecs = static_cast<int>(p.hidden / kVec);
   const T* src = p.in + row * p.in_stride;
@@ -193,6 +198,7 @@ __global__ void __launch_bounds__(kBlock) row_quant_kernel(const __grid_constant
   using namespace mllm_kernel::device;
   using Vec = AlignedVector<T, kVec>;
   __shared__ float scratch[cta::kScratchSize];
+  if (p.pdl) pdl_wait_and_release();
   const std::int64_t row = blockIdx.x;
   const int num_vecs = static_cast<int>(p.hidden / kVec);
   const T* src = p.in + row * p.in_stride;
@@ -295,7 +301,9 @@ __global__ void __launch_bounds__(kBlock) amax_kernel(const __grid_constant__ Qu
   using namespace mllm_kernel::device;
   using Vec = AlignedVector<T, kVec>;
   __shared__ float scratch[cta::kScratchSize];
-  // The quantization kernel may be scheduled now; it waits for this grid's writes itself.
+  // Launched with PDL, wait for the input's writer before anything else. Then the quantization
+  // kernel may be scheduled; it waits for this grid's writes itself.
+  if (p.pdl) pdl_wait_primary();
   pdl_launch_dependents();
   const std::int64_t vecs_per_row = p.hidden / kVec;
   const std::int64_t total = p.rows * vecs_per_row;
@@ -335,6 +343,7 @@ __global__ void __launch_bounds__(kBlock) small_tensor_quant_kernel(const __grid
   using namespace mllm_kernel::device;
   using Vec = AlignedVector<T, kVec>;
   __shared__ float scratch[cta::kScratchSize];
+  if (p.pdl) pdl_wait_and_release();
   const std::int64_t vecs_per_row = p.hidden / kVec;
   const std::int64_t total = p.rows * vecs_per_row;
   Vec v[kSmallTensorItems];
@@ -394,6 +403,7 @@ __global__ void __launch_bounds__(kBlock) tensor_quant_kernel(const __grid_const
       if (i < total) store_with_policy(quantize<fp8_e4m3_t>(v[u], divide), out_at(i), drop);
     }
   } else {
+    if (p.pdl) pdl_wait_and_release();
 #pragma unroll
     for (int u = 0; u < kItems; ++u) {
       if (first + u * kBlock < total) v[u].load(in_at(first + u * kBlock));
@@ -442,6 +452,7 @@ QuantParams<T, Out> check(tvm::ffi::TensorView out, tvm::ffi::TensorView scales,
                              Ss1.unwrap(),
                              G.unwrap(),
                              static_cast<float>(eps),
+                             false,
                              false};
 }
 
@@ -464,7 +475,7 @@ void launch_group_items(const QuantParams<T, Out>& p, DLDevice device) {
   QuantParams<T, Out> q = p;
   // Padding groups of the last block included.
   q.index32 = div_ceil(blocks * kBlock, kLanes) <= 0xffffffffLL;
-  LaunchKernel(static_cast<unsigned>(blocks), kBlock, device)(
+  LaunchKernel(static_cast<unsigned>(blocks), kBlock, device).enable_pdl(p.pdl)(
       group_quant_kernel<T, Out, kVec, kGroup, kItemsPerLane, kUE8M0>, q);
 }
 
@@ -493,12 +504,13 @@ void dispatch_group_size(const QuantParams<T, Out>& p, std::int64_t group_size, 
 
 template <typename T, typename Out, bool kUE8M0>
 void group_quant(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
-                 std::int64_t group_size, double eps) {
+                 std::int64_t group_size, double eps, bool enable_pdl) {
   using namespace mllm_kernel::host;
   RuntimeCheck(group_size == 32 || group_size == 64 || group_size == 128, "group_size must be 32, 64 or 128, got ",
                group_size);
   DLDevice device;
-  const auto p = check<T, Out>(out, scales, input, group_size, eps, &device);
+  auto p = check<T, Out>(out, scales, input, group_size, eps, &device);
+  p.pdl = enable_pdl;
   constexpr int kVec = mllm_kernel::device::kVecElems<T>;
   if (can_vectorize(p, kVec)) {
     dispatch_group_size<T, Out, kVec, kUE8M0>(p, group_size, device);
@@ -515,23 +527,24 @@ void launch_rows(const QuantParams<T, Out>& p, std::int64_t num_vecs, int thread
   const dim3 grid(static_cast<unsigned>(p.rows));
   const std::int64_t items = div_ceil(num_vecs, threads);
   if (items > kMaxRowItems) {
-    LaunchKernel(grid, threads, device)(row_quant_kernel<T, Out, kVec>, p);
+    LaunchKernel(grid, threads, device).enable_pdl(p.pdl)(row_quant_kernel<T, Out, kVec>, p);
   } else if (items == 1) {
-    LaunchKernel(grid, threads, device)(row_quant_registers_kernel<T, Out, kVec, 1>, p);
+    LaunchKernel(grid, threads, device).enable_pdl(p.pdl)(row_quant_registers_kernel<T, Out, kVec, 1>, p);
   } else if (items == 2) {
-    LaunchKernel(grid, threads, device)(row_quant_registers_kernel<T, Out, kVec, 2>, p);
+    LaunchKernel(grid, threads, device).enable_pdl(p.pdl)(row_quant_registers_kernel<T, Out, kVec, 2>, p);
   } else {
-    LaunchKernel(grid, threads, device)(row_quant_registers_kernel<T, Out, kVec, 4>, p);
+    LaunchKernel(grid, threads, device).enable_pdl(p.pdl)(row_quant_registers_kernel<T, Out, kVec, 4>, p);
   }
 }
 
 template <typename T, typename Out>
-void row_quant(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input) {
+void row_quant(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input, bool enable_pdl) {
   using namespace mllm_kernel::host;
   SymbolicSize H{"hidden"};
   (void)TensorMatcher({-1, H}).with_strides({-1, 1}).verify_rows(input, "input");  // only to read hidden
   DLDevice device;
-  const auto p = check<T, Out>(out, scales, input, std::max<std::int64_t>(H.unwrap(), 1), 0.0, &device);
+  auto p = check<T, Out>(out, scales, input, std::max<std::int64_t>(H.unwrap(), 1), 0.0, &device);
+  p.pdl = enable_pdl;
   RuntimeCheck(p.rows <= 0x7fffffff, "too many rows: ", p.rows);
   RuntimeCheck(p.hidden <= 0x7fffffffLL, "row too long: ", p.hidden);
   constexpr int kVec = mllm_kernel::device::kVecElems<T>;
@@ -572,6 +585,7 @@ QuantParams<T, fp8_e4m3_t> check_tensor(tvm::ffi::TensorView out, tvm::ffi::Tens
                                     0,
                                     1,
                                     0.0f,
+                                    false,
                                     false};
 }
 
@@ -601,7 +615,7 @@ void launch_amax(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device) {
   RuntimeDeviceCheck(cudaMemsetAsync(p.scales, 0, sizeof(float), LaunchKernel::resolve_device(device)));
   const auto kernel = amax_kernel<T, kVec, kAmaxItems>;
   const std::int64_t blocks = filling_grid(kernel, div_ceil(total, kBlock * kAmaxItems), device.device_id);
-  LaunchKernel(static_cast<unsigned>(blocks), kBlock, device)(kernel, p);
+  LaunchKernel(static_cast<unsigned>(blocks), kBlock, device).enable_pdl(p.pdl)(kernel, p);
 }
 
 /// The second pass: quantize with the scale the previous kernel wrote (the tail first, PDL;
@@ -628,7 +642,7 @@ template <typename T, int kVec, int kItems>
 void launch_static(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool flat) {
   using namespace mllm_kernel::host;
   const std::int64_t total = p.rows * (p.hidden / kVec);
-  LaunchKernel(static_cast<unsigned>(div_ceil(total, kBlock * kItems)), kBlock, device)(
+  LaunchKernel(static_cast<unsigned>(div_ceil(total, kBlock * kItems)), kBlock, device).enable_pdl(p.pdl)(
       flat ? tensor_quant_kernel<T, kVec, false, true, kItems> : tensor_quant_kernel<T, kVec, false, false, kItems>,
       p);
 }
@@ -659,7 +673,7 @@ void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is
     return launch_static<T, kVec, 1>(p, device, flat);
   }
   if (total <= kSmallTensorVecs) {
-    LaunchKernel(1, kBlock, device)(flat ? small_tensor_quant_kernel<T, kVec, true> : small_tensor_quant_kernel<T, kVec, false>,
+    LaunchKernel(1, kBlock, device).enable_pdl(p.pdl)(flat ? small_tensor_quant_kernel<T, kVec, true> : small_tensor_quant_kernel<T, kVec, false>,
                                     p);
     return;
   }
@@ -675,9 +689,10 @@ void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is
 /// (`is_static` false): scale = amax / 448 is computed into `scale`. Static: `scale` is read.
 template <typename T>
 void per_tensor_quant_fp8(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi::TensorView input,
-                          bool is_static) {
+                          bool is_static, bool enable_pdl) {
   DLDevice device;
-  const auto p = check_tensor<T>(out, scale, input, &device);
+  auto p = check_tensor<T>(out, scale, input, &device);
+  p.pdl = enable_pdl;
   constexpr int kVec = mllm_kernel::device::kVecElems<T>;
   if (can_vectorize(p, kVec)) {
     launch_tensor<T, kVec>(p, device, is_static);
@@ -688,14 +703,16 @@ void per_tensor_quant_fp8(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, 
 
 /// float8_e4m3fn quantization with one scale per row: scales [rows, 1] = amax / 448.
 template <typename T>
-void per_token_quant_fp8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input) {
-  row_quant<T, fp8_e4m3_t>(out, scales, input);
+void per_token_quant_fp8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
+                         bool enable_pdl) {
+  row_quant<T, fp8_e4m3_t>(out, scales, input, enable_pdl);
 }
 
 /// int8 quantization with one scale per row: scales [rows, 1] = amax / 127.
 template <typename T>
-void per_token_quant_int8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input) {
-  row_quant<T, std::int8_t>(out, scales, input);
+void per_token_quant_int8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
+                          bool enable_pdl) {
+  row_quant<T, std::int8_t>(out, scales, input, enable_pdl);
 }
 
 /// float8_e4m3fn quantization per group of `group_size` (32, 64, 128) elements of a row:
@@ -703,11 +720,11 @@ void per_token_quant_int8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales,
 /// `scale_ue8m0`.
 template <typename T>
 void per_token_group_quant_fp8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
-                               std::int64_t group_size, double eps, bool scale_ue8m0) {
+                               std::int64_t group_size, double eps, bool scale_ue8m0, bool enable_pdl) {
   if (scale_ue8m0) {
-    group_quant<T, fp8_e4m3_t, true>(out, scales, input, group_size, eps);
+    group_quant<T, fp8_e4m3_t, true>(out, scales, input, group_size, eps, enable_pdl);
   } else {
-    group_quant<T, fp8_e4m3_t, false>(out, scales, input, group_size, eps);
+    group_quant<T, fp8_e4m3_t, false>(out, scales, input, group_size, eps, enable_pdl);
   }
 }
 
@@ -715,8 +732,8 @@ void per_token_group_quant_fp8(tvm::ffi::TensorView out, tvm::ffi::TensorView sc
 /// [rows, hidden / group_size] = max(amax, eps) / 127.
 template <typename T>
 void per_token_group_quant_int8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
-                                std::int64_t group_size, double eps) {
-  group_quant<T, std::int8_t, false>(out, scales, input, group_size, eps);
+                                std::int64_t group_size, double eps, bool enable_pdl) {
+  group_quant<T, std::int8_t, false>(out, scales, input, group_size, eps, enable_pdl);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 
 ``input`` is [..., 2d]; the result is [..., d] = act(input[..., :d]) * input[..., d:], computed
 in fp32 and rounded once. One compiled module per dtype (float32, float16, bfloat16) holds all
-variants (``mllm_kernel/cuda/csrc/activation.cuh``).
+variants (``mllm_kernel/cuda/csrc/activation.cuh``). ``enable_pdl``: programmatic dependent
+launch, on by default (``None``) where the GPU has it (sm_90+; docs/pdl.md).
 """
 
 from __future__ import annotations
@@ -54,10 +55,12 @@ def _run(table: FunctionTable, input: torch.Tensor, out: torch.Tensor | None, *f
     return out
 
 
-def silu_and_mul(input: torch.Tensor, out: torch.Tensor | None = None, *, enable_pdl: bool = False) -> torch.Tensor:
+def silu_and_mul(
+    input: torch.Tensor, out: torch.Tensor | None = None, *, enable_pdl: bool | None = None
+) -> torch.Tensor:
     """``silu(input[..., :d]) * input[..., d:]`` for ``input`` of shape [..., 2d] (rows may be
     strided). ``out`` ([..., d], same dtype; allocated when None) is returned."""
-    return _run(_SILU_AND_MUL, input, out, enable_pdl)
+    return _run(_SILU_AND_MUL, input, out, True if enable_pdl is None else enable_pdl)
 
 
 def gelu_and_mul(
@@ -65,10 +68,10 @@ def gelu_and_mul(
     approximate: str = "none",
     out: torch.Tensor | None = None,
     *,
-    enable_pdl: bool = False,
+    enable_pdl: bool | None = None,
 ) -> torch.Tensor:
     """``gelu(input[..., :d], approximate) * input[..., d:]``; ``approximate`` is "none" (erf,
     like ``torch.nn.functional.gelu``) or "tanh". ``out`` ([..., d]) is returned."""
     if approximate not in _GELU_APPROXIMATIONS:
         raise ValueError(f"gelu_and_mul: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return _run(_GELU_AND_MUL, input, out, approximate == "tanh", enable_pdl)
+    return _run(_GELU_AND_MUL, input, out, approximate == "tanh", True if enable_pdl is None else enable_pdl)

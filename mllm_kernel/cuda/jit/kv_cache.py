@@ -2,7 +2,8 @@
 quantizing into float8_e4m3fn caches with per-tensor scales.
 
 One compiled module serves every dtype (the copy moves bytes;
-``mllm_kernel/cuda/csrc/kv_cache.cuh``).
+``mllm_kernel/cuda/csrc/kv_cache.cuh``). ``enable_pdl``: programmatic dependent launch, on by
+default (``None``) where the GPU has it (sm_90+; docs/pdl.md).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def store_kv_cache(
     *,
     k_scale: torch.Tensor | None = None,
     v_scale: torch.Tensor | None = None,
-    enable_pdl: bool = False,
+    enable_pdl: bool | None = None,
 ) -> None:
     """``k_cache[slot_mapping[t]] = k[t]``, ``v_cache[slot_mapping[t]] = v[t]``.
 
@@ -82,7 +83,8 @@ def store_kv_cache(
     if validate and not torch.cuda.is_current_stream_capturing():
         _check_slots(slot_mapping, k_cache)
     module = _kv_cache_module.module("cuda")
+    pdl = True if enable_pdl is None else enable_pdl
     if quantize:
-        module.store_kv_cache__fp8(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale, bool(enable_pdl))
+        module.store_kv_cache__fp8(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale, pdl)
     else:
-        module.store_kv_cache(k, v, k_cache, v_cache, slot_mapping, bool(enable_pdl))
+        module.store_kv_cache(k, v, k_cache, v_cache, slot_mapping, pdl)

@@ -4,7 +4,8 @@ One compiled module per dtype (float32, float16, bfloat16) holds all four ops
 (``mllm_kernel/cuda/csrc/norm.cuh``). Every argument is checked in C++; errors are ValueErrors
 that start with the op name and name the tensor, e.g.
 ``"rmsnorm: weight: dim 0 (hidden) must be 4096 as bound by input, got 4095"``.
-``enable_pdl=True`` launches with programmatic dependent launch on sm_90+ (ignored below).
+``enable_pdl`` (every CUDA op has it): programmatic dependent launch, on by default (``None``) as
+in flashinfer and sglang; ``LaunchKernel`` leaves it off below sm_90. See docs/pdl.md.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def rmsnorm(
     eps: float = 1e-6,
     out: torch.Tensor | None = None,
     *,
-    enable_pdl: bool = False,
+    enable_pdl: bool | None = None,
 ) -> torch.Tensor:
     """``input * rsqrt(mean(input^2, -1) + eps) * weight`` over the last dim (fp32 inside).
 
@@ -63,7 +64,7 @@ def rmsnorm(
         out = torch.empty_like(input, memory_format=torch.contiguous_format)
     # N-D tensors go straight to C++, which views them as rows (verify_rows); eps and the flag
     # are converted by tvm-ffi (ints, numpy floats; other types raise TypeError).
-    function(out, input, weight, eps, enable_pdl)
+    function(out, input, weight, eps, True if enable_pdl is None else enable_pdl)
     return out
 
 
@@ -73,7 +74,7 @@ def fused_add_rmsnorm(
     weight: torch.Tensor,
     eps: float = 1e-6,
     *,
-    enable_pdl: bool = False,
+    enable_pdl: bool | None = None,
 ) -> None:
     """In place: ``residual <- input + residual`` (summed in fp32, stored in the dtype), then
     ``input <- rmsnorm(residual) * weight`` computed from the stored (rounded) residual.
@@ -85,7 +86,7 @@ def fused_add_rmsnorm(
         function = _FUSED_ADD_RMSNORM[input.dtype]
     except (KeyError, AttributeError):
         function = _FUSED_ADD_RMSNORM.lookup(input)
-    function(input, residual, weight, eps, enable_pdl)
+    function(input, residual, weight, eps, True if enable_pdl is None else enable_pdl)
 
 
 def qknorm(
@@ -95,7 +96,7 @@ def qknorm(
     k_weight: torch.Tensor,
     eps: float = 1e-6,
     *,
-    enable_pdl: bool = False,
+    enable_pdl: bool | None = None,
 ) -> None:
     """In place, per head: ``q[t, h] <- rmsnorm(q[t, h]) * q_weight`` and likewise for k.
 
@@ -107,7 +108,7 @@ def qknorm(
         function = _QKNORM[q.dtype]
     except (KeyError, AttributeError):
         function = _QKNORM.lookup(q)
-    function(q, k, q_weight, k_weight, eps, enable_pdl)
+    function(q, k, q_weight, k_weight, eps, True if enable_pdl is None else enable_pdl)
 
 
 def qknorm_across_heads(
@@ -117,7 +118,7 @@ def qknorm_across_heads(
     k_weight: torch.Tensor,
     eps: float = 1e-6,
     *,
-    enable_pdl: bool = False,
+    enable_pdl: bool | None = None,
 ) -> None:
     """In place, per token over all heads together: ``q[t] <- rmsnorm(q[t].flatten()) *
     q_weight`` (q_weight is [q_heads * head_dim]) and likewise for k.
@@ -128,4 +129,4 @@ def qknorm_across_heads(
         function = _QKNORM_ACROSS_HEADS[q.dtype]
     except (KeyError, AttributeError):
         function = _QKNORM_ACROSS_HEADS.lookup(q)
-    function(q, k, q_weight, k_weight, eps, enable_pdl)
+    function(q, k, q_weight, k_weight, eps, True if enable_pdl is None else enable_pdl)

@@ -14,6 +14,9 @@ The formula, in float32, is the same as the CPU kernels'::
     int8: q.clamp(-128, 127).round().to(torch.int8)         (round half to even)
 
 A zero scale (an all-zero row with eps = 0, or a static scale of 0) gives zeros.
+
+``enable_pdl``: programmatic dependent launch, on by default (``None``) where the GPU has it
+(sm_90+; docs/pdl.md).
 """
 
 from __future__ import annotations
@@ -72,7 +75,11 @@ def _out(op: str, input: torch.Tensor, out: torch.Tensor | None, dtype: torch.dt
 
 
 def per_tensor_quant_fp8(
-    input: torch.Tensor, scale: torch.Tensor | None = None, out: torch.Tensor | None = None
+    input: torch.Tensor,
+    scale: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
+    *,
+    enable_pdl: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """float8_e4m3fn quantization with one scale for the whole tensor.
 
@@ -87,28 +94,32 @@ def per_tensor_quant_fp8(
     is_static = scale is not None
     if scale is None:
         scale = torch.empty(1, dtype=torch.float32, device=input.device)
-    module.per_tensor_quant_fp8(out, scale, input, is_static)
+    module.per_tensor_quant_fp8(out, scale, input, is_static, True if enable_pdl is None else enable_pdl)
     return out, scale
 
 
-def _per_token(op: str, dtype: torch.dtype, input: torch.Tensor, out: torch.Tensor | None):
+def _per_token(op: str, dtype: torch.dtype, input: torch.Tensor, out: torch.Tensor | None, enable_pdl: bool | None):
     module = pick(_KERNELS, op, "input", input)()
     out = _out(op, input, out, dtype)
     scales = torch.empty((*input.shape[:-1], 1), dtype=torch.float32, device=input.device)
-    getattr(module, op)(out, scales.view(-1, 1), input)
+    getattr(module, op)(out, scales.view(-1, 1), input, True if enable_pdl is None else enable_pdl)
     return out, scales
 
 
-def per_token_quant_fp8(input: torch.Tensor, out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def per_token_quant_fp8(
+    input: torch.Tensor, out: torch.Tensor | None = None, *, enable_pdl: bool | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """float8_e4m3fn quantization with one scale per row: ``scales = amax / 448`` (float32
     ``[..., 1]``). Returns ``(out, scales)``."""
-    return _per_token("per_token_quant_fp8", torch.float8_e4m3fn, input, out)
+    return _per_token("per_token_quant_fp8", torch.float8_e4m3fn, input, out, enable_pdl)
 
 
-def per_token_quant_int8(input: torch.Tensor, out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def per_token_quant_int8(
+    input: torch.Tensor, out: torch.Tensor | None = None, *, enable_pdl: bool | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric int8 quantization with one scale per row: ``scales = amax / 127`` (float32
     ``[..., 1]``). Returns ``(out, scales)``."""
-    return _per_token("per_token_quant_int8", torch.int8, input, out)
+    return _per_token("per_token_quant_int8", torch.int8, input, out, enable_pdl)
 
 
 def per_token_group_quant_fp8(
@@ -118,6 +129,8 @@ def per_token_group_quant_fp8(
     column_major_scales: bool = False,
     scale_ue8m0: bool = False,
     out: torch.Tensor | None = None,
+    *,
+    enable_pdl: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """float8_e4m3fn quantization per group of ``group_size`` (32, 64 or 128) elements of each
     row: ``scale = max(amax, eps) / 448``, rounded up to a power of two with ``scale_ue8m0``.
@@ -132,12 +145,18 @@ def per_token_group_quant_fp8(
     group_size = _check_group_size(op, group_size, hidden)
     out = _out(op, input, out, torch.float8_e4m3fn)
     scales, scales_2d = group_scales(input, rows, hidden // group_size, bool(column_major_scales))
-    module.per_token_group_quant_fp8(out, scales_2d, input, group_size, float(eps), bool(scale_ue8m0))
+    pdl = True if enable_pdl is None else enable_pdl
+    module.per_token_group_quant_fp8(out, scales_2d, input, group_size, float(eps), bool(scale_ue8m0), pdl)
     return out, scales
 
 
 def per_token_group_quant_int8(
-    input: torch.Tensor, group_size: int = 128, eps: float = 1e-10, out: torch.Tensor | None = None
+    input: torch.Tensor,
+    group_size: int = 128,
+    eps: float = 1e-10,
+    out: torch.Tensor | None = None,
+    *,
+    enable_pdl: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric int8 quantization per group of ``group_size`` (32, 64 or 128) elements of each
     row: ``scale = max(amax, eps) / 127`` (float32 ``[..., hidden / group_size]``). Returns
@@ -148,5 +167,6 @@ def per_token_group_quant_int8(
     group_size = _check_group_size(op, group_size, hidden)
     out = _out(op, input, out, torch.int8)
     scales, scales_2d = group_scales(input, rows, hidden // group_size, False)
-    module.per_token_group_quant_int8(out, scales_2d, input, group_size, float(eps))
+    pdl = True if enable_pdl is None else enable_pdl
+    module.per_token_group_quant_int8(out, scales_2d, input, group_size, float(eps), pdl)
     return out, scales

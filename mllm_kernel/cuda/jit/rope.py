@@ -2,6 +2,8 @@
 
 One compiled module per dtype of q/k (float32, float16, bfloat16); see
 ``mllm_kernel/cuda/csrc/rope.cuh`` for the layouts and the out-of-range position behaviour.
+``enable_pdl``: programmatic dependent launch, on by default (``None``) where the GPU has it
+(sm_90+; docs/pdl.md).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ def apply_rope(
     cos_sin_cache: torch.Tensor,
     is_neox: bool = True,
     *,
-    enable_pdl: bool = False,
+    enable_pdl: bool | None = None,
 ) -> None:
     """Rotates the first ``rotary_dim`` features of every head of ``q`` [T, Hq, D] and ``k``
     [T, Hk, D] in place (any token/head strides, unit feature stride).
@@ -51,4 +53,4 @@ def apply_rope(
     features of q and k become NaN (checking on the host would need a device sync).
     """
     module = pick(_KERNELS, "apply_rope", "q", q)()
-    module.apply_rope(positions, q, k, cos_sin_cache, bool(is_neox), bool(enable_pdl))
+    module.apply_rope(positions, q, k, cos_sin_cache, bool(is_neox), True if enable_pdl is None else enable_pdl)
