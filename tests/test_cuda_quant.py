@@ -211,7 +211,11 @@ def _ref_tensor(x, scale=None):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=_ids)
-@pytest.mark.parametrize("shape", [(1, 128), (1, 7), (64, 4096), (333, 1000), (2048, 16384), (3, 5, 96)],
+# One block up to 2048 vectors ((1, 128), (1, 7), (3, 5, 96)); one cluster of 8 blocks on sm_90+
+# up to 32768 ((64, 4096) fills it, (65, 2048) leaves blocks idle, (7, 1001) is element-wise);
+# the two passes beyond.
+@pytest.mark.parametrize("shape", [(1, 128), (1, 7), (64, 4096), (65, 2048), (7, 1001), (333, 1000), (2048, 16384),
+                                   (3, 5, 96)],
                          ids=lambda s: "x".join(map(str, s)))
 def test_per_tensor_dynamic(dtype, shape):
     x = _data(*shape, dtype=dtype, seed=sum(shape))
@@ -224,10 +228,11 @@ def test_per_tensor_dynamic(dtype, shape):
 
 
 @pytest.mark.parametrize("where", ["first", "middle", "last"])
-def test_per_tensor_dynamic_large_finds_the_peak_anywhere(where):
-    """[8192, 8192] bf16 (128 MB), more than L2 keeps for the second pass; the single largest
-    value sits in the first, a middle or the last block's part of the amax pass."""
-    x = _data(8192, 8192, dtype=torch.bfloat16, seed=5)
+@pytest.mark.parametrize("shape", [(8192, 8192), (64, 4096)], ids=["two_pass", "cluster"])
+def test_per_tensor_dynamic_finds_the_peak_anywhere(shape, where):
+    """[8192, 8192] bf16 (128 MB), more than L2 keeps for the second pass, and [64, 4096], one
+    cluster: the single largest value sits in the first, a middle or the last block's part."""
+    x = _data(*shape, dtype=torch.bfloat16, seed=5)
     flat = x.view(-1)
     index = {"first": 3, "middle": flat.numel() // 2 + 11, "last": flat.numel() - 1}[where]
     flat[index] = -1000.0
@@ -310,7 +315,7 @@ def test_per_tensor_strided_rows(rows, width):
 _PATH_SHAPES = {
     "group": [(1, 128), (8192, 512)],  # one vector a lane, two (more groups than one wave holds)
     "per_token": [(3, 1000), (5, 4096), (2, 16384)],  # unaligned, in registers, the two-pass loop
-    "dynamic": [(4, 256), (300, 1024)],  # one block, the two passes
+    "dynamic": [(4, 256), (64, 4096), (300, 1024)],  # one block, one cluster (sm_90+), the two passes
     "static": [(1, 4096), (2048, 4096), (7, 1001)],  # narrow vectors, 16-byte vectors, element-wise
 }
 

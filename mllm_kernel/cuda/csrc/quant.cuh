@@ -33,6 +33,7 @@
 #include <mllm_kernel/vec.cuh>
 #include <mllm_kernel/warp.cuh>
 
+#include <cooperative_groups.h>
 #include <dlpack/dlpack.h>
 #include <tvm/ffi/container/tensor.h>
 
@@ -367,6 +368,61 @@ __global__ void __launch_bounds__(kBlock) small_tensor_quant_kernel(const __grid
   }
 }
 
+/// Dynamic per-tensor quantization of a mid-size tensor (at most kClusterTensorVecs vectors) by
+/// one thread block cluster (sm_90+): each block reduces its part's amax into its shared memory,
+/// and after a cluster barrier reads every block's through distributed shared memory. One launch
+/// with the input read once, instead of a memset, the amax pass and the quantization pass
+/// (H100, [64, 4096] bf16: 5.7 us for the two passes).
+constexpr int kClusterBlocks = 8;  // the cluster size every sm_90 GPU supports
+constexpr int kClusterThreads = 1024;
+constexpr int kClusterItems = 4;
+constexpr std::int64_t kClusterTensorVecs = static_cast<std::int64_t>(kClusterBlocks) * kClusterThreads * kClusterItems;
+
+template <typename T, int kVec, bool kFlat>  // kFlat as for tensor_quant_kernel below
+__global__ void __launch_bounds__(kClusterThreads)
+    cluster_tensor_quant_kernel(const __grid_constant__ QuantParams<T, fp8_e4m3_t> p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using namespace mllm_kernel::device;
+  using Vec = AlignedVector<T, kVec>;
+  __shared__ float scratch[cta::kScratchSize];
+  __shared__ float block_amax, cluster_amax;
+  if (p.pdl) pdl_wait_and_release();
+  const std::int64_t vecs_per_row = p.hidden / kVec;
+  const std::int64_t total = p.rows * vecs_per_row;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * kClusterThreads * kClusterItems + threadIdx.x;
+  Vec v[kClusterItems];
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kClusterItems; ++j) {
+    const std::int64_t i = first + j * kClusterThreads;
+    if (i < total) {
+      v[j].load(p.in + (kFlat ? i * kVec : vec_offset(i, vecs_per_row, p.in_stride, kVec)));
+      amax = fmaxf(amax, vec_amax(v[j]));
+    }
+  }
+  amax = cta::reduce_max(amax, scratch);
+  if (threadIdx.x == 0) block_amax = amax;
+  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+  cluster.sync();  // every block's amax is written
+  if (threadIdx.x < kWarpThreads) {
+    float m = 0.0f;
+    if (threadIdx.x < kClusterBlocks) m = *cluster.map_shared_rank(&block_amax, threadIdx.x);
+    m = warp::reduce_max(m);
+    if (threadIdx.x == 0) cluster_amax = m;
+  }
+  __syncthreads();
+  const float scale = cluster_amax / QuantFormat<fp8_e4m3_t>::kMax;
+  if (blockIdx.x == 0 && threadIdx.x == 0) *p.scales = scale;
+  const ScaleDivisor divide(scale);
+#pragma unroll
+  for (int j = 0; j < kClusterItems; ++j) {
+    const std::int64_t i = first + j * kClusterThreads;
+    if (i < total) quantize_store(v[j], divide, p.out + (kFlat ? i * kVec : vec_offset(i, vecs_per_row, p.out_stride, kVec)), 0);
+  }
+  cluster.sync();  // no block leaves while another may still read its shared memory
+#endif
+}
+
 /// kFlat: input and output are contiguous (or one row), so vector i is at i * kVec; known at
 /// compile time, the strided addressing (a 64-bit division) stays out of the kernel's code.
 /// kItems: vectors a thread quantizes, kBlock apart (all loads issued first).
@@ -675,6 +731,15 @@ void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is
   if (total <= kSmallTensorVecs) {
     LaunchKernel(1, kBlock, device).enable_pdl(p.pdl)(flat ? small_tensor_quant_kernel<T, kVec, true> : small_tensor_quant_kernel<T, kVec, false>,
                                     p);
+    return;
+  }
+  if (total <= kClusterTensorVecs && runtime::get_cc_major(device.device_id) >= 9) {
+    // One cluster (blocks past the tensor's end only take part in the barriers).
+    LaunchKernel(kClusterBlocks, kClusterThreads, device)
+        .enable_pdl(p.pdl)
+        .cluster_blocks(kClusterBlocks)(flat ? cluster_tensor_quant_kernel<T, kVec, true>
+                                             : cluster_tensor_quant_kernel<T, kVec, false>,
+                                        p);
     return;
   }
   // One load in flight a thread in the amax pass and one vector a thread after it: more loads a

@@ -88,7 +88,7 @@ inline CUfunction kernel_function(const void* kernel, int device_id) {
 /// false, having launched nothing, when the driver path is unavailable or refuses the launch.
 template <typename... KernelArgs, typename... Args>
 bool driver_launch(void (*kernel)(KernelArgs...), int device_id, dim3 grid, dim3 block, std::size_t smem,
-                   cudaStream_t stream, bool pdl, bool cooperative, Args&&... args) {
+                   cudaStream_t stream, bool pdl, bool cooperative, unsigned cluster, Args&&... args) {
   const LaunchKernelExFn launch = driver_launch_kernel_ex();
   if (launch == nullptr) return false;
   const CUfunction function = kernel_function(reinterpret_cast<const void*>(kernel), device_id);
@@ -102,7 +102,7 @@ bool driver_launch(void (*kernel)(KernelArgs...), int device_id, dim3 grid, dim3
   config.blockDimZ = block.z;
   config.sharedMemBytes = static_cast<unsigned>(smem);
   config.hStream = stream;
-  CUlaunchAttribute attribute[2];
+  CUlaunchAttribute attribute[3];
   unsigned count = 0;
   if (pdl) {
     attribute[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
@@ -111,6 +111,12 @@ bool driver_launch(void (*kernel)(KernelArgs...), int device_id, dim3 grid, dim3
   if (cooperative) {
     attribute[count].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
     attribute[count++].value.cooperative = 1;
+  }
+  if (cluster > 1) {
+    attribute[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attribute[count].value.clusterDim.x = cluster;
+    attribute[count].value.clusterDim.y = 1;
+    attribute[count++].value.clusterDim.z = 1;
   }
   config.attrs = count > 0 ? attribute : nullptr;
   config.numAttrs = count;

@@ -162,6 +162,9 @@ class DeviceGuard {
 /// programmatic stream serialization on sm_90 and newer (ignored below). `enable_cooperative()`
 /// makes it a cooperative launch: every block resident at once (a grid barrier such as
 /// cooperative_groups' grid sync is then safe), or the launch fails with an error.
+/// `cluster_blocks(n)` groups every n consecutive blocks along x into a thread block cluster
+/// (sm_90+, a ValueError below; n up to 8 on every sm_90 GPU): a cluster's blocks run at once
+/// and read each other's shared memory (cooperative_groups::this_cluster()).
 class LaunchKernel {
  public:
   LaunchKernel(dim3 grid, dim3 block, DLDevice device, std::size_t dynamic_smem = 0,
@@ -189,24 +192,35 @@ class LaunchKernel {
     return *this;
   }
 
+  /// Requests thread block clusters of `blocks` blocks along x (sm_90+; 1 means none).
+  LaunchKernel& cluster_blocks(unsigned blocks) {
+    cluster_ = blocks;
+    return *this;
+  }
+
   template <typename... KernelArgs, typename... Args>
   void operator()(void (*kernel)(KernelArgs...), Args&&... args) const {
     int device_id = device_id_;
     if (device_id < 0) RuntimeDeviceCheck(cudaGetDevice(&device_id), loc_);
     detail::DeviceGuard guard(device_id);
+    if (cluster_ > 1) {
+      RuntimeCheck(detail::compute_capability_major(device_id) >= 9, "thread block clusters need sm_90 or newer");
+    }
     if (smem_ > 48 * 1024) {
       check_and_clear(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(smem_)));
     }
     const bool pdl = pdl_ && detail::compute_capability_major(device_id) >= 9;
     // The driver path first (less host time); the runtime launch when it cannot launch.
-    if (detail::driver_launch(kernel, device_id, grid_, block_, smem_, stream_, pdl, cooperative_, args...)) return;
+    if (detail::driver_launch(kernel, device_id, grid_, block_, smem_, stream_, pdl, cooperative_, cluster_, args...)) {
+      return;
+    }
     cudaLaunchConfig_t config{};
     config.gridDim = grid_;
     config.blockDim = block_;
     config.dynamicSmemBytes = smem_;
     config.stream = stream_;
-    cudaLaunchAttribute attribute[2];
+    cudaLaunchAttribute attribute[3];
     unsigned count = 0;
     if (pdl) {
       attribute[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -215,6 +229,12 @@ class LaunchKernel {
     if (cooperative_) {
       attribute[count].id = cudaLaunchAttributeCooperative;
       attribute[count++].val.cooperative = 1;
+    }
+    if (cluster_ > 1) {
+      attribute[count].id = cudaLaunchAttributeClusterDimension;
+      attribute[count].val.clusterDim.x = cluster_;
+      attribute[count].val.clusterDim.y = 1;
+      attribute[count++].val.clusterDim.z = 1;
     }
     config.attrs = count > 0 ? attribute : nullptr;
     config.numAttrs = count;
@@ -237,6 +257,7 @@ class LaunchKernel {
   cudaStream_t stream_;
   bool pdl_ = false;
   bool cooperative_ = false;
+  unsigned cluster_ = 1;
   source_location loc_;
 };
 
