@@ -11,7 +11,8 @@ synchronised once; the cases interleaved over 5 rounds, each reporting its best:
   same argument types (3 CUDA tensors, a float, a bool): the fixed cost of a tvm-ffi call;
 - ``  ... + rmsnorm's checks``: the same function running rmsnorm's C++ argument checks only;
 - ``  ... + LaunchKernel``: the same function launching the floor's trivial kernel through the
-  library's ``LaunchKernel`` (no checks; the driver's ``cuLaunchKernelEx``, driver_launch.cuh);
+  library's ``LaunchKernel`` (no checks, no PDL, like the floor; the driver's
+  ``cuLaunchKernelEx``, driver_launch.cuh);
 - ``  ... + <<<>>> launch``: the same, with a plain ``<<<>>>`` (runtime) launch on tvm-ffi's stream;
 - ``mllm_kernel.ops.rmsnorm``: the device-dispatching op in eager mode (a direct call underneath);
 - ``torch.ops.mllm_kernel.rmsnorm``: the same kernel through PyTorch's custom-op dispatcher (the

@@ -212,8 +212,8 @@ def _ref_tensor(x, scale=None):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=_ids)
 # One block up to 2048 vectors ((1, 128), (1, 7), (3, 5, 96)); one cluster of 8 blocks on sm_90+
-# up to 32768 ((64, 4096) fills it, (65, 2048) leaves blocks idle, (7, 1001) is element-wise);
-# the two passes beyond.
+# up to 32768 (for fp16/bf16, 8 elements a vector: (64, 4096) fills it, (65, 2048) leaves blocks
+# idle; (7, 1001) is element-wise for every dtype); the two passes beyond (and fp32's (64, 4096)).
 @pytest.mark.parametrize("shape", [(1, 128), (1, 7), (64, 4096), (65, 2048), (7, 1001), (333, 1000), (2048, 16384),
                                    (3, 5, 96)],
                          ids=lambda s: "x".join(map(str, s)))
@@ -245,8 +245,8 @@ def test_per_tensor_dynamic_finds_the_peak_anywhere(shape, where):
 
 @pytest.mark.parametrize("rows", [64, 4096])
 def test_per_tensor_dynamic_under_cuda_graph(rows):
-    """The scale reset, the amax pass and the quantization replay in a CUDA graph, each replay
-    computing the scale of the input's current contents."""
+    """Dynamic quantization replays in a CUDA graph (64 rows: the cluster kernel; 4096: the scale
+    reset and the two passes), each replay computing the scale of the input's current contents."""
     x = _data(rows, 4096, dtype=torch.bfloat16, seed=rows)
     out = _poisoned(x.shape, FP8)
     scale = torch.full((1,), float("nan"), device="cuda")
@@ -298,7 +298,7 @@ def test_per_tensor_static(dtype, scale_value, shape):
 # Rows 16-byte aligned (a stride of 1104 elements), so the vector kernels take strided rows; the
 # static kernel uses 2-element vectors for 50 rows and 16-byte ones for 300. An unaligned stride
 # (1100) takes the element-wise kernels.
-@pytest.mark.parametrize("rows, width", [(50, 1104), (300, 1104), (50, 1100)])
+@pytest.mark.parametrize("rows, width", [(50, 1104), (300, 1104), (50, 1100), (20, 1100)])
 def test_per_tensor_strided_rows(rows, width):
     base = _data(rows, width, dtype=torch.bfloat16, seed=4)
     x = base[:, 8:1032]
@@ -314,7 +314,7 @@ def test_per_tensor_strided_rows(rows, width):
 # Every kernel of every op, with each launch flag: None (the default, PDL on sm_90+), True, False.
 _PATH_SHAPES = {
     "group": [(1, 128), (8192, 512)],  # one vector a lane, two (more groups than one wave holds)
-    "per_token": [(3, 1000), (5, 4096), (2, 16384)],  # unaligned, in registers, the two-pass loop
+    "per_token": [(3, 1001), (5, 4096), (2, 16384)],  # element-wise, in registers, the two-pass loop
     "dynamic": [(4, 256), (64, 4096), (300, 1024)],  # one block, one cluster (sm_90+), the two passes
     "static": [(1, 4096), (2048, 4096), (7, 1001)],  # narrow vectors, 16-byte vectors, element-wise
 }

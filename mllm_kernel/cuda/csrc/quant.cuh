@@ -5,7 +5,8 @@
 //   per_token_group_quant_fp8<T>(out, scales, input, group_size, eps, scale_ue8m0, enable_pdl)
 //   per_token_group_quant_int8<T>(out, scales, input, group_size, eps, enable_pdl)
 // enable_pdl: launch with programmatic dependent launch (sm_90+; each kernel waits for the
-// previous one before touching memory).
+// previous one before touching memory, except the second pass of dynamic quantization, which
+// loads its input before waiting for the amax pass: docs/pdl.md says why that is safe).
 //
 // Formula (the same as the CPU kernels and the tests' PyTorch reference), all in fp32:
 //   scale = max(amax, eps) / qmax                 qmax = 448 (e4m3) or 127 (int8)
@@ -733,13 +734,11 @@ void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is
                                     p);
     return;
   }
-  if (total <= kClusterTensorVecs && runtime::get_cc_major(device.device_id) >= 9) {
+  const auto cluster_kernel = flat ? cluster_tensor_quant_kernel<T, kVec, true> : cluster_tensor_quant_kernel<T, kVec, false>;
+  if (total <= kClusterTensorVecs && runtime::get_cc_major(device.device_id) >= 9 &&
+      runtime::get_kernel_virtual_arch(cluster_kernel, device.device_id) >= 90) {
     // One cluster (blocks past the tensor's end only take part in the barriers).
-    LaunchKernel(kClusterBlocks, kClusterThreads, device)
-        .enable_pdl(p.pdl)
-        .cluster_blocks(kClusterBlocks)(flat ? cluster_tensor_quant_kernel<T, kVec, true>
-                                             : cluster_tensor_quant_kernel<T, kVec, false>,
-                                        p);
+    LaunchKernel(kClusterBlocks, kClusterThreads, device).enable_pdl(p.pdl).cluster_blocks(kClusterBlocks)(cluster_kernel, p);
     return;
   }
   // One load in flight a thread in the amax pass and one vector a thread after it: more loads a

@@ -39,14 +39,16 @@ inline LaunchKernelExFn driver_launch_kernel_ex() {
 }
 
 /// The CUfunction of `kernel` (a __global__ function's host address) on device `device_id`,
-/// which must be the current device; nullptr when it cannot be had. Looked up once per
-/// (kernel, device) and kept in a fixed open-addressed table: lookups take no lock, inserts
-/// take one.
-inline CUfunction kernel_function(const void* kernel, int device_id) {
+/// which must be the current device; nullptr when it cannot be had. With `virtual_arch`, also
+/// the virtual architecture its code on this device was compiled from (cudaFuncGetAttributes'
+/// ptxVersion: 90 for compute_90; 0 when unknown). Looked up once per (kernel, device) and kept
+/// in a fixed open-addressed table: lookups take no lock, inserts take one.
+inline CUfunction kernel_function(const void* kernel, int device_id, int* virtual_arch = nullptr) {
   struct Entry {
-    std::atomic<const void*> kernel{nullptr};  // published last (release): device, function are set
+    std::atomic<const void*> kernel{nullptr};  // published last (release): the other fields are set
     std::atomic<int> device{-1};
     std::atomic<CUfunction> function{nullptr};
+    std::atomic<int> virtual_arch{0};
   };
   constexpr std::size_t kSlots = 1024;  // a power of two
   static Entry table[kSlots];
@@ -61,26 +63,47 @@ inline CUfunction kernel_function(const void* kernel, int device_id) {
     }
     return nullptr;  // full
   };
+  const auto found = [&](Entry* entry) {
+    if (virtual_arch != nullptr) *virtual_arch = entry->virtual_arch.load(std::memory_order_relaxed);
+    return entry->function.load(std::memory_order_relaxed);
+  };
   Entry* e = find(std::memory_order_acquire);
-  if (e != nullptr && e->kernel.load(std::memory_order_relaxed) != nullptr) {
-    return e->function.load(std::memory_order_relaxed);
-  }
+  if (e != nullptr && e->kernel.load(std::memory_order_relaxed) != nullptr) return found(e);
   std::lock_guard<std::mutex> lock(insert);
   e = find(std::memory_order_relaxed);  // another thread may have inserted it meanwhile
-  if (e != nullptr && e->kernel.load(std::memory_order_relaxed) != nullptr) {
-    return e->function.load(std::memory_order_relaxed);
-  }
+  if (e != nullptr && e->kernel.load(std::memory_order_relaxed) != nullptr) return found(e);
   cudaFunction_t function = nullptr;
   if (cudaGetFuncBySymbol(&function, kernel) != cudaSuccess || function == nullptr) {
     (void)cudaGetLastError();
     return nullptr;
   }
+  cudaFuncAttributes attributes{};
+  int arch = 0;
+  if (cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess) {
+    arch = attributes.ptxVersion;
+  } else {
+    (void)cudaGetLastError();
+  }
+  if (virtual_arch != nullptr) *virtual_arch = arch;
   if (e != nullptr) {
     e->function.store(reinterpret_cast<CUfunction>(function), std::memory_order_relaxed);
+    e->virtual_arch.store(arch, std::memory_order_relaxed);
     e->device.store(device_id, std::memory_order_relaxed);
     e->kernel.store(kernel, std::memory_order_release);
   }
   return reinterpret_cast<CUfunction>(function);
+}
+
+/// The virtual architecture the code of `kernel` on the current device `device_id` was compiled
+/// from (90 for compute_90), 0 when unknown: a module built only for older targets runs their
+/// code on a newer GPU, where PDL waits and clusters are compiled out.
+inline int kernel_virtual_arch(const void* kernel, int device_id) {
+  int arch = 0;
+  if (kernel_function(kernel, device_id, &arch) != nullptr) return arch;
+  cudaFuncAttributes attributes{};
+  if (cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess) return attributes.ptxVersion;
+  (void)cudaGetLastError();
+  return 0;
 }
 
 /// Launches `kernel(args...)` (arguments converted to the kernel's parameter types, as

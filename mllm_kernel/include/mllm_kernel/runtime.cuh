@@ -42,6 +42,14 @@ inline int get_cc_major(int device_id = detail::current_device()) {
   return host::detail::compute_capability_major(device_id);
 }
 
+/// The virtual architecture (90 for compute_90) of the code `kernel` runs on `device_id`; 0 when
+/// unknown. Below 90 the kernel has no PDL waits or cluster code, whatever the GPU.
+template <typename... Args>
+int get_kernel_virtual_arch(void (*kernel)(Args...), int device_id) {
+  host::detail::DeviceGuard guard(device_id);
+  return host::detail::kernel_virtual_arch(reinterpret_cast<const void*>(kernel), device_id);
+}
+
 /// The CUDA runtime version, e.g. 13000 for 13.0.
 inline int get_runtime_version() {
   static const int version = [] {

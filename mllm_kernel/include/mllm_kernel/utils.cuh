@@ -203,14 +203,20 @@ class LaunchKernel {
     int device_id = device_id_;
     if (device_id < 0) RuntimeDeviceCheck(cudaGetDevice(&device_id), loc_);
     detail::DeviceGuard guard(device_id);
+    // PDL and clusters need an sm_90+ device running code compiled for sm_90+ (a module built
+    // for older targets only has its PDL waits compiled out: launched early, it would race).
+    const bool sm90 = detail::compute_capability_major(device_id) >= 9;
+    const int arch =
+        (pdl_ && sm90) || cluster_ > 1 ? detail::kernel_virtual_arch(reinterpret_cast<const void*>(kernel), device_id) : 0;
     if (cluster_ > 1) {
-      RuntimeCheck(detail::compute_capability_major(device_id) >= 9, "thread block clusters need sm_90 or newer");
+      RuntimeCheck(sm90 && arch >= 90, "thread block clusters need an sm_90+ device and code compiled for it, got code for compute_",
+                   arch);
     }
     if (smem_ > 48 * 1024) {
       check_and_clear(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(smem_)));
     }
-    const bool pdl = pdl_ && detail::compute_capability_major(device_id) >= 9;
+    const bool pdl = pdl_ && sm90 && arch >= 90;
     // The driver path first (less host time); the runtime launch when it cannot launch.
     if (detail::driver_launch(kernel, device_id, grid_, block_, smem_, stream_, pdl, cooperative_, cluster_, args...)) {
       return;
