@@ -38,11 +38,20 @@ inline LaunchKernelExFn driver_launch_kernel_ex() {
   return function;
 }
 
+/// The virtual architecture the code of `kernel` on the current device was compiled from (90
+/// for compute_90; cudaFuncGetAttributes' ptxVersion), 0 when unknown: a module built only for
+/// older targets runs their code on a newer GPU, where PDL waits and clusters are compiled out.
+inline int compiled_virtual_arch(const void* kernel) {
+  cudaFuncAttributes attributes{};
+  if (cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess) return attributes.ptxVersion;
+  (void)cudaGetLastError();
+  return 0;
+}
+
 /// The CUfunction of `kernel` (a __global__ function's host address) on device `device_id`,
 /// which must be the current device; nullptr when it cannot be had. With `virtual_arch`, also
-/// the virtual architecture its code on this device was compiled from (cudaFuncGetAttributes'
-/// ptxVersion: 90 for compute_90; 0 when unknown). Looked up once per (kernel, device) and kept
-/// in a fixed open-addressed table: lookups take no lock, inserts take one.
+/// compiled_virtual_arch(kernel). Looked up once per (kernel, device) and kept in a fixed
+/// open-addressed table: lookups take no lock, inserts take one.
 inline CUfunction kernel_function(const void* kernel, int device_id, int* virtual_arch = nullptr) {
   struct Entry {
     std::atomic<const void*> kernel{nullptr};  // published last (release): the other fields are set
@@ -77,13 +86,7 @@ inline CUfunction kernel_function(const void* kernel, int device_id, int* virtua
     (void)cudaGetLastError();
     return nullptr;
   }
-  cudaFuncAttributes attributes{};
-  int arch = 0;
-  if (cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess) {
-    arch = attributes.ptxVersion;
-  } else {
-    (void)cudaGetLastError();
-  }
+  const int arch = compiled_virtual_arch(kernel);
   if (virtual_arch != nullptr) *virtual_arch = arch;
   if (e != nullptr) {
     e->function.store(reinterpret_cast<CUfunction>(function), std::memory_order_relaxed);
@@ -94,28 +97,51 @@ inline CUfunction kernel_function(const void* kernel, int device_id, int* virtua
   return reinterpret_cast<CUfunction>(function);
 }
 
-/// The virtual architecture the code of `kernel` on the current device `device_id` was compiled
-/// from (90 for compute_90), 0 when unknown: a module built only for older targets runs their
-/// code on a newer GPU, where PDL waits and clusters are compiled out.
+/// compiled_virtual_arch of `kernel` on the current device `device_id`, from kernel_function's
+/// table when it has the kernel.
 inline int kernel_virtual_arch(const void* kernel, int device_id) {
   int arch = 0;
   if (kernel_function(kernel, device_id, &arch) != nullptr) return arch;
-  cudaFuncAttributes attributes{};
-  if (cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess) return attributes.ptxVersion;
-  (void)cudaGetLastError();
-  return 0;
+  return compiled_virtual_arch(kernel);
+}
+
+/// Most launch attributes LaunchKernel sets at once (PDL, cooperative, cluster).
+inline constexpr unsigned kMaxLaunchAttributes = 3;
+
+/// Fills `attrs` (driver CUlaunchAttribute or runtime cudaLaunchAttribute: the same value
+/// fields under another member name, `value`, and other ids) for the requested launch
+/// properties and returns how many it wrote.
+template <typename Attribute, typename Value, typename Id>
+unsigned fill_launch_attributes(Attribute (&attrs)[kMaxLaunchAttributes], Value Attribute::*value, Id pdl_id,
+                                Id cooperative_id, Id cluster_id, bool pdl, bool cooperative, unsigned cluster) {
+  unsigned count = 0;
+  if (pdl) {
+    attrs[count].id = pdl_id;
+    (attrs[count++].*value).programmaticStreamSerializationAllowed = 1;
+  }
+  if (cooperative) {
+    attrs[count].id = cooperative_id;
+    (attrs[count++].*value).cooperative = 1;
+  }
+  if (cluster > 1) {
+    attrs[count].id = cluster_id;
+    auto& dim = (attrs[count++].*value).clusterDim;
+    dim.x = cluster;
+    dim.y = 1;
+    dim.z = 1;
+  }
+  return count;
 }
 
 /// Launches `kernel(args...)` (arguments converted to the kernel's parameter types, as
-/// cudaLaunchKernelEx does) through the driver on device `device_id`, the current one. Returns
-/// false, having launched nothing, when the driver path is unavailable or refuses the launch.
+/// cudaLaunchKernelEx does) through the driver, `function` being kernel_function's for the
+/// current device. Returns false, having launched nothing, when the driver path is unavailable
+/// or refuses the launch.
 template <typename... KernelArgs, typename... Args>
-bool driver_launch(void (*kernel)(KernelArgs...), int device_id, dim3 grid, dim3 block, std::size_t smem,
+bool driver_launch(void (*)(KernelArgs...), CUfunction function, dim3 grid, dim3 block, std::size_t smem,
                    cudaStream_t stream, bool pdl, bool cooperative, unsigned cluster, Args&&... args) {
   const LaunchKernelExFn launch = driver_launch_kernel_ex();
-  if (launch == nullptr) return false;
-  const CUfunction function = kernel_function(reinterpret_cast<const void*>(kernel), device_id);
-  if (function == nullptr) return false;
+  if (launch == nullptr || function == nullptr) return false;
   CUlaunchConfig config{};
   config.gridDimX = grid.x;
   config.gridDimY = grid.y;
@@ -125,22 +151,11 @@ bool driver_launch(void (*kernel)(KernelArgs...), int device_id, dim3 grid, dim3
   config.blockDimZ = block.z;
   config.sharedMemBytes = static_cast<unsigned>(smem);
   config.hStream = stream;
-  CUlaunchAttribute attribute[3];
-  unsigned count = 0;
-  if (pdl) {
-    attribute[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attribute[count++].value.programmaticStreamSerializationAllowed = 1;
-  }
-  if (cooperative) {
-    attribute[count].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-    attribute[count++].value.cooperative = 1;
-  }
-  if (cluster > 1) {
-    attribute[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attribute[count].value.clusterDim.x = cluster;
-    attribute[count].value.clusterDim.y = 1;
-    attribute[count++].value.clusterDim.z = 1;
-  }
+  CUlaunchAttribute attribute[kMaxLaunchAttributes];
+  const unsigned count = fill_launch_attributes(attribute, &CUlaunchAttribute::value,
+                                                CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+                                                CU_LAUNCH_ATTRIBUTE_COOPERATIVE, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, pdl,
+                                                cooperative, cluster);
   config.attrs = count > 0 ? attribute : nullptr;
   config.numAttrs = count;
   return [&](KernelArgs... converted) {

@@ -203,11 +203,14 @@ class LaunchKernel {
     int device_id = device_id_;
     if (device_id < 0) RuntimeDeviceCheck(cudaGetDevice(&device_id), loc_);
     detail::DeviceGuard guard(device_id);
-    // PDL and clusters need an sm_90+ device running code compiled for sm_90+ (a module built
-    // for older targets only has its PDL waits compiled out: launched early, it would race).
+    // One table lookup gives the driver's function and the code's virtual architecture. PDL and
+    // clusters need an sm_90+ device running code compiled for sm_90+ (a module built for older
+    // targets only has its PDL waits compiled out: launched early, it would race).
+    const void* symbol = reinterpret_cast<const void*>(kernel);
+    int arch = 0;
+    const CUfunction function = detail::kernel_function(symbol, device_id, &arch);
     const bool sm90 = detail::compute_capability_major(device_id) >= 9;
-    const int arch =
-        (pdl_ && sm90) || cluster_ > 1 ? detail::kernel_virtual_arch(reinterpret_cast<const void*>(kernel), device_id) : 0;
+    if (function == nullptr && ((pdl_ && sm90) || cluster_ > 1)) arch = detail::compiled_virtual_arch(symbol);
     if (cluster_ > 1) {
       RuntimeCheck(sm90 && arch >= 90, "thread block clusters need an sm_90+ device and code compiled for it, got code for compute_",
                    arch);
@@ -218,7 +221,7 @@ class LaunchKernel {
     }
     const bool pdl = pdl_ && sm90 && arch >= 90;
     // The driver path first (less host time); the runtime launch when it cannot launch.
-    if (detail::driver_launch(kernel, device_id, grid_, block_, smem_, stream_, pdl, cooperative_, cluster_, args...)) {
+    if (detail::driver_launch(kernel, function, grid_, block_, smem_, stream_, pdl, cooperative_, cluster_, args...)) {
       return;
     }
     cudaLaunchConfig_t config{};
@@ -226,22 +229,10 @@ class LaunchKernel {
     config.blockDim = block_;
     config.dynamicSmemBytes = smem_;
     config.stream = stream_;
-    cudaLaunchAttribute attribute[3];
-    unsigned count = 0;
-    if (pdl) {
-      attribute[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attribute[count++].val.programmaticStreamSerializationAllowed = 1;
-    }
-    if (cooperative_) {
-      attribute[count].id = cudaLaunchAttributeCooperative;
-      attribute[count++].val.cooperative = 1;
-    }
-    if (cluster_ > 1) {
-      attribute[count].id = cudaLaunchAttributeClusterDimension;
-      attribute[count].val.clusterDim.x = cluster_;
-      attribute[count].val.clusterDim.y = 1;
-      attribute[count++].val.clusterDim.z = 1;
-    }
+    cudaLaunchAttribute attribute[detail::kMaxLaunchAttributes];
+    const unsigned count = detail::fill_launch_attributes(
+        attribute, &cudaLaunchAttribute::val, cudaLaunchAttributeProgrammaticStreamSerialization,
+        cudaLaunchAttributeCooperative, cudaLaunchAttributeClusterDimension, pdl, cooperative_, cluster_);
     config.attrs = count > 0 ? attribute : nullptr;
     config.numAttrs = count;
     check_and_clear(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
