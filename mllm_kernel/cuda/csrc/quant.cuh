@@ -334,99 +334,81 @@ __global__ void __launch_bounds__(kBlock) amax_kernel(const __grid_constant__ Qu
   if (threadIdx.x == 0) atomic::max(p.scales, amax / QuantFormat<fp8_e4m3_t>::kMax);
 }
 
-/// Dynamic per-tensor quantization of a small tensor (at most kSmallTensorVecs vectors) by one
-/// block: amax, scale and quantization from registers in one launch, instead of a memset, the
-/// amax kernel and the quantization kernel.
-constexpr int kSmallTensorItems = 8;
-constexpr std::int64_t kSmallTensorVecs = static_cast<std::int64_t>(kBlock) * kSmallTensorItems;
-
-template <typename T, int kVec, bool kFlat>  // kFlat as for tensor_quant_kernel below
-__global__ void __launch_bounds__(kBlock) small_tensor_quant_kernel(const __grid_constant__ QuantParams<T, fp8_e4m3_t> p) {
-  using namespace mllm_kernel::device;
-  using Vec = AlignedVector<T, kVec>;
-  __shared__ float scratch[cta::kScratchSize];
-  if (p.pdl) pdl_wait_and_release();
-  const std::int64_t vecs_per_row = p.hidden / kVec;
-  const std::int64_t total = p.rows * vecs_per_row;
-  Vec v[kSmallTensorItems];
-  float amax = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kSmallTensorItems; ++j) {
-    const std::int64_t i = threadIdx.x + static_cast<std::int64_t>(j) * kBlock;
-    if (i < total) {
-      v[j].load(p.in + (kFlat ? i * kVec : vec_offset(i, vecs_per_row, p.in_stride, kVec)));
-      amax = fmaxf(amax, vec_amax(v[j]));
-    }
-  }
-  amax = cta::reduce_max(amax, scratch);
-  const float scale = amax / QuantFormat<fp8_e4m3_t>::kMax;
-  if (threadIdx.x == 0) *p.scales = scale;
-  const ScaleDivisor divide(scale);
-#pragma unroll
-  for (int j = 0; j < kSmallTensorItems; ++j) {
-    const std::int64_t i = threadIdx.x + static_cast<std::int64_t>(j) * kBlock;
-    if (i < total) quantize_store(v[j], divide, p.out + (kFlat ? i * kVec : vec_offset(i, vecs_per_row, p.out_stride, kVec)), 0);
-  }
+/// Vector `i`'s element offset: i * vec when the tensor is flat (kFlat: contiguous or one row,
+/// known at compile time, so the strided addressing, a 64-bit division, stays out of the code),
+/// vec_offset's otherwise.
+template <bool kFlat>
+__device__ __forceinline__ std::int64_t tensor_vec_offset(std::int64_t i, std::int64_t vecs_per_row,
+                                                          std::int64_t stride, int vec) {
+  return kFlat ? i * vec : vec_offset(i, vecs_per_row, stride, vec);
 }
 
-/// Dynamic per-tensor quantization of a mid-size tensor (at most kClusterTensorVecs vectors) by
-/// one thread block cluster (sm_90+): each block reduces its part's amax into its shared memory,
-/// and after a cluster barrier reads every block's through distributed shared memory. One launch
-/// with the input read once, instead of a memset, the amax pass and the quantization pass
-/// (H100, [64, 4096] bf16: 5.7 us for the two passes).
+/// Dynamic per-tensor quantization of a tensor that fits in the registers of kBlocks blocks of
+/// kThreads threads, kItems vectors each: amax, scale and quantization in one launch, instead
+/// of a memset, the amax kernel and the quantization kernel. One block (any GPU) for small
+/// tensors; for mid sizes one thread block cluster (sm_90+), where each block reduces its part's
+/// amax into its shared memory and, after a cluster barrier, reads every block's through
+/// distributed shared memory (H100, [64, 4096] bf16: 5.06 against 5.73 us for the two passes).
+constexpr int kSmallTensorItems = 8;
+constexpr std::int64_t kSmallTensorVecs = static_cast<std::int64_t>(kBlock) * kSmallTensorItems;
 constexpr int kClusterBlocks = 8;  // the cluster size every sm_90 GPU supports
 constexpr int kClusterThreads = 1024;
 constexpr int kClusterItems = 4;
 constexpr std::int64_t kClusterTensorVecs = static_cast<std::int64_t>(kClusterBlocks) * kClusterThreads * kClusterItems;
 
-template <typename T, int kVec, bool kFlat>  // kFlat as for tensor_quant_kernel below
-__global__ void __launch_bounds__(kClusterThreads)
-    cluster_tensor_quant_kernel(const __grid_constant__ QuantParams<T, fp8_e4m3_t> p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+template <typename T, int kVec, bool kFlat, int kBlocks, int kThreads, int kItems>
+__global__ void __launch_bounds__(kThreads) resident_tensor_quant_kernel(const __grid_constant__ QuantParams<T, fp8_e4m3_t> p) {
   using namespace mllm_kernel::device;
   using Vec = AlignedVector<T, kVec>;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  if constexpr (kBlocks > 1) return;  // no clusters: the host never launches this (LaunchKernel refuses)
+#endif
   __shared__ float scratch[cta::kScratchSize];
-  __shared__ float block_amax, cluster_amax;
   if (p.pdl) pdl_wait_and_release();
   const std::int64_t vecs_per_row = p.hidden / kVec;
   const std::int64_t total = p.rows * vecs_per_row;
-  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * kClusterThreads * kClusterItems + threadIdx.x;
-  Vec v[kClusterItems];
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * kThreads * kItems + threadIdx.x;
+  Vec v[kItems];
   float amax = 0.0f;
 #pragma unroll
-  for (int j = 0; j < kClusterItems; ++j) {
-    const std::int64_t i = first + j * kClusterThreads;
+  for (int j = 0; j < kItems; ++j) {
+    const std::int64_t i = first + j * kThreads;
     if (i < total) {
-      v[j].load(p.in + (kFlat ? i * kVec : vec_offset(i, vecs_per_row, p.in_stride, kVec)));
+      v[j].load(p.in + tensor_vec_offset<kFlat>(i, vecs_per_row, p.in_stride, kVec));
       amax = fmaxf(amax, vec_amax(v[j]));
     }
   }
   amax = cta::reduce_max(amax, scratch);
-  if (threadIdx.x == 0) block_amax = amax;
-  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-  cluster.sync();  // every block's amax is written
-  if (threadIdx.x < kWarpThreads) {
-    float m = 0.0f;
-    if (threadIdx.x < kClusterBlocks) m = *cluster.map_shared_rank(&block_amax, threadIdx.x);
-    m = warp::reduce_max(m);
-    if (threadIdx.x == 0) cluster_amax = m;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (kBlocks > 1) {
+    __shared__ float block_amax, cluster_amax;
+    if (threadIdx.x == 0) block_amax = amax;
+    cooperative_groups::this_cluster().sync();  // every block's amax is written
+    if (threadIdx.x < kWarpThreads) {
+      float m = 0.0f;
+      if (threadIdx.x < kBlocks) m = *cooperative_groups::this_cluster().map_shared_rank(&block_amax, threadIdx.x);
+      m = warp::reduce_max(m);
+      if (threadIdx.x == 0) cluster_amax = m;
+    }
+    __syncthreads();
+    amax = cluster_amax;
   }
-  __syncthreads();
-  const float scale = cluster_amax / QuantFormat<fp8_e4m3_t>::kMax;
+#endif
+  const float scale = amax / QuantFormat<fp8_e4m3_t>::kMax;
   if (blockIdx.x == 0 && threadIdx.x == 0) *p.scales = scale;
   const ScaleDivisor divide(scale);
 #pragma unroll
-  for (int j = 0; j < kClusterItems; ++j) {
-    const std::int64_t i = first + j * kClusterThreads;
-    if (i < total) quantize_store(v[j], divide, p.out + (kFlat ? i * kVec : vec_offset(i, vecs_per_row, p.out_stride, kVec)), 0);
+  for (int j = 0; j < kItems; ++j) {
+    const std::int64_t i = first + j * kThreads;
+    if (i < total) quantize_store(v[j], divide, p.out + tensor_vec_offset<kFlat>(i, vecs_per_row, p.out_stride, kVec), 0);
   }
-  cluster.sync();  // no block leaves while another may still read its shared memory
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // No block leaves while another may still read its shared memory.
+  if constexpr (kBlocks > 1) cooperative_groups::this_cluster().sync();
 #endif
 }
 
-/// kFlat: input and output are contiguous (or one row), so vector i is at i * kVec; known at
-/// compile time, the strided addressing (a 64-bit division) stays out of the kernel's code.
-/// kItems: vectors a thread quantizes, kBlock apart (all loads issued first).
+/// kFlat as for tensor_vec_offset. kItems: vectors a thread quantizes, kBlock apart (all loads issued first).
 template <typename T, int kVec, bool kAfterAmax, bool kFlat, int kItems>
 __global__ void __launch_bounds__(kBlock) tensor_quant_kernel(const __grid_constant__ QuantParams<T, fp8_e4m3_t> p) {
   using namespace mllm_kernel::device;
@@ -437,12 +419,8 @@ __global__ void __launch_bounds__(kBlock) tensor_quant_kernel(const __grid_const
   // index order).
   const std::int64_t chunk = kAfterAmax ? static_cast<std::int64_t>(gridDim.x) - 1 - blockIdx.x : blockIdx.x;
   const std::int64_t first = chunk * kBlock * kItems + threadIdx.x;
-  const auto in_at = [&](std::int64_t i) {
-    return p.in + (kFlat ? i * kVec : vec_offset(i, vecs_per_row, p.in_stride, kVec));
-  };
-  const auto out_at = [&](std::int64_t i) {
-    return p.out + (kFlat ? i * kVec : vec_offset(i, vecs_per_row, p.out_stride, kVec));
-  };
+  const auto in_at = [&](std::int64_t i) { return p.in + tensor_vec_offset<kFlat>(i, vecs_per_row, p.in_stride, kVec); };
+  const auto out_at = [&](std::int64_t i) { return p.out + tensor_vec_offset<kFlat>(i, vecs_per_row, p.out_stride, kVec); };
   Vec v[kItems];
   if constexpr (kAfterAmax) {
     // Nothing here is read again: let these lines go first so the kept tail stays.
@@ -730,11 +708,15 @@ void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is
     return launch_static<T, kVec, 1>(p, device, flat);
   }
   if (total <= kSmallTensorVecs) {
-    LaunchKernel(1, kBlock, device).enable_pdl(p.pdl)(flat ? small_tensor_quant_kernel<T, kVec, true> : small_tensor_quant_kernel<T, kVec, false>,
-                                    p);
+    LaunchKernel(1, kBlock, device)
+        .enable_pdl(p.pdl)(flat ? resident_tensor_quant_kernel<T, kVec, true, 1, kBlock, kSmallTensorItems>
+                                : resident_tensor_quant_kernel<T, kVec, false, 1, kBlock, kSmallTensorItems>,
+                           p);
     return;
   }
-  const auto cluster_kernel = flat ? cluster_tensor_quant_kernel<T, kVec, true> : cluster_tensor_quant_kernel<T, kVec, false>;
+  const auto cluster_kernel =
+      flat ? resident_tensor_quant_kernel<T, kVec, true, kClusterBlocks, kClusterThreads, kClusterItems>
+           : resident_tensor_quant_kernel<T, kVec, false, kClusterBlocks, kClusterThreads, kClusterItems>;
   if (total <= kClusterTensorVecs && runtime::get_cc_major(device.device_id) >= 9 &&
       runtime::get_kernel_virtual_arch(cluster_kernel, device.device_id) >= 90) {
     // One cluster (blocks past the tensor's end only take part in the barriers).
