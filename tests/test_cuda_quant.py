@@ -154,6 +154,28 @@ def test_group_quant_strided_and_unaligned(dtype, fn, out_dtype):
         _assert_scales(s.reshape(rows, -1), ref_s)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=_ids)
+@pytest.mark.parametrize("fn,out_dtype", [(per_token_group_quant_fp8, FP8), (per_token_group_quant_int8, torch.int8)],
+                         ids=["fp8", "int8"])
+@pytest.mark.parametrize("strided", ["input", "out"])
+def test_group_quant_strided_aligned_rows(dtype, fn, out_dtype, strided):
+    """Rows 16 elements apart more than their length (16-byte aligned): the vector kernel that
+    addresses through the strides, not the one for contiguous rows and row-major scales."""
+    rows, hidden, pad = 33, 1024, 16
+    x = _data(rows, hidden + (pad if strided == "input" else 0), dtype=dtype, seed=5)[:, :hidden]
+    out_buffer = _poisoned((rows, hidden + (pad if strided == "out" else 0)), out_dtype)
+    out = out_buffer[:, :hidden]
+    for group in (32, 128):
+        q, s = fn(x, group, out=out)
+        assert q is out
+        ref_q, ref_s = _ref_groups(x, group, 1e-10, out_dtype)
+        _assert_same(q, ref_q)
+        _assert_scales(s, ref_s)
+    if strided == "out":  # the padding between the rows is never written
+        untouched = _poisoned((rows, pad), out_dtype).view(torch.uint8)
+        assert torch.equal(out_buffer[:, hidden:].contiguous().view(torch.uint8), untouched)
+
+
 def test_group_quant_leading_dims_and_eps():
     x = _data(2, 3, 256, dtype=torch.bfloat16, seed=11)
     x[0, 1, :128] = 0  # a group of zeros: scale = eps / 448, output zeros

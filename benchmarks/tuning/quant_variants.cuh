@@ -4,6 +4,9 @@
 //             first), 1 x * (1 / scale) (not exact: a speed bound only), 2 ScaleDivisor
 //             (what the library does now)
 //   kThreads  the block size, kLanes the lanes that share one group
+// Group 128 into fp8 or int8 (group_out_kernel): the library's ScaleDivisor and conversion, with
+// kLanes lanes a group and __launch_bounds__(256, kMinBlocks) (8 caps registers at 32, so every
+// thread slot of an SM can be occupied): is group INT8's gap to group FP8 the launch shape?
 // Static per-tensor: one 16-byte vector per thread. Per-token: one block per row, the row in
 // registers. Group 128: kLanes lanes a group, 16 / kLanes vectors each.
 #pragma once
@@ -22,6 +25,7 @@
 #include <tvm/ffi/container/tensor.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace {
 
@@ -117,15 +121,43 @@ __global__ void __launch_bounds__(256) group_kernel(fp8_e4m3_t* out, float* scal
   for (int j = 0; j < kItems; ++j) quantize_vec(v[j], divide, out + g * 128, lane + j * kLanes);
 }
 
-/// Checks input bf16 [N, 4096], out fp8 [N, 4096], scales float32 [M] (M = `scales_per_row` * N)
+template <typename Out, int kLanes, int kMinBlocks>
+__global__ void __launch_bounds__(256, kMinBlocks) group_out_kernel(Out* out, float* scales, const bf16_t* in,
+                                                                    std::int64_t groups) {
+  using namespace mllm_kernel::device;
+  constexpr int kItems = 128 / kVec / kLanes;
+  const std::int64_t tid = static_cast<std::int64_t>(blockIdx.x) * 256 + threadIdx.x;
+  const std::int64_t g = tid / kLanes;
+  const int lane = static_cast<int>(tid % kLanes);
+  const bool valid = g < groups;
+  Vec v[kItems];
+  float amax = 0.0f;
+  if (valid) {
+#pragma unroll
+    for (int j = 0; j < kItems; ++j) {
+      v[j].load(in + g * 128, lane + j * kLanes);
+      amax = fmaxf(amax, amax_of(v[j]));
+    }
+  }
+  amax = warp::reduce_max<kLanes>(amax);
+  if (!valid) return;
+  const float scale = fmaxf(amax, 1e-10f) / QuantFormat<Out>::kMax;
+  if (lane == 0) scales[g] = scale;
+  const mllm_kernel::ScaleDivisor divide(scale);
+#pragma unroll
+  for (int j = 0; j < kItems; ++j) quantize_store(v[j], divide, out + g * 128, lane + j * kLanes);
+}
+
+/// Checks input bf16 [N, 4096], out Out [N, 4096], scales float32 [M] (M = `scales_per_row` * N)
 /// and returns N.
+template <typename Out = fp8_e4m3_t>
 inline std::int64_t check(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
                           std::int64_t scales_per_row, DLDevice* device) {
   using namespace mllm_kernel::host;
   SymbolicSize N{"num_tokens"}, M{"num_scales"};
   SymbolicDevice dev;
   (void)TensorMatcher({N, kHidden}).with_dtype<bf16_t>().with_device<kDLCUDA>(dev).verify(input, "input");
-  (void)TensorMatcher({N, kHidden}).with_dtype<fp8_e4m3_t>().with_device(dev).verify(out, "out");
+  (void)TensorMatcher({N, kHidden}).with_dtype<Out>().with_device(dev).verify(out, "out");
   (void)TensorMatcher({M}).with_dtype<float>().with_device(dev).verify(scales, "scales");
   RuntimeCheck(M.unwrap() == (scales_per_row ? scales_per_row * N.unwrap() : 1), "scales has ", M.unwrap(),
                " elements, expected ", scales_per_row ? scales_per_row * N.unwrap() : 1);
@@ -162,6 +194,18 @@ void run_group(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::
   mllm_kernel::host::LaunchKernel(dim3(static_cast<unsigned>((threads + 255) / 256)), dim3(256), device)(
       group_kernel<kLanes, kDiv>, static_cast<fp8_e4m3_t*>(out.data_ptr()), static_cast<float*>(scales.data_ptr()),
       static_cast<const bf16_t*>(input.data_ptr()), groups);
+}
+
+/// Group-128 quantization into fp8 or int8 (kInt8); scales float32 [N * 32], row-major.
+template <bool kInt8, int kLanes, int kMinBlocks>
+void run_group_out(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input) {
+  using Out = std::conditional_t<kInt8, std::int8_t, fp8_e4m3_t>;
+  DLDevice device;
+  const std::int64_t groups = check<Out>(out, scales, input, kHidden / 128, &device) * (kHidden / 128);
+  const std::int64_t threads = groups * kLanes;
+  mllm_kernel::host::LaunchKernel(dim3(static_cast<unsigned>((threads + 255) / 256)), dim3(256), device)(
+      group_out_kernel<Out, kLanes, kMinBlocks>, static_cast<Out*>(out.data_ptr()),
+      static_cast<float*>(scales.data_ptr()), static_cast<const bf16_t*>(input.data_ptr()), groups);
 }
 
 }  // namespace

@@ -5,9 +5,11 @@ of the reference, the library kernel launched with each block size of ``kv_shape
 token's 512 16-byte units spread over 512 / threads blocks), and the minimal kernels of that
 file (16- or 8-byte units; k and v by one thread, or split over alternate blocks), checking
 that each writes what the library writes. The library picks its block size from the head size;
-this shows which size wins where, and what the library's generality costs.
+this shows which size wins where, and what the library's generality costs. The FP8 sweep
+(``--ops fp8``) times the quantizing store into float8_e4m3fn caches against the lean kernels
+of that file with several vectors of k and v a thread.
 
-    python benchmarks/tuning/tune_kv.py [--tokens 1,16,64,1024,16384]
+    python benchmarks/tuning/tune_kv.py [--tokens 1,16,64,1024,16384] [--ops bf16,fp8]
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import harness  # noqa: E402
 
 THREADS = [256, 128, 64, 32]
 LEAN = [(16, False), (16, True), (8, False), (8, True)]  # (unit bytes, k and v split over blocks)
+FP8_LEAN = [(256, 1), (256, 2), (128, 2), (128, 4), (512, 1), (64, 8)]  # (threads a block, vectors a thread)
 DTYPE = torch.bfloat16
 
 
@@ -36,17 +39,60 @@ def _module():
 
     wrappers = [(f"kv_{t}", f"run_kv_shape<{t}>") for t in THREADS]
     wrappers += [(_lean_name(b, s), f"run_kv_lean<{b}, {str(s).lower()}>") for b, s in LEAN]
+    wrappers += [(f"fp8_lean_{t}_{i}", f"run_kv_fp8_lean<{t}, {i}>") for t, i in FP8_LEAN]
     return load_cuda_jit("tune_kv_shapes", cuda_files=[Path(__file__).resolve().parent / "kv_shapes.cuh"],
                          cuda_wrappers=wrappers)
 
 
 def main() -> None:
-    tokens = harness.tuning_tokens(__doc__, "1,16,64,1024,16384")
+    tokens, ops = harness.tuning_options(__doc__, "1,16,64,1024,16384", ("bf16", "fp8"))
     module = _module()
+    print(f"device: {torch.cuda.get_device_name()}  copy {harness.copy_bandwidth_gbps():.0f} GB/s")
+    if "bf16" in ops:
+        _sweep_bf16(module, tokens)
+    if "fp8" in ops:
+        _sweep_fp8(module, tokens)
+
+
+def _sweep_fp8(module, tokens: list[int]) -> None:
     from mllm_kernel.cuda.jit.kv_cache import store_kv_cache
 
     heads, head_dim = bench_kv_cache.HEADS, bench_kv_cache.HEAD_DIM
-    print(f"device: {torch.cuda.get_device_name()}  copy {harness.copy_bandwidth_gbps():.0f} GB/s")
+    print(f"\n== store_kv_cache bf16 [T, {heads}, {head_dim}] -> fp8: us per call (vs compile)")
+    for t in tokens:
+        nbytes = 2 * t * heads * head_dim * 3 + 8 * t
+
+        def make():
+            k, v = (torch.randn(t, heads, head_dim, device="cuda", dtype=DTYPE) for _ in range(2))
+            k_cache, v_cache = (torch.empty(2 * t, heads, head_dim, device="cuda", dtype=torch.float8_e4m3fn)
+                                for _ in range(2))
+            scales = torch.full((1,), 0.02, device="cuda"), torch.full((1,), 0.03, device="cuda")
+            return k, v, k_cache, v_cache, torch.randperm(2 * t, device="cuda")[:t], *scales
+
+        sets = [make() for _ in range(harness.num_sets(nbytes))]
+        comp = harness.time_calls(harness.compiled(bench_kv_cache.reference_fp8), sets)
+        print(f"[{t}, {heads}, {head_dim}] -> fp8  compile {comp.us:.2f} us ({comp.gbps(nbytes):.0f} GB/s)")
+        cases = {"library": lambda k, v, kc, vc, s, ks, vs: store_kv_cache(k, v, kc, vc, s, validate=False,
+                                                                          k_scale=ks, v_scale=vs)}
+        cases.update({f"lean {th} x {i}": (lambda *a, fn=getattr(module, f"fp8_lean_{th}_{i}"): fn(*a))
+                      for th, i in FP8_LEAN})
+        k, v, k_cache, v_cache, slots, ks, vs = sets[0]
+
+        def written(fn, k=k, v=v, k_cache=k_cache, v_cache=v_cache, slots=slots, ks=ks, vs=vs):
+            k_cache.view(torch.uint8).fill_(0x7F)
+            v_cache.view(torch.uint8).fill_(0x7F)
+            fn(k, v, k_cache, v_cache, slots, ks, vs)
+            return torch.cat([k_cache[slots], v_cache[slots]]).view(torch.uint8)
+
+        harness.time_variants(cases, sets, comp, nbytes, 14, written)
+        del sets
+        torch.cuda.empty_cache()
+
+
+def _sweep_bf16(module, tokens: list[int]) -> None:
+    from mllm_kernel.cuda.jit.kv_cache import store_kv_cache
+
+    heads, head_dim = bench_kv_cache.HEADS, bench_kv_cache.HEAD_DIM
     print(f"\n== store_kv_cache bf16 [T, {heads}, {head_dim}]: us per call (vs compile: compile time / this time)")
     for t in tokens:
         nbytes = 4 * t * heads * head_dim * 2 + 8 * t

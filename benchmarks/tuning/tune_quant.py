@@ -22,12 +22,14 @@ import bench_quant  # noqa: E402
 import harness  # noqa: E402
 
 HIDDEN = 4096
-OPS = ("dynamic", "static", "token", "group")  # the --ops names of _cases, in its order
+OPS = ("dynamic", "static", "token", "group", "group_int8")  # the --ops names of _cases, in its order
 FP8 = torch.float8_e4m3fn
 DIVISIONS = {0: "ieee", 1: "recip", 2: "divisor"}
 STATIC_THREADS = (128, 256)
 TOKEN_THREADS = (128, 256, 512)
 GROUP_LANES = (4, 8, 16)
+# Group 128 into fp8 and int8 with the library's conversion: (lanes a group, min blocks an SM).
+GROUP_OUT = [(8, 1), (8, 8), (16, 1), (16, 8), (4, 1)]
 # The library's per-tensor kernels: vectors a thread of static quantization; (amax-pass loads in
 # flight, vectors a thread of the quantization pass) of the dynamic two-pass path.
 STATIC_ITEMS = (1, 2, 4)
@@ -49,6 +51,8 @@ def _module():
         wrappers += [(f"static_{t}_{d}", f"run_static<{t}, {d}>") for t in STATIC_THREADS]
         wrappers += [(f"token_{t}_{d}", f"run_token<{t}, {d}>") for t in TOKEN_THREADS]
         wrappers += [(f"group_{lanes}_{d}", f"run_group<{lanes}, {d}>") for lanes in GROUP_LANES]
+    wrappers += [(f"group_out_{out}_{lanes}_{b}", f"run_group_out<{str(out == 'int8').lower()}, {lanes}, {b}>")
+                 for out in ("fp8", "int8") for lanes, b in GROUP_OUT]
     return load_cuda_jit("tune_quant_variants", cuda_files=[Path(__file__).resolve().parent / "quant_variants.cuh"],
                          cuda_wrappers=wrappers)
 
@@ -81,12 +85,21 @@ def _tensor_module():
 
 
 def _cases(module, tensor, t: int):
-    """(op, library fn, reference fn, {variant: fn}, scales per row); every fn takes (x, out, scales),
-    a variant fn (out, scales, x)."""
-    from mllm_kernel.cuda.jit import per_tensor_quant_fp8, per_token_group_quant_fp8, per_token_quant_fp8
+    """(op, library fn, reference fn, {variant: fn}, scales per row, out dtype); every fn takes (x,
+    out, scales), a variant fn (out, scales, x)."""
+    from mllm_kernel.cuda.jit import (
+        per_tensor_quant_fp8,
+        per_token_group_quant_fp8,
+        per_token_group_quant_int8,
+        per_token_quant_fp8,
+    )
 
     def variants(kind, shapes):
         return {f"{kind} {s} {name}": getattr(module, f"{kind}_{s}_{d}") for s in shapes for d, name in DIVISIONS.items()}
+
+    def group_out(out):
+        return {f"{out} {lanes} lanes, {b} blocks/SM": getattr(module, f"group_out_{out}_{lanes}_{b}")
+                for lanes, b in GROUP_OUT}
 
     return [
         ("per_tensor dynamic", lambda x, o, s: per_tensor_quant_fp8(x, out=o),
@@ -97,16 +110,24 @@ def _cases(module, tensor, t: int):
           **{f"bulk amax {c}x{n} {q}": getattr(tensor, f"bulk_{c}x{n}_{q}") for c, n in BULK for q in ("amax", "quant")},
           **{f"amax {'backwards' if r else 'forwards'} keep {k} MB, quant forwards": getattr(tensor, f"ordered_{r}_{k}")
              for r, k in ORDERED}},
-         0),
+         0, FP8),
         ("per_tensor static", lambda x, o, s: per_tensor_quant_fp8(x, s, out=o),
          lambda x, o, s: bench_quant.ref_per_tensor_static(x, s),
          {**variants("static", STATIC_THREADS),
           **{f"static items {i}": getattr(tensor, f"static_items_{i}") for i in STATIC_ITEMS},
-          **{f"static {v} elements x {i}": getattr(tensor, f"static_vec_{v}_{i}") for v, i in STATIC_VECS}}, 0),
+          **{f"static {v} elements x {i}": getattr(tensor, f"static_vec_{v}_{i}") for v, i in STATIC_VECS}}, 0, FP8),
         ("per_token", lambda x, o, s: per_token_quant_fp8(x, out=o),
-         lambda x, o, s: bench_quant.ref_per_token_fp8(x), variants("token", TOKEN_THREADS), 1),
+         lambda x, o, s: bench_quant.ref_per_token_fp8(x), variants("token", TOKEN_THREADS), 1, FP8),
         ("group128", lambda x, o, s: per_token_group_quant_fp8(x, 128, out=o),
-         lambda x, o, s: bench_quant.ref_group_fp8(x), variants("group", GROUP_LANES), HIDDEN // 128),
+         lambda x, o, s: bench_quant.ref_group_fp8(x),
+         {"library enable_pdl=False": lambda o, s, x: per_token_group_quant_fp8(x, 128, out=o, enable_pdl=False),
+          **variants("group", GROUP_LANES), **group_out("fp8")},
+         HIDDEN // 128, FP8),
+        ("group128 int8", lambda x, o, s: per_token_group_quant_int8(x, 128, out=o),
+         lambda x, o, s: bench_quant.ref_group_int8(x),
+         {"library enable_pdl=False": lambda o, s, x: per_token_group_quant_int8(x, 128, out=o, enable_pdl=False),
+          **group_out("int8")},
+         HIDDEN // 128, torch.int8),
     ]
 
 
@@ -116,14 +137,14 @@ def main() -> None:
     print(f"device: {torch.cuda.get_device_name()}  copy {harness.copy_bandwidth_gbps():.0f} GB/s")
     for t in tokens:
         nbytes = 3 * t * HIDDEN
-        for key, (op, library, reference, variants, scales_per_row) in zip(OPS, _cases(module, tensor, t)):
+        for key, (op, library, reference, variants, scales_per_row, out_dtype) in zip(OPS, _cases(module, tensor, t)):
             if key not in ops:
                 continue
-            def make():
+            def make(scales_per_row=scales_per_row, out_dtype=out_dtype):
                 x = torch.randn(t, HIDDEN, device="cuda", dtype=torch.bfloat16)
                 s = (torch.full((1,), 0.05, device="cuda") if scales_per_row == 0
                      else torch.empty(t * scales_per_row, device="cuda"))
-                return x, torch.empty(t, HIDDEN, device="cuda", dtype=FP8), s
+                return x, torch.empty(t, HIDDEN, device="cuda", dtype=out_dtype), s
 
             sets = [make() for _ in range(harness.num_sets(nbytes))]
             comp = harness.time_calls(harness.compiled(reference), sets)

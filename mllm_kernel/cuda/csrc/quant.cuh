@@ -102,7 +102,13 @@ constexpr int group_lanes() {
   return kGroupVecs <= kItemsPerLane ? 1 : kGroupVecs / kItemsPerLane;
 }
 
-template <typename T, typename Out, int kVec, int kGroup, int kItemsPerLane, bool kUE8M0>
+/// kFlat: contiguous rows and row-major scales (the usual layout), where group i of the whole
+/// input (row-major) is at i * kGroup of the input and the output and at i of the scales. Other
+/// layouts split i into (row, group of the row), a division, and address through the strides:
+/// run on the usual layout, that generality executed a quarter more instructions (Nsight Compute,
+/// H100, bf16 [16384, 4096] group 128: 52.0 against 42.7 million for INT8), and INT8 took 4-5 us
+/// more (tune_quant.py, profile_group.py; BENCHMARKS.md, eighth session).
+template <typename T, typename Out, int kVec, int kGroup, int kItemsPerLane, bool kUE8M0, bool kFlat>
 __global__ void __launch_bounds__(kBlock) group_quant_kernel(const __grid_constant__ QuantParams<T, Out> p) {
   using namespace mllm_kernel::device;
   constexpr int kGroupVecs = kGroup / kVec;
@@ -114,19 +120,21 @@ __global__ void __launch_bounds__(kBlock) group_quant_kernel(const __grid_consta
   const std::int64_t tid = static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x;
   const std::int64_t group = tid / kLanes;
   const int lane = static_cast<int>(tid % kLanes);
-  std::int64_t row, g;
-  if (p.index32) {  // a 64-bit division costs more than the group's memory traffic
-    const unsigned gi = static_cast<unsigned>(group), groups = static_cast<unsigned>(p.groups);
-    const unsigned r = gi / groups;
-    row = r;
-    g = gi - r * groups;
-  } else {
-    row = group / p.groups;
-    g = group - row * p.groups;
+  std::int64_t row = 0, g = group;
+  if constexpr (!kFlat) {
+    if (p.index32) {  // a 64-bit division costs more than the group's memory traffic
+      const unsigned gi = static_cast<unsigned>(group), groups = static_cast<unsigned>(p.groups);
+      const unsigned r = gi / groups;
+      row = r;
+      g = gi - r * groups;
+    } else {
+      row = group / p.groups;
+      g = group - row * p.groups;
+    }
   }
   // Lanes past the last group still take part in the shuffles (with amax 0).
-  const bool valid = row < p.rows;
-  const T* src = p.in + row * p.in_stride + g * kGroup;
+  const bool valid = kFlat ? group < p.rows * p.groups : row < p.rows;
+  const T* src = p.in + (kFlat ? group * kGroup : row * p.in_stride + g * kGroup);
   Vec v[kItems];
   float amax = 0.0f;
   if (valid) {
@@ -140,9 +148,11 @@ __global__ void __launch_bounds__(kBlock) group_quant_kernel(const __grid_consta
   if (!valid) return;
   float scale = fmaxf(amax, p.eps) / QuantFormat<Out>::kMax;
   if constexpr (kUE8M0) scale = round_up_pow2(scale);
-  if (lane == 0) p.scales[row * p.scale_s0 + g * p.scale_s1] = scale;
-  Out* dst = p.out + row * p.out_stride + g * kGroup;
+  if (lane == 0) p.scales[kFlat ? group : row * p.scale_s0 + g * p.scale_s1] = scale;
   const ScaleDivisor divide(scale);
+  // After the divisor: an address computed before it stays live across the reciprocal's
+  // out-of-line slow path, which cost 8 registers a thread (40 against 32).
+  Out* dst = p.out + (kFlat ? group * kGroup : row * p.out_stride + g * kGroup);
 #pragma unroll
   for (int j = 0; j < kItems; ++j) quantize_store(v[j], divide, dst, lane + j * kLanes);
 }
@@ -510,8 +520,15 @@ void launch_group_items(const QuantParams<T, Out>& p, DLDevice device) {
   QuantParams<T, Out> q = p;
   // Padding groups of the last block included.
   q.index32 = div_ceil(blocks * kBlock, kLanes) <= 0xffffffffLL;
-  LaunchKernel(static_cast<unsigned>(blocks), kBlock, device).enable_pdl(p.pdl)(
-      group_quant_kernel<T, Out, kVec, kGroup, kItemsPerLane, kUE8M0>, q);
+  // Only the vector kernels have a flat variant: the element-wise ones serve unaligned layouts.
+  const bool flat = kVec > 1 && (p.rows == 1 || (p.in_stride == p.hidden && p.out_stride == p.hidden)) &&
+                    p.scale_s1 == 1 && (p.rows == 1 || p.scale_s0 == p.groups);
+  LaunchKernel launch(static_cast<unsigned>(blocks), kBlock, device);
+  launch.enable_pdl(p.pdl);
+  if constexpr (kVec > 1) {
+    if (flat) return launch(group_quant_kernel<T, Out, kVec, kGroup, kItemsPerLane, kUE8M0, true>, q);
+  }
+  launch(group_quant_kernel<T, Out, kVec, kGroup, kItemsPerLane, kUE8M0, false>, q);
 }
 
 template <typename T, typename Out, int kVec, int kGroup, bool kUE8M0>
