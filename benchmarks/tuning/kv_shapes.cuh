@@ -9,8 +9,9 @@
 //   library's time is its generality.
 // - run_kv_fp8_lean<kThreads, kItems>: the quantizing store into float8_e4m3fn caches for the
 //   same layout, kItems 16-byte vectors of k and of v a thread (all loaded before any store),
-//   kThreads threads a block: does more memory in flight per thread close its gap at 16384
-//   tokens?
+//   kThreads threads a block, with kStream cache-streaming (evict-first) loads and stores:
+//   does more memory in flight per thread, or keeping the streamed data out of L2's way, close
+//   its gap at 16384 tokens?
 #pragma once
 
 #include "../../mllm_kernel/cuda/csrc/kv_cache.cuh"
@@ -115,7 +116,27 @@ struct LeanKVFp8Params {
   unsigned vecs;                            // 8-element vectors a token
 };
 
-template <int kThreads, int kItems>
+/// Streaming (.cs: evict first) 16-byte load, and 8-byte store predicated like store_if.
+template <typename V>
+__device__ __forceinline__ V load_streaming(const V* ptr) {
+  static_assert(sizeof(V) == 16);
+  const uint4 raw = __ldcs(reinterpret_cast<const uint4*>(ptr));
+  V v;
+  __builtin_memcpy(&v, &raw, 16);
+  return v;
+}
+template <typename V>
+__device__ __forceinline__ void store_streaming_if(bool pred, V* ptr, const V& value) {
+  static_assert(sizeof(V) == 8);
+  uint2 raw;
+  __builtin_memcpy(&raw, &value, 8);
+  asm volatile("{ .reg .pred p; setp.ne.u32 p, %0, 0; @p st.global.cs.v2.u32 [%1], {%2, %3}; }" ::"r"(
+                   static_cast<unsigned>(pred)),
+               "l"(ptr), "r"(raw.x), "r"(raw.y)
+               : "memory");
+}
+
+template <int kThreads, int kItems, bool kStream>
 __global__ void __launch_bounds__(kThreads) lean_kv_fp8_kernel(const __grid_constant__ LeanKVFp8Params p) {
   using namespace mllm_kernel::device;
   using Vec = AlignedVector<bf16_t, 8>;
@@ -129,8 +150,8 @@ __global__ void __launch_bounds__(kThreads) lean_kv_fp8_kernel(const __grid_cons
   for (int j = 0; j < kItems; ++j) {
     const unsigned i = first + j * kThreads;
     if (i < p.vecs) {
-      kx[j] = load_issued_here(k_src + i);
-      vx[j] = load_issued_here(v_src + i);
+      kx[j] = kStream ? load_streaming(k_src + i) : load_issued_here(k_src + i);
+      vx[j] = kStream ? load_streaming(v_src + i) : load_issued_here(v_src + i);
     }
   }
   const std::int64_t slot = load_issued_here(p.slots + t);
@@ -143,13 +164,18 @@ __global__ void __launch_bounds__(kThreads) lean_kv_fp8_kernel(const __grid_cons
   for (int j = 0; j < kItems; ++j) {
     const unsigned i = first + j * kThreads;
     if (i < p.vecs) {
-      store_if(store, k_dst + i, quantize<fp8_e4m3_t>(kx[j], k_scale));
-      store_if(store, v_dst + i, quantize<fp8_e4m3_t>(vx[j], v_scale));
+      if constexpr (kStream) {
+        store_streaming_if(store, k_dst + i, quantize<fp8_e4m3_t>(kx[j], k_scale));
+        store_streaming_if(store, v_dst + i, quantize<fp8_e4m3_t>(vx[j], v_scale));
+      } else {
+        store_if(store, k_dst + i, quantize<fp8_e4m3_t>(kx[j], k_scale));
+        store_if(store, v_dst + i, quantize<fp8_e4m3_t>(vx[j], v_scale));
+      }
     }
   }
 }
 
-template <int kThreads, int kItems>
+template <int kThreads, int kItems, bool kStream>
 void run_kv_fp8_lean(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
                      tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping, tvm::ffi::TensorView k_scale,
                      tvm::ffi::TensorView v_scale) {
@@ -174,7 +200,7 @@ void run_kv_fp8_lean(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::T
                           static_cast<unsigned>(a.v_s0.unwrap()),
                           vecs};
   const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(div_ceil(vecs, kThreads * kItems)));
-  LaunchKernel(grid, kThreads, a.device.unwrap())(lean_kv_fp8_kernel<kThreads, kItems>, p);
+  LaunchKernel(grid, kThreads, a.device.unwrap())(lean_kv_fp8_kernel<kThreads, kItems, kStream>, p);
 }
 
 }  // namespace

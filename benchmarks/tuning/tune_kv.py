@@ -26,7 +26,8 @@ import harness  # noqa: E402
 
 THREADS = [256, 128, 64, 32]
 LEAN = [(16, False), (16, True), (8, False), (8, True)]  # (unit bytes, k and v split over blocks)
-FP8_LEAN = [(256, 1), (256, 2), (128, 2), (128, 4), (512, 1), (64, 8)]  # (threads a block, vectors a thread)
+# (threads a block, vectors a thread, streaming loads and stores)
+FP8_LEAN = [(256, 1, False), (256, 2, False), (512, 1, False), (256, 1, True), (512, 1, True)]
 DTYPE = torch.bfloat16
 
 
@@ -39,7 +40,7 @@ def _module():
 
     wrappers = [(f"kv_{t}", f"run_kv_shape<{t}>") for t in THREADS]
     wrappers += [(_lean_name(b, s), f"run_kv_lean<{b}, {str(s).lower()}>") for b, s in LEAN]
-    wrappers += [(f"fp8_lean_{t}_{i}", f"run_kv_fp8_lean<{t}, {i}>") for t, i in FP8_LEAN]
+    wrappers += [(f"fp8_lean_{t}_{i}_{int(c)}", f"run_kv_fp8_lean<{t}, {i}, {str(c).lower()}>") for t, i, c in FP8_LEAN]
     return load_cuda_jit("tune_kv_shapes", cuda_files=[Path(__file__).resolve().parent / "kv_shapes.cuh"],
                          cuda_wrappers=wrappers)
 
@@ -74,8 +75,9 @@ def _sweep_fp8(module, tokens: list[int]) -> None:
         print(f"[{t}, {heads}, {head_dim}] -> fp8  compile {comp.us:.2f} us ({comp.gbps(nbytes):.0f} GB/s)")
         cases = {"library": lambda k, v, kc, vc, s, ks, vs: store_kv_cache(k, v, kc, vc, s, validate=False,
                                                                           k_scale=ks, v_scale=vs)}
-        cases.update({f"lean {th} x {i}": (lambda *a, fn=getattr(module, f"fp8_lean_{th}_{i}"): fn(*a))
-                      for th, i in FP8_LEAN})
+        cases.update({f"lean {th} x {i}{' stream' if c else ''}":
+                      (lambda *a, fn=getattr(module, f"fp8_lean_{th}_{i}_{int(c)}"): fn(*a))
+                      for th, i, c in FP8_LEAN})
         k, v, k_cache, v_cache, slots, ks, vs = sets[0]
 
         def written(fn, k=k, v=v, k_cache=k_cache, v_cache=v_cache, slots=slots, ks=ks, vs=vs):
