@@ -501,6 +501,12 @@ QuantParams<T, Out> check(tvm::ffi::TensorView out, tvm::ffi::TensorView scales,
                              false};
 }
 
+/// Input and output contiguous (or one row): the kernels' kFlat addressing applies.
+template <typename T, typename Out>
+bool is_flat(const QuantParams<T, Out>& p) {
+  return p.rows == 1 || (p.in_stride == p.hidden && p.out_stride == p.hidden);
+}
+
 /// Whether the 16-byte vector kernels (kVec elements of T, kVec bytes of Out) can run.
 template <typename T, typename Out>
 bool can_vectorize(const QuantParams<T, Out>& p, int vec) {
@@ -521,8 +527,7 @@ void launch_group_items(const QuantParams<T, Out>& p, DLDevice device) {
   // Padding groups of the last block included.
   q.index32 = div_ceil(blocks * kBlock, kLanes) <= 0xffffffffLL;
   // Only the vector kernels have a flat variant: the element-wise ones serve unaligned layouts.
-  const bool flat = kVec > 1 && (p.rows == 1 || (p.in_stride == p.hidden && p.out_stride == p.hidden)) &&
-                    p.scale_s1 == 1 && (p.rows == 1 || p.scale_s0 == p.groups);
+  const bool flat = kVec > 1 && is_flat(p) && p.scale_s1 == 1 && (p.rows == 1 || p.scale_s0 == p.groups);
   LaunchKernel launch(static_cast<unsigned>(blocks), kBlock, device);
   launch.enable_pdl(p.pdl);
   if constexpr (kVec > 1) {
@@ -639,12 +644,6 @@ QuantParams<T, fp8_e4m3_t> check_tensor(tvm::ffi::TensorView out, tvm::ffi::Tens
                                     0.0f,
                                     false,
                                     false};
-}
-
-/// Input and output contiguous (or one row): the per-tensor kernels' kFlat addressing applies.
-template <typename T>
-bool is_flat(const QuantParams<T, fp8_e4m3_t>& p) {
-  return p.rows == 1 || (p.in_stride == p.hidden && p.out_stride == p.hidden);
 }
 
 /// Blocks of kBlock threads for a grid-stride kernel: enough for `work_blocks`, at most as many
