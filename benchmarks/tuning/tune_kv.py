@@ -49,79 +49,61 @@ def main() -> None:
     tokens, ops = harness.tuning_options(__doc__, "1,16,64,1024,16384", ("bf16", "fp8"))
     module = _module()
     print(f"device: {torch.cuda.get_device_name()}  copy {harness.copy_bandwidth_gbps():.0f} GB/s")
-    if "bf16" in ops:
-        _sweep_bf16(module, tokens)
-    if "fp8" in ops:
-        _sweep_fp8(module, tokens)
+    for op in ops:
+        _sweep(module, tokens, op == "fp8")
 
 
-def _sweep_fp8(module, tokens: list[int]) -> None:
+def _cases(module, fp8: bool) -> dict:
+    """The library's store and the variants of kv_shapes.cuh; each takes one input set."""
     from mllm_kernel.cuda.jit.kv_cache import store_kv_cache
 
+    if fp8:
+        cases = {"library": lambda k, v, kc, vc, s, ks, vs: store_kv_cache(k, v, kc, vc, s, validate=False,
+                                                                          k_scale=ks, v_scale=vs)}
+        cases.update({f"lean {th} x {i}{' stream' if c else ''}": getattr(module, f"fp8_lean_{th}_{i}_{int(c)}")
+                      for th, i, c in FP8_LEAN})
+        return cases
+    cases = {"library": lambda k, v, kc, vc, s: store_kv_cache(k, v, kc, vc, s, validate=False)}
+    cases.update({f"{th} threads": getattr(module, f"kv_{th}") for th in THREADS})
+    cases.update({f"lean {b}B{' split' if s else ''}": getattr(module, _lean_name(b, s)) for b, s in LEAN})
+    return cases
+
+
+def _sweep(module, tokens: list[int], fp8: bool) -> None:
+    """bf16 k and v into bf16 caches, or (fp8) into float8_e4m3fn caches with device scales."""
     heads, head_dim = bench_kv_cache.HEADS, bench_kv_cache.HEAD_DIM
-    print(f"\n== store_kv_cache bf16 [T, {heads}, {head_dim}] -> fp8: us per call (vs compile)")
+    cache_dtype = torch.float8_e4m3fn if fp8 else DTYPE
+    suffix = " -> fp8" if fp8 else ""
+    reference = bench_kv_cache.reference_fp8 if fp8 else bench_kv_cache.reference
+    cases = _cases(module, fp8)
+    print(f"\n== store_kv_cache bf16 [T, {heads}, {head_dim}]{suffix}: us per call "
+          "(vs compile: compile time / this time)")
     for t in tokens:
-        nbytes = 2 * t * heads * head_dim * 3 + 8 * t
+        nbytes = 2 * t * heads * head_dim * (3 if fp8 else 4) + 8 * t
 
         def make():
             k, v = (torch.randn(t, heads, head_dim, device="cuda", dtype=DTYPE) for _ in range(2))
-            k_cache, v_cache = (torch.empty(2 * t, heads, head_dim, device="cuda", dtype=torch.float8_e4m3fn)
-                                for _ in range(2))
-            scales = torch.full((1,), 0.02, device="cuda"), torch.full((1,), 0.03, device="cuda")
+            k_cache, v_cache = (torch.empty(2 * t, heads, head_dim, device="cuda", dtype=cache_dtype) for _ in range(2))
+            scales = (torch.full((1,), 0.02, device="cuda"), torch.full((1,), 0.03, device="cuda")) if fp8 else ()
             return k, v, k_cache, v_cache, torch.randperm(2 * t, device="cuda")[:t], *scales
 
         sets = [make() for _ in range(harness.num_sets(nbytes))]
-        comp = harness.time_calls(harness.compiled(bench_kv_cache.reference_fp8), sets)
-        print(f"[{t}, {heads}, {head_dim}] -> fp8  compile {comp.us:.2f} us ({comp.gbps(nbytes):.0f} GB/s)")
-        cases = {"library": lambda k, v, kc, vc, s, ks, vs: store_kv_cache(k, v, kc, vc, s, validate=False,
-                                                                          k_scale=ks, v_scale=vs)}
-        cases.update({f"lean {th} x {i}{' stream' if c else ''}":
-                      (lambda *a, fn=getattr(module, f"fp8_lean_{th}_{i}_{int(c)}"): fn(*a))
-                      for th, i, c in FP8_LEAN})
-        k, v, k_cache, v_cache, slots, ks, vs = sets[0]
+        comp = harness.time_calls(harness.compiled(reference), sets)
+        print(f"[{t}, {heads}, {head_dim}]{suffix}  compile {comp.us:.2f} us ({comp.gbps(nbytes):.0f} GB/s)")
+        args = sets[0]
+        k_cache, v_cache, slots = args[2], args[3], args[4]
 
-        def written(fn, k=k, v=v, k_cache=k_cache, v_cache=v_cache, slots=slots, ks=ks, vs=vs):
-            k_cache.view(torch.uint8).fill_(0x7F)
-            v_cache.view(torch.uint8).fill_(0x7F)
-            fn(k, v, k_cache, v_cache, slots, ks, vs)
-            return torch.cat([k_cache[slots], v_cache[slots]]).view(torch.uint8)
+        def written(fn, args=args, k_cache=k_cache, v_cache=v_cache, slots=slots):
+            for cache in (k_cache, v_cache):  # NaN poison (0x7F is NaN in float8_e4m3fn)
+                if fp8:
+                    cache.view(torch.uint8).fill_(0x7F)
+                else:
+                    cache.fill_(float("nan"))
+            fn(*args)
+            stored = torch.cat([k_cache[slots], v_cache[slots]])
+            return stored.view(torch.uint8) if fp8 else stored
 
-        harness.time_variants(cases, sets, comp, nbytes, 14, written)
-        del sets
-        torch.cuda.empty_cache()
-
-
-def _sweep_bf16(module, tokens: list[int]) -> None:
-    from mllm_kernel.cuda.jit.kv_cache import store_kv_cache
-
-    heads, head_dim = bench_kv_cache.HEADS, bench_kv_cache.HEAD_DIM
-    print(f"\n== store_kv_cache bf16 [T, {heads}, {head_dim}]: us per call (vs compile: compile time / this time)")
-    for t in tokens:
-        nbytes = 4 * t * heads * head_dim * 2 + 8 * t
-
-        def make():
-            k, v = (torch.randn(t, heads, head_dim, device="cuda", dtype=DTYPE) for _ in range(2))
-            k_cache, v_cache = (torch.empty(2 * t, heads, head_dim, device="cuda", dtype=DTYPE) for _ in range(2))
-            return k, v, k_cache, v_cache, torch.randperm(2 * t, device="cuda")[:t]
-
-        sets = [make() for _ in range(harness.num_sets(nbytes))]
-        comp = harness.time_calls(harness.compiled(bench_kv_cache.reference), sets)
-        print(f"[{t}, {heads}, {head_dim}]  compile {comp.us:.2f} us ({comp.gbps(nbytes):.0f} GB/s)")
-        k, v, k_cache, v_cache, slots = sets[0]
-        cases = {"library": lambda k, v, kc, vc, s: store_kv_cache(k, v, kc, vc, s, validate=False)}
-        cases.update({f"{th} threads": (lambda k, v, kc, vc, s, fn=getattr(module, f"kv_{th}"): fn(k, v, kc, vc, s))
-                      for th in THREADS})
-        cases.update({f"lean {b}B{' split' if s else ''}": (lambda k, v, kc, vc, sl, fn=getattr(module, _lean_name(b, s)):
-                                                            fn(k, v, kc, vc, sl))
-                      for b, s in LEAN})
-
-        def written(fn, k=k, v=v, k_cache=k_cache, v_cache=v_cache, slots=slots):
-            k_cache.fill_(float("nan"))
-            v_cache.fill_(float("nan"))
-            fn(k, v, k_cache, v_cache, slots)
-            return torch.cat([k_cache[slots], v_cache[slots]])
-
-        harness.time_variants(cases, sets, comp, nbytes, 12, written)
+        harness.time_variants(cases, sets, comp, nbytes, 14 if fp8 else 12, written)
         del sets
         torch.cuda.empty_cache()
 
