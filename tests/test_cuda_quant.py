@@ -13,6 +13,7 @@ import re
 import pytest
 import torch
 
+from mllm_kernel.cuda.jit import quant
 from mllm_kernel.cuda.jit.quant import (
     per_tensor_quant_fp8,
     per_token_group_quant_fp8,
@@ -235,9 +236,11 @@ def _ref_tensor(x, scale=None):
 @pytest.mark.parametrize("dtype", DTYPES, ids=_ids)
 # One block up to 2048 vectors ((1, 128), (1, 7), (3, 5, 96)); one cluster of 8 blocks on sm_90+
 # up to 32768 (for fp16/bf16, 8 elements a vector: (64, 4096) fills it, (65, 2048) leaves blocks
-# idle; (7, 1001) is element-wise for every dtype); the two passes beyond (and fp32's (64, 4096)).
-@pytest.mark.parametrize("shape", [(1, 128), (1, 7), (64, 4096), (65, 2048), (7, 1001), (333, 1000), (2048, 16384),
-                                   (3, 5, 96)],
+# idle; (7, 1001) is element-wise for every dtype); the two passes beyond (fp32's (64, 4096),
+# (128, 4096), element-wise (333, 1000)); from 2^17 16-byte vectors the one-launch kernel on
+# sm_90+ ((2048, 16384); more in test_per_tensor_dynamic_one_launch), the two passes before.
+@pytest.mark.parametrize("shape", [(1, 128), (1, 7), (64, 4096), (65, 2048), (7, 1001), (128, 4096), (333, 1000),
+                                   (2048, 16384), (3, 5, 96)],
                          ids=lambda s: "x".join(map(str, s)))
 def test_per_tensor_dynamic(dtype, shape):
     x = _data(*shape, dtype=dtype, seed=sum(shape))
@@ -249,15 +252,45 @@ def test_per_tensor_dynamic(dtype, shape):
     _assert_same(q.reshape(-1, shape[-1]), ref_q)
 
 
+# The one-launch kernel on sm_90+ (contiguous, from 2^17 16-byte vectors). On an H100 a tile is
+# 264 blocks x 1024 vectors and 7 tiles stay in shared memory: (256, 4096) bf16 is less than one
+# tile (most threads have nothing); (1031, 2056) ends inside its last tile; (4096, 4096) bf16
+# streams one tile past the stash, fp32 (four elements a vector) 24, the last 7 kept in L2.
+@pytest.mark.parametrize("dtype", DTYPES, ids=_ids)
+@pytest.mark.parametrize("shape", [(256, 4096), (1031, 2056), (4096, 4096)], ids=lambda s: "x".join(map(str, s)))
+def test_per_tensor_dynamic_one_launch(dtype, shape):
+    x = _data(*shape, dtype=dtype, seed=shape[0])
+    q, scale = per_tensor_quant_fp8(x, out=_poisoned(shape, FP8))
+    ref_q, ref_s = _ref_tensor(x)
+    _assert_scales(scale, ref_s)
+    _assert_same(q, ref_q)
+
+
+def test_per_tensor_dynamic_without_room_for_partials_takes_two_passes():
+    """The one-launch kernel needs a partial maximum per block in the workspace the wrapper
+    allocates; given less, the op takes the two passes and is just as right."""
+    x = _data(1024, 4096, dtype=torch.bfloat16, seed=12)
+    module = quant._KERNELS[torch.bfloat16]()
+    out, scale = _poisoned(x.shape, FP8), torch.full((1,), float("nan"), device="cuda")
+    module.per_tensor_quant_fp8(out, scale, torch.empty(1, device="cuda"), x, False, True)
+    ref_q, ref_s = _ref_tensor(x)
+    _assert_scales(scale, ref_s)
+    _assert_same(out, ref_q)
+
+
 @pytest.mark.parametrize("where", ["first", "middle", "last"])
-@pytest.mark.parametrize("shape", [(8192, 8192), (64, 4096)], ids=["two_pass", "cluster"])
-def test_per_tensor_dynamic_finds_the_peak_anywhere(shape, where):
-    """[8192, 8192] bf16 (128 MB), more than L2 keeps for the second pass, and [64, 4096], one
-    cluster: the single largest value sits in the first, a middle or the last block's part."""
+@pytest.mark.parametrize("layout", ["contiguous", "strided", "cluster"])
+def test_per_tensor_dynamic_finds_the_peak_anywhere(layout, where):
+    """[8192, 8192] bf16 (128 MB: the stash, the streamed tiles and the L2-kept ones of the
+    one-launch kernel), the same with strided rows (the two passes: more than L2 keeps for the
+    second) and [64, 4096], one cluster: the single largest value sits in the first, a middle or
+    the last block's part."""
+    shape = (64, 4096) if layout == "cluster" else (8192, 8192)
     x = _data(*shape, dtype=torch.bfloat16, seed=5)
-    flat = x.view(-1)
-    index = {"first": 3, "middle": flat.numel() // 2 + 11, "last": flat.numel() - 1}[where]
-    flat[index] = -1000.0
+    if layout == "strided":
+        x = torch.cat([x, x[:, :8]], dim=1)[:, :8192]  # rows 16400 bytes apart
+    row, col = {"first": (0, 3), "middle": (shape[0] // 2, 11), "last": (shape[0] - 1, shape[1] - 1)}[where]
+    x[row, col] = -1000.0
     out = _poisoned(x.shape, FP8)
     q, scale = per_tensor_quant_fp8(x, out=out)
     ref_q, ref_s = _ref_tensor(x)
@@ -265,10 +298,11 @@ def test_per_tensor_dynamic_finds_the_peak_anywhere(shape, where):
     _assert_same(q, ref_q)
 
 
-@pytest.mark.parametrize("rows", [64, 4096])
+@pytest.mark.parametrize("rows", [64, 128, 4096])
 def test_per_tensor_dynamic_under_cuda_graph(rows):
-    """Dynamic quantization replays in a CUDA graph (64 rows: the cluster kernel; 4096: the scale
-    reset and the two passes), each replay computing the scale of the input's current contents."""
+    """Dynamic quantization replays in a CUDA graph (64 rows: the cluster kernel; 128: the scale
+    reset and the two passes; 4096: the one-launch kernel on sm_90+), each replay computing the
+    scale of the input's current contents."""
     x = _data(rows, 4096, dtype=torch.bfloat16, seed=rows)
     out = _poisoned(x.shape, FP8)
     scale = torch.full((1,), float("nan"), device="cuda")
@@ -290,10 +324,12 @@ def test_per_tensor_dynamic_under_cuda_graph(rows):
         _assert_same(out, ref_q)
 
 
-def test_per_tensor_dynamic_repeated_calls_reset_the_scale():
-    """The amax buffer is zeroed per call: a smaller tensor after a larger one gets its own scale."""
-    big = _data(16, 256, dtype=torch.bfloat16, seed=1) * 100
-    small = _data(16, 256, dtype=torch.bfloat16, seed=2)
+@pytest.mark.parametrize("shape", [(16, 256), (128, 4096), (512, 4096)], ids=str)
+def test_per_tensor_dynamic_repeated_calls_reset_the_scale(shape):
+    """Nothing of a call's amax survives into the next (one block, the two passes' zeroed scale,
+    the one-launch kernel's partials): a smaller tensor after a larger one gets its own scale."""
+    big = _data(*shape, dtype=torch.bfloat16, seed=1) * 100
+    small = _data(*shape, dtype=torch.bfloat16, seed=2)
     per_tensor_quant_fp8(big)
     q, s = per_tensor_quant_fp8(small)
     ref_q, ref_s = _ref_tensor(small)
@@ -337,7 +373,8 @@ def test_per_tensor_strided_rows(rows, width):
 _PATH_SHAPES = {
     "group": [(1, 128), (8192, 512)],  # one vector a lane, two (more groups than one wave holds)
     "per_token": [(3, 1001), (5, 4096), (2, 16384)],  # element-wise, in registers, the two-pass loop
-    "dynamic": [(4, 256), (64, 4096), (300, 1024)],  # one block, one cluster (sm_90+), the two passes
+    # One block, one cluster (sm_90+), the two passes, the one-launch kernel (sm_90+).
+    "dynamic": [(4, 256), (64, 4096), (300, 1024), (512, 4096)],
     "static": [(1, 4096), (2048, 4096), (7, 1001)],  # narrow vectors, 16-byte vectors, element-wise
 }
 
@@ -442,3 +479,15 @@ def test_bad_inputs_per_token_and_tensor():
     _raises(re.escape(f"{op}: input: dtype must be one of float32, float16, bfloat16, got float64"),
             per_tensor_quant_fp8, x.double())
     _raises(re.escape(f"{op}: input must not be empty, got shape [0, 256]"), per_tensor_quant_fp8, x[:0])
+
+
+def test_bad_workspace_of_the_module_function():
+    """The module function takes the dynamic path's float32 workspace from the wrapper; called
+    directly with a wrong one, it names it."""
+    x = _data(4, 256, dtype=torch.bfloat16)
+    module = quant._KERNELS[torch.bfloat16]()
+    out, scale = torch.empty(x.shape, dtype=FP8, device="cuda"), torch.empty(1, device="cuda")
+    _raises(re.escape("workspace: dtype must be float32, got float16"), module.per_tensor_quant_fp8, out, scale,
+            torch.empty(8, dtype=torch.float16, device="cuda"), x, False, True)
+    _raises(re.escape("workspace: device must be cuda, got cpu"), module.per_tensor_quant_fp8, out,
+            scale, torch.empty(8), x, False, True)

@@ -236,10 +236,10 @@ __global__ void __launch_bounds__(kBlock) row_quant_kernel(const __grid_constant
 // (kAfterAmax) the quantization walks the tensor from the end backwards, the tail, read last by
 // the amax pass, being still in L2; with a given (static) scale it walks forwards with plain
 // loads and stores (H100, [16384, 4096] bf16: 72 us against 81 us with the backward walk).
-// The amax pass alone reads at 2.9 TB/s (H100, 46 us of the 118 at [16384, 4096]). Neither one
-// cooperative launch that keeps 30 MB in shared memory across a grid barrier (116-119 us,
-// though it moves 270 MB from DRAM against about 300) nor an amax pass through the bulk-copy
-// unit (52-55 us) was faster: tensor_variants.cuh, BENCHMARKS.md.
+// The amax pass alone reads at 2.9 TB/s (H100, 46 us of the 118 at [16384, 4096]); through the
+// bulk-copy unit it was slower (52-55 us: tensor_variants.cuh, BENCHMARKS.md). These two kernels
+// serve strided rows, mid sizes and GPUs before sm_90; large contiguous tensors on sm_90+ take
+// the one-launch `stash_tensor_quant_kernel` below, which reads a quarter of the input once.
 
 /// Bytes at the end of the input the amax pass asks L2 to keep (evict_last) for the
 /// quantization pass, which reads them first; H100's L2 is 50 MB.
@@ -460,6 +460,77 @@ __global__ void __launch_bounds__(kBlock) tensor_quant_kernel(const __grid_const
       if (i < total) quantize<fp8_e4m3_t>(v[u], divide).store(out_at(i));
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dynamic per-tensor quantization of a large contiguous tensor in one cooperative launch (sm_90+)
+// that reads part of it from DRAM only once. kStashBlocksPerSM blocks of kStashThreads on every
+// SM, all resident; the tensor is walked in tiles of gridDim.x * kStashThreads vectors, thread t
+// of block b taking vector b * kStashThreads + t of each. Pass 1 reduces the amax through
+// registers, copies this thread's vectors of the first `stash_tiles` tiles into shared memory (30
+// MB over an H100) and marks the last `keep_tiles` evict_last. Each block writes its amax to
+// `partials`, a grid barrier, and every block reduces them (no memset, no atomics). Pass 2
+// re-reads the other tiles, backwards so that the L2-kept ones come first, then quantizes the
+// stash. H100, [16384, 4096] bf16: pass 1 ends after 47-49 us, pass 2 after 95-103 (per-block
+// globaltimer stamps), against 49 and 116 us for the two kernels; the grid is two blocks of 1024
+// (2048 threads an SM, as the amax kernel: a 1024-thread SM read 6-8 us slower in pass 1).
+constexpr int kStashThreads = 1024;
+constexpr int kStashBlocksPerSM = 2;
+
+template <typename T, int kVec>
+__global__ void __launch_bounds__(kStashThreads, kStashBlocksPerSM)
+    stash_tensor_quant_kernel(const __grid_constant__ QuantParams<T, fp8_e4m3_t> p, float* partials, int stash_tiles,
+                              int keep_tiles) {
+  using namespace mllm_kernel::device;
+  using Vec = AlignedVector<T, kVec>;
+  extern __shared__ __align__(16) unsigned char stash_bytes[];
+  Vec* stash = reinterpret_cast<Vec*>(stash_bytes) + threadIdx.x;  // this thread's slot of tile 0
+  __shared__ float scratch[cta::kScratchSize];
+  if (p.pdl) pdl_wait_and_release();
+  const std::int64_t total = p.rows * (p.hidden / kVec);
+  const std::int64_t tile = static_cast<std::int64_t>(gridDim.x) * kStashThreads;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * kStashThreads + threadIdx.x;
+  // This thread's vector of tile k is in[k * tile]; it has one in `mine` tiles.
+  const Vec* in = reinterpret_cast<const Vec*>(p.in) + first;
+  const int mine = first < total ? static_cast<int>((total - first - 1) / tile + 1) : 0;
+  const int stashed = min(stash_tiles, mine);
+  const int keep_from = static_cast<int>((total - 1) / tile + 1) - keep_tiles;
+  const std::uint64_t keep = l2_evict_last(), drop = l2_evict_first();
+  const auto load = [&](Vec& v, int k, std::uint64_t policy) {
+    load_with_policy(v, reinterpret_cast<const T*>(in + k * tile), policy);
+  };
+
+  float amax = 0.0f;
+  for (int k = 0; k < stashed; ++k) {
+    Vec v;
+    load(v, k, drop);
+    amax = fmaxf(amax, vec_amax(v));
+    stash[k * kStashThreads] = v;
+  }
+  for (int k = stashed; k < mine; ++k) {
+    Vec v;
+    load(v, k, k >= keep_from ? keep : drop);
+    amax = fmaxf(amax, vec_amax(v));
+  }
+  amax = cta::reduce_max(amax, scratch);
+  if (threadIdx.x == 0) partials[blockIdx.x] = amax;
+  cooperative_groups::this_grid().sync();  // also a fence: every block's partial is visible
+  float m = 0.0f;
+  for (int b = threadIdx.x; b < static_cast<int>(gridDim.x); b += kStashThreads) m = fmaxf(m, __ldcg(&partials[b]));
+  const float scale = cta::reduce_max(m, scratch) / QuantFormat<fp8_e4m3_t>::kMax;
+  if (blockIdx.x == 0 && threadIdx.x == 0) *p.scales = scale;
+
+  const ScaleDivisor divide(scale);
+  fp8_e4m3_t* out = p.out + first * kVec;
+  const auto put = [&](const Vec& v, int k) {
+    store_with_policy(quantize<fp8_e4m3_t>(v, divide), out + k * tile * kVec, drop);
+  };
+  for (int k = mine - 1; k >= stashed; --k) {
+    Vec v;
+    load(v, k, drop);
+    put(v, k);
+  }
+  for (int k = 0; k < stashed; ++k) put(stash[k * kStashThreads], k);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -688,6 +759,36 @@ void launch_two_pass(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool 
   launch_quant_after_amax<T, kVec, kItems>(p, device, flat);
 }
 
+/// Dynamic per-tensor quantization in one cooperative launch (stash_tensor_quant_kernel) on
+/// sm_90+, for contiguous 16-byte vectors, `partials` holding `num_partials` floats. Returns
+/// false, launching nothing, where the device cannot hold the grid or `partials` one float per
+/// block.
+template <typename T, int kVec>
+bool launch_stash(const QuantParams<T, fp8_e4m3_t>& p, float* partials, std::int64_t num_partials, DLDevice device) {
+  using namespace mllm_kernel::host;
+  using Vec = mllm_kernel::device::AlignedVector<T, kVec>;
+  static_assert(Vec::kBytes == 16, "the stash kernel reads 16-byte vectors");
+  const int id = device.device_id;
+  const std::int64_t blocks = static_cast<std::int64_t>(runtime::get_sm_count(id)) * kStashBlocksPerSM;
+  if (runtime::get_cc_major(id) < 9 || blocks > num_partials) return false;
+  // Each block's share of the SM's shared memory, in whole tiles of its kStashThreads vectors.
+  constexpr std::int64_t kSliceBytes = static_cast<std::int64_t>(kStashThreads) * Vec::kBytes;
+  const std::int64_t share = std::min<std::int64_t>(
+      runtime::get_smem_per_sm(id) / kStashBlocksPerSM - runtime::get_reserved_smem_per_block(id) -
+          static_cast<std::int64_t>(sizeof(float)) * mllm_kernel::device::cta::kScratchSize,
+      runtime::get_available_dynamic_smem_per_block(id));
+  const std::int64_t stash_tiles = share / kSliceBytes;
+  const std::size_t smem = static_cast<std::size_t>(stash_tiles * kSliceBytes);
+  const auto kernel = stash_tensor_quant_kernel<T, kVec>;
+  RuntimeDeviceCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  if (runtime::get_blocks_per_sm(kernel, kStashThreads, smem) < kStashBlocksPerSM) return false;
+  const std::int64_t keep_tiles = kL2KeepBytes / (blocks * kSliceBytes);
+  LaunchKernel(static_cast<unsigned>(blocks), kStashThreads, device, smem)
+      .enable_pdl(p.pdl)
+      .enable_cooperative()(kernel, p, partials, static_cast<int>(stash_tiles), static_cast<int>(keep_tiles));
+  return true;
+}
+
 /// Static per-tensor quantization: one pass with the given scale, kItems vectors a thread.
 template <typename T, int kVec, int kItems>
 void launch_static(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool flat) {
@@ -705,8 +806,15 @@ constexpr std::int64_t kStaticNarrowElems = 1LL << 18;
 /// Full vectors below which static quantization takes two a thread.
 constexpr std::int64_t kStaticPairVecs = 1LL << 21;
 
+/// 16-byte vectors from which dynamic quantization of a contiguous tensor takes the stash kernel
+/// (H100, bf16 rows of 4096: 7.08 against 7.25 us for the two passes at 256 tokens, 6.65 against
+/// 6.32 at 128; 27.7 against 32.2 us at 4096 tokens, 111.5 against 119.2 at 16384).
+constexpr std::int64_t kStashTensorVecs = 1LL << 17;
+
+/// `partials` (`num_partials` floats) is the dynamic path's scratch; unused when static.
 template <typename T, int kVec>
-void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is_static) {
+void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is_static, float* partials,
+                   std::int64_t num_partials) {
   using namespace mllm_kernel::host;
   const std::int64_t total = p.rows * (p.hidden / kVec);
   RuntimeCheck(div_ceil(total, kBlock) <= 0x7fffffff, "input too large: ", p.rows, " rows of ", p.hidden);
@@ -739,6 +847,9 @@ void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is
     LaunchKernel(kClusterBlocks, kClusterThreads, device).enable_pdl(p.pdl).cluster_blocks(kClusterBlocks)(cluster_kernel, p);
     return;
   }
+  if constexpr (sizeof(T) * kVec == 16) {
+    if (flat && total >= kStashTensorVecs && launch_stash<T, kVec>(p, partials, num_partials, device)) return;
+  }
   // One load in flight a thread in the amax pass and one vector a thread after it: more loads a
   // thread made both passes slower (H100, tune_quant.py: 117 against 122 us at 16384 tokens).
   launch_two_pass<T, kVec, 1, 1>(p, device, flat);
@@ -750,16 +861,22 @@ void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is
 /// float8_e4m3fn quantization of the whole tensor with one scale ([1] float32). Dynamic
 /// (`is_static` false): scale = amax / 448 is computed into `scale`. Static: `scale` is read.
 template <typename T>
-void per_tensor_quant_fp8(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi::TensorView input,
-                          bool is_static, bool enable_pdl) {
+void per_tensor_quant_fp8(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi::TensorView workspace,
+                          tvm::ffi::TensorView input, bool is_static, bool enable_pdl) {
+  using namespace mllm_kernel::host;
   DLDevice device;
   auto p = check_tensor<T>(out, scale, input, &device);
   p.pdl = enable_pdl;
+  SymbolicSize W{"workspace_size"};
+  SymbolicDevice input_device;
+  input_device.bind(device, "input");
+  (void)TensorMatcher({W}).with_dtype<float>().with_device<kDLCUDA>(input_device).verify(workspace, "workspace");
+  auto* partials = static_cast<float*>(workspace.data_ptr());
   constexpr int kVec = mllm_kernel::device::kVecElems<T>;
   if (can_vectorize(p, kVec)) {
-    launch_tensor<T, kVec>(p, device, is_static);
+    launch_tensor<T, kVec>(p, device, is_static, partials, W.unwrap());
   } else {
-    launch_tensor<T, 1>(p, device, is_static);
+    launch_tensor<T, 1>(p, device, is_static, partials, W.unwrap());
   }
 }
 

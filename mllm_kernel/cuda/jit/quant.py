@@ -29,6 +29,9 @@ from mllm_kernel.rows import group_scales, require_tensor, row_shape
 
 FP8_E4M3_MAX = 448.0
 INT8_MAX = 127.0
+#: Partial maxima room for dynamic per-tensor quantization's one-launch kernel (two blocks an SM;
+#: a GPU with more blocks than this takes the two-kernel path).
+_PARTIALS = 511
 #: Group sizes the per-token-group kernels are built for.
 GROUP_SIZES = (32, 64, 128)
 
@@ -84,7 +87,9 @@ def per_tensor_quant_fp8(
     """float8_e4m3fn quantization with one scale for the whole tensor.
 
     ``scale=None`` (dynamic): the scale is ``amax / 448`` over the tensor, computed on the device
-    (two passes: an atomic-max pass, then the quantization) into a new float32 ``[1]`` tensor.
+    into a new float32 ``[1]`` tensor (large contiguous inputs on sm_90+: one cooperative launch
+    that keeps part of the input in shared memory between its amax and quantization passes;
+    otherwise an amax kernel, then the quantization).
     A given ``scale`` (float32 ``[1]`` on the input's device) is used as is (static). Returns
     ``(out, scale)``; ``out`` has the input's shape (allocated when None).
     """
@@ -92,9 +97,13 @@ def per_tensor_quant_fp8(
     module = pick(_KERNELS, op, "input", input)()
     out = _out(op, input, out, torch.float8_e4m3fn)
     is_static = scale is not None
-    if scale is None:
-        scale = torch.empty(1, dtype=torch.float32, device=input.device)
-    module.per_tensor_quant_fp8(out, scale, input, is_static, True if enable_pdl is None else enable_pdl)
+    if is_static:
+        workspace = scale  # not read when static
+    else:
+        # One allocation: the scale, then the one-launch kernel's per-block partial maxima.
+        buffer = torch.empty(1 + _PARTIALS, dtype=torch.float32, device=input.device)
+        scale, workspace = buffer[:1], buffer[1:]
+    module.per_tensor_quant_fp8(out, scale, workspace, input, is_static, True if enable_pdl is None else enable_pdl)
     return out, scale
 
 
