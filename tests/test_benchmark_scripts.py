@@ -178,3 +178,11 @@ def test_bench_call_overhead_cpu_prints_every_path():
     for name in ("mllm_kernel.cpu.jit.rmsnorm", "mllm_kernel.ops.rmsnorm", "torch.ops.mllm_kernel.rmsnorm",
                  "torch.mul(out=) (eager op)"):
         assert any(line.startswith(name) and line.endswith(" us") for line in stdout.splitlines()), stdout
+
+
+def test_stash_timeline_kernels_build():
+    """benchmarks/tuning/stash_timeline.py's stamped kernels compile (the timing needs a GPU)."""
+    stash_timeline, module = _tuning_module("stash_timeline")
+    assert callable(module.two_pass)
+    for shape in stash_timeline.STASH.values():
+        assert callable(getattr(module, stash_timeline._symbol(shape)))
