@@ -2,8 +2,10 @@
 // bf16 input (benchmarks/tuning/tune_quant.py): static quantization with kItems vectors a
 // thread, and the dynamic two-pass path with kAmaxItems loads in flight a thread in the amax
 // pass and kItems vectors a thread in the quantization pass. Also three experiments on the
-// dynamic path that the library does not take (none faster on the H100, BENCHMARKS.md): the
-// resident one-launch kernel, the amax pass through the bulk-copy unit, and other walk orders.
+// dynamic path (none faster on the H100, BENCHMARKS.md, sixth session): the resident one-launch
+// kernel (its successor, with the stash loaded through registers at 2048 threads an SM, is the
+// library's stash kernel since the ninth session: stash_timeline.cuh), the amax pass through the
+// bulk-copy unit, and other walk orders.
 #pragma once
 
 #include "../../mllm_kernel/cuda/csrc/quant.cuh"

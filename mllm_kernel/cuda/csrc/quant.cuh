@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(kBlock) row_quant_kernel(const __grid_constant
 // The amax pass alone reads at 2.9 TB/s (H100, 46 us of the 118 at [16384, 4096]); through the
 // bulk-copy unit it was slower (52-55 us: tensor_variants.cuh, BENCHMARKS.md). These two kernels
 // serve strided rows, mid sizes and GPUs before sm_90; large contiguous tensors on sm_90+ take
-// the one-launch `stash_tensor_quant_kernel` below, which reads a quarter of the input once.
+// the one-launch `stash_tensor_quant_kernel` below, which keeps part of the input on chip.
 
 /// Bytes at the end of the input the amax pass asks L2 to keep (evict_last) for the
 /// quantization pass, which reads them first; H100's L2 is 50 MB.
@@ -471,9 +471,10 @@ __global__ void __launch_bounds__(kBlock) tensor_quant_kernel(const __grid_const
 // MB over an H100) and marks the last `keep_tiles` evict_last. Each block writes its amax to
 // `partials`, a grid barrier, and every block reduces them (no memset, no atomics). Pass 2
 // re-reads the other tiles, backwards so that the L2-kept ones come first, then quantizes the
-// stash. H100, [16384, 4096] bf16: pass 1 ends after 47-49 us, pass 2 after 95-103 (per-block
-// globaltimer stamps), against 49 and 116 us for the two kernels; the grid is two blocks of 1024
-// (2048 threads an SM, as the amax kernel: a 1024-thread SM read 6-8 us slower in pass 1).
+// stash. H100, [16384, 4096] bf16 (benchmarks/tuning/stash_timeline.py): pass 1 ends 45-49 us
+// after the first block's start, the last block 104 us, against 50 and 116 us for the two
+// kernels; two blocks of 1024 threads an SM (2048, as the amax kernel: with one 1024-thread
+// block pass 1 ended about 2 us later, and 8 us later with the stash copied by cp.async).
 constexpr int kStashThreads = 1024;
 constexpr int kStashBlocksPerSM = 2;
 
