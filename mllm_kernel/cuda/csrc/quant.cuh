@@ -808,8 +808,9 @@ constexpr std::int64_t kStaticNarrowElems = 1LL << 18;
 constexpr std::int64_t kStaticPairVecs = 1LL << 21;
 
 /// 16-byte vectors from which dynamic quantization of a contiguous tensor takes the stash kernel
-/// (H100, bf16 rows of 4096: 7.08 against 7.25 us for the two passes at 256 tokens, 6.65 against
-/// 6.32 at 128; 27.7 against 32.2 us at 4096 tokens, 111.5 against 119.2 at 16384).
+/// (H100, bf16 rows of 4096, benchmarks/tuning/sweep_dynamic.py: level with the two passes at 128
+/// tokens, 6.37 against 6.38 us; 6.90 against 7.30 at 256; 28.3 against 32.8 at 4096 tokens,
+/// 110.1 against 118.9 at 16384).
 constexpr std::int64_t kStashTensorVecs = 1LL << 17;
 
 /// `partials` (`num_partials` floats) is the dynamic path's scratch; unused when static.
