@@ -40,6 +40,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <mutex>
 
 namespace {
 
@@ -760,6 +762,44 @@ void launch_two_pass(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool 
   launch_quant_after_amax<T, kVec, kItems>(p, device, flat);
 }
 
+/// The stash kernel's launch on one device: blocks, tiles kept in shared memory and in L2, the
+/// shared memory of a block; `fits` false where the device cannot hold that grid.
+struct StashGeometry {
+  std::int64_t blocks;
+  int stash_tiles;
+  int keep_tiles;
+  std::size_t smem;
+  bool fits;
+};
+
+/// StashGeometry of stash_tensor_quant_kernel<T, kVec> on `device_id`, worked out (and the
+/// kernel's shared-memory limit raised for the occupancy query) once per device.
+template <typename T, int kVec>
+StashGeometry stash_geometry(int device_id) {
+  using namespace mllm_kernel::host;
+  using Vec = mllm_kernel::device::AlignedVector<T, kVec>;
+  static std::mutex mutex;
+  static std::map<int, StashGeometry> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = cache.find(device_id); it != cache.end()) return it->second;
+  const std::int64_t blocks = static_cast<std::int64_t>(runtime::get_sm_count(device_id)) * kStashBlocksPerSM;
+  // Each block's share of the SM's shared memory, in whole tiles of its kStashThreads vectors.
+  constexpr std::int64_t kSliceBytes = static_cast<std::int64_t>(kStashThreads) * Vec::kBytes;
+  const std::int64_t share = std::min<std::int64_t>(
+      runtime::get_smem_per_sm(device_id) / kStashBlocksPerSM - runtime::get_reserved_smem_per_block(device_id) -
+          static_cast<std::int64_t>(sizeof(float)) * mllm_kernel::device::cta::kScratchSize,
+      runtime::get_available_dynamic_smem_per_block(device_id));
+  const std::int64_t stash_tiles = share / kSliceBytes;
+  const std::size_t smem = static_cast<std::size_t>(stash_tiles * kSliceBytes);
+  const auto kernel = stash_tensor_quant_kernel<T, kVec>;
+  RuntimeDeviceCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const StashGeometry geometry{blocks, static_cast<int>(stash_tiles),
+                               static_cast<int>(kL2KeepBytes / (blocks * kSliceBytes)), smem,
+                               runtime::get_blocks_per_sm(kernel, kStashThreads, smem) >= kStashBlocksPerSM};
+  cache.emplace(device_id, geometry);
+  return geometry;
+}
+
 /// Dynamic per-tensor quantization in one cooperative launch (stash_tensor_quant_kernel) on
 /// sm_90+, for contiguous 16-byte vectors, `partials` holding `num_partials` floats. Returns
 /// false, launching nothing, where the device cannot hold the grid or `partials` one float per
@@ -767,26 +807,13 @@ void launch_two_pass(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool 
 template <typename T, int kVec>
 bool launch_stash(const QuantParams<T, fp8_e4m3_t>& p, float* partials, std::int64_t num_partials, DLDevice device) {
   using namespace mllm_kernel::host;
-  using Vec = mllm_kernel::device::AlignedVector<T, kVec>;
-  static_assert(Vec::kBytes == 16, "the stash kernel reads 16-byte vectors");
-  const int id = device.device_id;
-  const std::int64_t blocks = static_cast<std::int64_t>(runtime::get_sm_count(id)) * kStashBlocksPerSM;
-  if (runtime::get_cc_major(id) < 9 || blocks > num_partials) return false;
-  // Each block's share of the SM's shared memory, in whole tiles of its kStashThreads vectors.
-  constexpr std::int64_t kSliceBytes = static_cast<std::int64_t>(kStashThreads) * Vec::kBytes;
-  const std::int64_t share = std::min<std::int64_t>(
-      runtime::get_smem_per_sm(id) / kStashBlocksPerSM - runtime::get_reserved_smem_per_block(id) -
-          static_cast<std::int64_t>(sizeof(float)) * mllm_kernel::device::cta::kScratchSize,
-      runtime::get_available_dynamic_smem_per_block(id));
-  const std::int64_t stash_tiles = share / kSliceBytes;
-  const std::size_t smem = static_cast<std::size_t>(stash_tiles * kSliceBytes);
-  const auto kernel = stash_tensor_quant_kernel<T, kVec>;
-  RuntimeDeviceCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  if (runtime::get_blocks_per_sm(kernel, kStashThreads, smem) < kStashBlocksPerSM) return false;
-  const std::int64_t keep_tiles = kL2KeepBytes / (blocks * kSliceBytes);
-  LaunchKernel(static_cast<unsigned>(blocks), kStashThreads, device, smem)
+  static_assert(sizeof(T) * kVec == 16, "the stash kernel reads 16-byte vectors");
+  if (runtime::get_cc_major(device.device_id) < 9) return false;
+  const StashGeometry g = stash_geometry<T, kVec>(device.device_id);
+  if (!g.fits || g.blocks > num_partials) return false;
+  LaunchKernel(static_cast<unsigned>(g.blocks), kStashThreads, device, g.smem)
       .enable_pdl(p.pdl)
-      .enable_cooperative()(kernel, p, partials, static_cast<int>(stash_tiles), static_cast<int>(keep_tiles));
+      .enable_cooperative()(stash_tensor_quant_kernel<T, kVec>, p, partials, g.stash_tiles, g.keep_tiles);
   return true;
 }
 
