@@ -5,8 +5,11 @@
 //   the library's two passes (amax blocks, then quantization blocks, in one tensor);
 //   the one-launch stash kernel (cuda/csrc/quant.cuh, stash_tensor_quant_kernel) in the shapes
 //   tried on the way to it: 1024 or 2048 threads an SM, the stash copied with cp.async (the
-//   sixth session's kernel) or through registers, pass 2 static or shared out from a counter.
-// The counter and the per-block maxima live in module globals: one call at a time (a tuning aid,
+//   sixth session's kernel) or through registers, pass 2 static, reordered or shared out from
+//   counters;
+//   and, tried after it (tenth session), 512-thread blocks that keep some tiles in registers too
+//   and load several tiles at a time.
+// The counters and the per-block maxima live in module globals: one call at a time (a tuning aid,
 // not the library).
 #pragma once
 
@@ -86,13 +89,45 @@ void run_stamped_two_pass(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, 
       .enable_pdl(true)(stamped_quant_kernel, p, tl == nullptr ? tl : tl + amax_blocks * kSlots);
 }
 
+/// This thread's place in a stash kernel's tiles: the tensor is walked in tiles of
+/// gridDim.x * kThreads vectors, thread t of block b taking vector b * kThreads + t of each.
+template <int kThreads>
+struct ThreadTiles {
+  std::int64_t total;  // vectors in the tensor
+  std::int64_t tile;   // vectors a tile
+  std::int64_t first;  // this thread's vector of tile 0
+  int tiles;           // tiles in the tensor (the last may be partial)
+  int mine;            // tiles holding one of this thread's vectors
+  const Vec8* in;      // this thread's vector of tile 0
+  __device__ explicit ThreadTiles(const QuantParams<bf16_t, fp8_e4m3_t>& p)
+      : total(p.rows * (p.hidden / 8)),
+        tile(static_cast<std::int64_t>(gridDim.x) * kThreads),
+        first(static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x),
+        tiles(static_cast<int>((total - 1) / tile + 1)),
+        mine(first < total ? static_cast<int>((total - first - 1) / tile + 1) : 0),
+        in(reinterpret_cast<const Vec8*>(p.in) + first) {}
+  /// This thread's vector of tile k, loaded under an L2 policy.
+  __device__ void load(Vec8& v, int k, std::uint64_t policy) const {
+    load_with_policy(v, reinterpret_cast<const bf16_t*>(in + k * tile), policy);
+  }
+};
+
 __device__ unsigned g_next_unit;    // pass 2's work counter (kSchedule > 0)
 __device__ float g_partials[4096];  // the blocks' maxima
+constexpr int kCounters = 64;       // kSchedule 3 and 4: pass 2's work counters, one a chunk,
+constexpr int kCounterStride = 64;  // each in its own 256-byte span (atomics on one line serialize)
+// Chunks a warp claims from: its own, then the next ones as each runs dry (every chunk's own warps,
+// one a block pair, drain it in any case; visiting all would cost every warp kCounters atomics).
+constexpr int kVisits = 3;
+__device__ unsigned g_chunk_next[kCounters * kCounterStride];
 
 /// The stash kernel's tiles and stash as the library's; kAsyncStash: pass 1 copies the stash with
 /// cp.async and reduces it last (else through registers); kSchedule: pass 2 static (0), or its
 /// last `dyn_tiles` streamed tiles shared out from a counter in units of kThreads vectors, one
-/// block at a time (1), or of 32 vectors, one warp at a time (2).
+/// block at a time (1), or of 32 vectors, one warp at a time (2), or of 64 vectors, one warp at
+/// a time from kCounters counters each owning a contiguous chunk (a warp starts on its own
+/// counter and moves on to the next when it runs dry, kVisits chunks in all), the stash written
+/// after (3) or before (4); or static with the `dyn_tiles` tiles before the L2-kept ones first (5).
 template <int kThreads, int kBlocksPerSM, bool kAsyncStash, int kSchedule>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
     stamped_stash_kernel(const __grid_constant__ QuantParams<bf16_t, fp8_e4m3_t> p, int stash_tiles, int keep_tiles,
@@ -103,32 +138,24 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
   __shared__ float scratch[cta::kScratchSize];
   __shared__ unsigned next_unit[2];
   stamp(tl, kStart);
-  const std::int64_t total = p.rows * (p.hidden / 8);
-  const std::int64_t tile = static_cast<std::int64_t>(gridDim.x) * kThreads;
-  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  const Vec8* in = reinterpret_cast<const Vec8*>(p.in) + first;
-  const int tiles = static_cast<int>((total - 1) / tile + 1);
-  const int mine = first < total ? static_cast<int>((total - first - 1) / tile + 1) : 0;
-  const int stashed = min(stash_tiles, mine);
+  const ThreadTiles<kThreads> t(p);
+  const int stashed = min(stash_tiles, t.mine);
   const std::uint64_t keep = l2_evict_last(), drop = l2_evict_first();
-  const auto load = [&](Vec8& v, int k, std::uint64_t policy) {
-    load_with_policy(v, reinterpret_cast<const bf16_t*>(in + k * tile), policy);
-  };
 
   float amax = 0.0f;
   for (int k = 0; k < stashed; ++k) {
     if constexpr (kAsyncStash) {
-      async_copy_16(stash + k * kThreads, in + k * tile, drop);
+      async_copy_16(stash + k * kThreads, t.in + k * t.tile, drop);
     } else {
       Vec8 v;
-      load(v, k, drop);
+      t.load(v, k, drop);
       amax = fmaxf(amax, vec_amax(v));
       stash[k * kThreads] = v;
     }
   }
-  for (int k = stashed; k < mine; ++k) {
+  for (int k = stashed; k < t.mine; ++k) {
     Vec8 v;
-    load(v, k, k >= tiles - keep_tiles ? keep : drop);
+    t.load(v, k, k >= t.tiles - keep_tiles ? keep : drop);
     amax = fmaxf(amax, vec_amax(v));
   }
   if constexpr (kAsyncStash) {
@@ -141,6 +168,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
     g_partials[blockIdx.x] = amax;
     if (blockIdx.x == 0) g_next_unit = 0;
   }
+  if (kSchedule >= 3 && blockIdx.x == 0 && threadIdx.x < kCounters) g_chunk_next[threadIdx.x * kCounterStride] = 0;
   cooperative_groups::this_grid().sync();
   if (kSchedule == 1 && threadIdx.x == 0) next_unit[0] = atomicAdd(&g_next_unit, 1u);
   float m = 0.0f;
@@ -154,15 +182,27 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
     store_with_policy(quantize<fp8_e4m3_t>(v, divide), p.out + i * 8, drop);
   };
   // Tiles [lo_tile, dyn_end) are shared out (kSchedule > 0); every thread walks its own others.
-  const int lo_tile = min(stash_tiles, tiles);
-  const int dyn_end = kSchedule == 0 ? lo_tile : min(lo_tile + dyn_tiles, tiles);
-  for (int k = mine - 1; k >= max(stashed, dyn_end); --k) {
-    Vec8 v;
-    load(v, k, drop);
-    put_at(v, first + k * tile);
+  const int lo_tile = min(stash_tiles, t.tiles);
+  const int dyn_end = kSchedule == 0 || kSchedule == 5 ? lo_tile : min(lo_tile + dyn_tiles, t.tiles);
+  const auto stream = [&](int from, int to) {  // t.tiles from - 1 down to `to`
+    for (int k = from - 1; k >= to; --k) {
+      Vec8 v;
+      t.load(v, k, drop);
+      put_at(v, t.first + k * t.tile);
+    }
+  };
+  if constexpr (kSchedule == 5) {
+    // The `dyn_tiles` evict_first t.tiles pass 1 read just before the kept ones (what L2 may still
+    // hold of them) t.first, then the kept ones, then the others.
+    const int keep_from = min(t.tiles - keep_tiles, t.mine), early = max(stashed, keep_from - dyn_tiles);
+    stream(keep_from, early);
+    stream(t.mine, keep_from);
+    stream(early, stashed);
+  } else {
+    stream(t.mine, max(stashed, dyn_end));
   }
   stamp(tl, kStatic);
-  const std::int64_t lo = lo_tile * tile, hi = std::min<std::int64_t>(dyn_end * tile, total);
+  const std::int64_t lo = lo_tile * t.tile, hi = std::min<std::int64_t>(dyn_end * t.tile, t.total);
   const auto unit = [&](std::int64_t n, int width, int lane) {  // vectors hi - (n + 1) * width + lane
     const std::int64_t i = hi - (n + 1) * width + lane;
     if (i >= lo) {
@@ -189,20 +229,58 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
       unit(n, 32, lane);
       n = __shfl_sync(0xffffffffu, next, 0);
     }
+  } else if constexpr (kSchedule >= 3) {
+    if constexpr (kSchedule == 4) {
+      for (int k = 0; k < stashed; ++k) put_at(stash[k * kThreads], t.first + k * t.tile);
+    }
+    constexpr int kWidth = 64;  // vectors a unit: two a lane
+    const unsigned units = static_cast<unsigned>((hi - lo + kWidth - 1) / kWidth);
+    const int lane = threadIdx.x & 31;
+    int c = static_cast<int>((blockIdx.x * kThreads + threadIdx.x) >> 5) % kCounters, visited = 0;
+    // Chunk c: units [c * units / kCounters, (c + 1) * units / kCounters), counted from hi down.
+    unsigned base = static_cast<unsigned>(static_cast<std::uint64_t>(units) * c / kCounters);
+    unsigned end = static_cast<unsigned>(static_cast<std::uint64_t>(units) * (c + 1) / kCounters);
+    const auto claim = [&]() { return lane == 0 ? base + atomicAdd(&g_chunk_next[c * kCounterStride], 1u) : 0u; };
+    unsigned n = __shfl_sync(0xffffffffu, claim(), 0);
+    for (;;) {
+      while (n >= end && ++visited < kVisits) {
+        c = c + 1 == kCounters ? 0 : c + 1;
+        base = static_cast<unsigned>(static_cast<std::uint64_t>(units) * c / kCounters);
+        end = static_cast<unsigned>(static_cast<std::uint64_t>(units) * (c + 1) / kCounters);
+        n = __shfl_sync(0xffffffffu, claim(), 0);
+      }
+      if (visited == kVisits) break;
+      const unsigned next = claim();
+      const std::int64_t i = hi - static_cast<std::int64_t>(n + 1) * kWidth + lane;
+      if (i >= lo) {  // both vectors (every unit but the last)
+        Vec8 a, b;
+        load_with_policy(a, p.in + i * 8, drop);
+        load_with_policy(b, p.in + (i + 32) * 8, drop);
+        put_at(a, i);
+        put_at(b, i + 32);
+      } else if (i + 32 >= lo) {
+        Vec8 b;
+        load_with_policy(b, p.in + (i + 32) * 8, drop);
+        put_at(b, i + 32);
+      }
+      n = __shfl_sync(0xffffffffu, next, 0);
+    }
   }
-  for (int k = 0; k < stashed; ++k) put_at(stash[k * kThreads], first + k * tile);
+  if constexpr (kSchedule != 4) {
+    for (int k = 0; k < stashed; ++k) put_at(stash[k * kThreads], t.first + k * t.tile);
+  }
   stamp(tl, kEnd);
 }
 
-/// kBlocksPerSM blocks of kThreads on every SM, each stashing min(its share of shared memory,
-/// max_stash_tiles) tiles; the last 32 MB of the streamed part marked evict_last.
-template <int kThreads, int kBlocksPerSM, bool kAsyncStash, int kSchedule>
-void run_stamped_stash(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi::TensorView input,
-                       tvm::ffi::TensorView timeline, std::int64_t max_stash_tiles, std::int64_t dyn_tiles) {
+/// Launches a stamped stash kernel as kBlocksPerSM blocks of kThreads on every SM, each stashing
+/// min(its share of shared memory, max_stash_tiles) tiles; the last 32 MB of the streamed part
+/// marked evict_last; `extra` is the kernel's third int argument.
+template <int kThreads, int kBlocksPerSM, typename Kernel>
+void launch_stamped(Kernel kernel, tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi::TensorView input,
+                    tvm::ffi::TensorView timeline, std::int64_t max_stash_tiles, std::int64_t extra) {
   using namespace mllm_kernel::host;
   DLDevice device;
   const auto p = contiguous_params(out, scale, input, &device);  // fills `device` first
-  const auto kernel = stamped_stash_kernel<kThreads, kBlocksPerSM, kAsyncStash, kSchedule>;
   const int id = device.device_id;
   constexpr std::int64_t kSliceBytes = static_cast<std::int64_t>(kThreads) * Vec8::kBytes;
   const std::int64_t share = std::min<std::int64_t>(
@@ -215,7 +293,119 @@ void run_stamped_stash(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm
   const std::int64_t blocks = static_cast<std::int64_t>(runtime::get_sm_count(id)) * kBlocksPerSM;
   LaunchKernel(static_cast<unsigned>(blocks), kThreads, device, smem)
       .enable_cooperative()(kernel, p, static_cast<int>(stash_tiles), static_cast<int>(kL2KeepBytes / (blocks * kSliceBytes)),
-                            static_cast<int>(dyn_tiles), timeline_of(timeline));
+                            static_cast<int>(extra), timeline_of(timeline));
+}
+
+template <int kThreads, int kBlocksPerSM, bool kAsyncStash, int kSchedule>
+void run_stamped_stash(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi::TensorView input,
+                       tvm::ffi::TensorView timeline, std::int64_t max_stash_tiles, std::int64_t dyn_tiles) {
+  launch_stamped<kThreads, kBlocksPerSM>(stamped_stash_kernel<kThreads, kBlocksPerSM, kAsyncStash, kSchedule>, out,
+                                         scale, input, timeline, max_stash_tiles, dyn_tiles);
+}
+
+/// The stash kernel with kRegTiles more tiles kept in registers and the streamed tiles of both
+/// passes loaded kBatch at a time, so that fewer threads (kThreads * kBlocksPerSM = 1024 an SM,
+/// 64 registers) keep as many loads in flight. A thread's tiles: the shared-memory stash first,
+/// then the streamed ones, then the register tiles (loaded last, so that they are not live while
+/// pass 1 streams). Pass 2 writes the register tiles first (their registers then serve the
+/// streamed batches), the streamed tiles backwards (the L2-kept ones first), then the stash.
+template <int kThreads, int kBlocksPerSM, int kRegTiles, int kBatch>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSM)
+    stamped_reg_stash_kernel(const __grid_constant__ QuantParams<bf16_t, fp8_e4m3_t> p, int stash_tiles, int keep_tiles,
+                             int, std::int64_t* tl) {
+  using namespace mllm_kernel::device;
+  extern __shared__ __align__(16) unsigned char stash_bytes[];
+  Vec8* stash = reinterpret_cast<Vec8*>(stash_bytes) + threadIdx.x;
+  __shared__ float scratch[cta::kScratchSize];
+  stamp(tl, kStart);
+  const ThreadTiles<kThreads> t(p);
+  const int stashed = min(stash_tiles, t.mine);
+  const int regs = min(kRegTiles, t.mine - stashed);
+  const int held_from = t.mine - regs;  // t.tiles [stashed, held_from) streamed
+  const std::uint64_t keep = l2_evict_last(), drop = l2_evict_first();
+
+  float amax = 0.0f;
+  int k = 0;
+  for (; k + kBatch <= stashed; k += kBatch) {
+    Vec8 v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) t.load(v[u], k + u, drop);
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      amax = fmaxf(amax, vec_amax(v[u]));
+      stash[(k + u) * kThreads] = v[u];
+    }
+  }
+  for (; k < stashed; ++k) {
+    Vec8 v;
+    t.load(v, k, drop);
+    amax = fmaxf(amax, vec_amax(v));
+    stash[k * kThreads] = v;
+  }
+  const int keep_from = held_from - keep_tiles;
+  for (; k + kBatch <= held_from; k += kBatch) {
+    Vec8 v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) t.load(v[u], k + u, k + u >= keep_from ? keep : drop);
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) amax = fmaxf(amax, vec_amax(v[u]));
+  }
+  for (; k < held_from; ++k) {
+    Vec8 v;
+    t.load(v, k, k >= keep_from ? keep : drop);
+    amax = fmaxf(amax, vec_amax(v));
+  }
+  Vec8 held[kRegTiles > 0 ? kRegTiles : 1];
+#pragma unroll
+  for (int r = 0; r < kRegTiles; ++r) {
+    if (r < regs) t.load(held[r], held_from + r, drop);
+  }
+#pragma unroll
+  for (int r = 0; r < kRegTiles; ++r) {
+    if (r < regs) amax = fmaxf(amax, vec_amax(held[r]));
+  }
+  amax = cta::reduce_max(amax, scratch);
+  stamp(tl, kPass1);
+  if (threadIdx.x == 0) g_partials[blockIdx.x] = amax;
+  cooperative_groups::this_grid().sync();
+  float m = 0.0f;
+  for (int b = threadIdx.x; b < static_cast<int>(gridDim.x); b += kThreads) m = fmaxf(m, __ldcg(&g_partials[b]));
+  const float scale = cta::reduce_max(m, scratch) / QuantFormat<fp8_e4m3_t>::kMax;
+  if (blockIdx.x == 0 && threadIdx.x == 0) *p.scales = scale;
+  stamp(tl, kScale);
+
+  const ScaleDivisor divide(scale);
+  fp8_e4m3_t* out = p.out + t.first * 8;
+  const auto put = [&](const Vec8& v, int k) {
+    store_with_policy(quantize<fp8_e4m3_t>(v, divide), out + k * t.tile * 8, drop);
+  };
+#pragma unroll
+  for (int r = 0; r < kRegTiles; ++r) {
+    if (r < regs) put(held[r], held_from + r);
+  }
+  k = held_from - 1;
+  for (; k - kBatch + 1 >= stashed; k -= kBatch) {
+    Vec8 v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) t.load(v[u], k - u, drop);
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) put(v[u], k - u);
+  }
+  for (; k >= stashed; --k) {
+    Vec8 v;
+    t.load(v, k, drop);
+    put(v, k);
+  }
+  stamp(tl, kStatic);
+  for (int s = 0; s < stashed; ++s) put(stash[s * kThreads], s);
+  stamp(tl, kEnd);
+}
+
+template <int kThreads, int kBlocksPerSM, int kRegTiles, int kBatch>
+void run_reg_stash(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi::TensorView input,
+                   tvm::ffi::TensorView timeline, std::int64_t max_stash_tiles, std::int64_t) {
+  launch_stamped<kThreads, kBlocksPerSM>(stamped_reg_stash_kernel<kThreads, kBlocksPerSM, kRegTiles, kBatch>, out, scale,
+                                         input, timeline, max_stash_tiles, 0);
 }
 
 }  // namespace

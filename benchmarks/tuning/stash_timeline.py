@@ -1,8 +1,8 @@
 """Dynamic per-tensor FP8 quantization of [T, 4096] bf16: where each kernel's time goes (H100 tuning aid).
 
 Times under the harness's CUDA graphs the library, ``torch.compile`` of the reference and the
-stamped kernels of ``stash_timeline.cuh`` (the library's two passes, and the one-launch stash
-kernel in the shapes tried on the way to the library's), checks that each writes the library's
+stamped kernels of ``stash_timeline.cuh`` (the library's two passes, the one-launch stash kernel
+in the shapes tried on the way to the library's and after it), checks that each writes the library's
 output, then runs each alone a few times with per-block ``%globaltimer`` stamps and prints, in
 microseconds from the first block's start, when blocks finished pass 1, knew the scale, finished
 the static part of pass 2 and ended (earliest / median / latest block, median of 5 calls).
@@ -33,6 +33,23 @@ STASH = {
     "1024x2 no stash": (1024, 2, False, 0, 0, 0),
     "1024x2, last 16 tiles in block units": (1024, 2, False, 1, 99, 16),
     "1024x2, last 6 tiles in warp units": (1024, 2, False, 2, 99, 6),
+    "1024x2, pass 2 shared from 64 counters": (1024, 2, False, 3, 99, 99),
+    "1024x2, last 12 tiles from 64 counters": (1024, 2, False, 3, 99, 12),
+    "1024x2, stash first, then 64 counters": (1024, 2, False, 4, 99, 99),
+    "1024x2, 3 tiles before the kept ones first": (1024, 2, False, 5, 99, 3),
+    "1024x2, 5 tiles before the kept ones first": (1024, 2, False, 5, 99, 5),
+}
+# name: (threads a block, blocks an SM, tiles kept in registers, loads in flight a thread, max stash tiles)
+REG_STASH = {
+    "512x2, 4 tiles in registers, 4 loads": (512, 2, 4, 4, 99),
+    "512x2, 5 tiles in registers, 4 loads": (512, 2, 5, 4, 99),
+    "512x2, 6 tiles in registers, 2 loads": (512, 2, 6, 2, 99),
+    "512x2, no register tiles, 4 loads": (512, 2, 0, 4, 99),
+    "512x2, 4 tiles in registers, 8 loads": (512, 2, 4, 8, 99),
+    "512x2, no register tiles, 8 loads": (512, 2, 0, 8, 99),
+    "512x2, no stash at all, 4 loads": (512, 2, 0, 4, 0),
+    "1024x2, no register tiles, 2 loads": (1024, 2, 0, 2, 99),
+    "1024x2, no register tiles, 4 loads (24 B spilled)": (1024, 2, 0, 4, 99),
 }
 SLOTS = {"pass 1": 1, "scale": 2, "static": 3, "end": 4}
 
@@ -42,12 +59,17 @@ def _symbol(shape) -> str:
     return f"stash_{threads}_{blocks}_{int(async_stash)}_{schedule}"
 
 
+def _reg_symbol(shape) -> str:
+    return "reg_stash_{}_{}_{}_{}".format(*shape[:4])
+
+
 def _module():
     from mllm_kernel.jit_utils import load_cuda_jit
 
     shapes = sorted({s[:4] for s in STASH.values()})
     wrappers = [("two_pass", "run_stamped_two_pass")] + [
-        (_symbol(s), f"run_stamped_stash<{s[0]}, {s[1]}, {str(s[2]).lower()}, {s[3]}>") for s in shapes]
+        (_symbol(s), f"run_stamped_stash<{s[0]}, {s[1]}, {str(s[2]).lower()}, {s[3]}>") for s in shapes] + [
+        (_reg_symbol(s), "run_reg_stash<{}, {}, {}, {}>".format(*s)) for s in sorted({s[:4] for s in REG_STASH.values()})]
     return load_cuda_jit("tune_stash_timeline", cuda_files=[Path(__file__).resolve().parent / "stash_timeline.cuh"],
                          cuda_wrappers=wrappers)
 
@@ -70,6 +92,9 @@ def main() -> None:
     for name, shape in STASH.items():
         fn = getattr(module, _symbol(shape))
         variants[name] = (lambda o, s, x, tl, fn=fn, shape=shape: fn(o, s, x, tl, shape[4], shape[5]), sms * shape[1])
+    for name, shape in REG_STASH.items():
+        fn = getattr(module, _reg_symbol(shape))
+        variants[name] = (lambda o, s, x, tl, fn=fn, shape=shape: fn(o, s, x, tl, shape[4], 0), sms * shape[1])
     for t in tokens:
         nbytes = 3 * t * HIDDEN
 
