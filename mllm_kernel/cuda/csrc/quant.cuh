@@ -476,7 +476,9 @@ __global__ void __launch_bounds__(kBlock) tensor_quant_kernel(const __grid_const
 // stash. H100, [16384, 4096] bf16 (benchmarks/tuning/stash_timeline.py): pass 1 ends 45-49 us
 // after the first block's start, the last block 104 us, against 50 and 116 us for the two
 // kernels; two blocks of 1024 threads an SM (2048, as the amax kernel: with one 1024-thread
-// block pass 1 ended about 2 us later, and 8 us later with the stash copied by cp.async).
+// block pass 1 ended about 2 us later, and 8 us later with the stash copied by cp.async). Tiles
+// kept in registers as well (512-thread blocks) and pass 2 shared out from counters were no
+// faster (BENCHMARKS.md, tenth session): the kernel moves 212 MB in and 67 MB out of DRAM.
 constexpr int kStashThreads = 1024;
 constexpr int kStashBlocksPerSM = 2;
 
