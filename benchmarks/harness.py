@@ -3,9 +3,14 @@
 Every case is timed three ways in the same process: our kernel, the PyTorch eager reference,
 and ``torch.compile`` of that same reference. Each is captured in a CUDA graph that calls it
 once per input set, cycling through enough independent input sets that the bytes touched
-exceed twice the L2 size (so L2 does not flatter large shapes; small shapes measure latency).
-The graph is replayed several times and the median per-call time reported, with the achieved
-bandwidth for ``bytes = inputs read once + outputs written once``.
+exceed twice the L2 size (so L2 does not flatter large shapes; small shapes measure latency),
+and going round the sets until the graph holds at least ``GRAPH_CALLS`` calls (with at least
+two sets, so that no call reads the input its predecessor just read): a graph replay costs a
+few microseconds of launch before its first kernel starts, which one call a graph (as large
+shapes had before 2026-11-24) adds to every call of ours and of the reference alike, where a
+serving engine's graph of a whole layer pays it once. The graph is replayed several times and
+the median per-call time reported, with the achieved bandwidth for ``bytes = inputs read once +
+outputs written once``. ``MLLM_BENCH_GRAPH_CALLS=1`` in the environment measures as before.
 
 ``CI=true`` in the environment shrinks shapes and repetitions (the numbers are then only a
 smoke test).
@@ -32,6 +37,11 @@ CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 ROTATE_BYTES = 100 * 2**20
 #: Most input sets per case (small shapes: rotation matters little, latency dominates).
 MAX_SETS = 64 if CI else 200
+#: Fewest calls a timed graph holds (going round the input sets), so that the graph's own launch
+#: is spread over them.
+GRAPH_CALLS = max(1, int(os.environ.get("MLLM_BENCH_GRAPH_CALLS", "8")))
+#: Fewest input sets: two where a graph holds several calls, so no call re-reads the last input.
+MIN_SETS = 1 if GRAPH_CALLS == 1 else 2
 REPLAYS = 5 if CI else 15
 
 
@@ -50,7 +60,7 @@ class Timing:
 
 def num_sets(bytes_per_call: int) -> int:
     """Input sets to rotate through for a call touching ``bytes_per_call`` bytes."""
-    return max(1, min(MAX_SETS, math.ceil(ROTATE_BYTES / max(1, bytes_per_call))))
+    return max(MIN_SETS, min(MAX_SETS, math.ceil(ROTATE_BYTES / max(1, bytes_per_call))))
 
 
 def _median_replay_us(run: Callable[[], None], calls: int, replays: int) -> float:
@@ -65,10 +75,18 @@ def _median_replay_us(run: Callable[[], None], calls: int, replays: int) -> floa
     return statistics.median(times)
 
 
+def graph_calls(arg_sets: Sequence[tuple]) -> list[tuple]:
+    """The argument sets of a timed graph's calls: ``arg_sets`` in turn, round as often as it
+    takes to make at least GRAPH_CALLS calls."""
+    return list(arg_sets) * math.ceil(GRAPH_CALLS / max(1, len(arg_sets)))
+
+
 def time_calls(fn: Callable, arg_sets: Sequence[tuple], replays: int = REPLAYS) -> Timing:
-    """Median time of ``fn(*args)`` per call, cycling through ``arg_sets`` inside one CUDA graph.
+    """Median time of ``fn(*args)`` per call, cycling through ``arg_sets`` inside one CUDA graph
+    (round them as often as it takes to hold at least GRAPH_CALLS calls).
 
     Falls back to a timed eager loop (``graph=False``) when capture fails."""
+    arg_sets = graph_calls(arg_sets)
     torch.cuda.synchronize()
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())

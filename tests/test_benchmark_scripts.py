@@ -7,6 +7,7 @@ checked is that each script runs to the end and prints a row for every case it w
 from __future__ import annotations
 
 import importlib.util
+import os
 import py_compile
 import subprocess
 import sys
@@ -40,6 +41,26 @@ def _bench_module_at(path):
 
 def _bench_cpu_ops() -> list[str]:
     return _bench_module_at(BENCHMARKS / "bench_cpu.py").OPS
+
+
+def test_harness_graphs_hold_several_calls_over_two_input_sets_at_least(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    harness = importlib.import_module("harness")
+    assert harness.GRAPH_CALLS == 8
+    assert harness.num_sets(1 << 30) == 2  # a large call: two sets, so no call re-reads the last input
+    assert harness.num_sets(1) == harness.MAX_SETS  # a tiny call: as many sets as allowed
+    sets = [(1,), (2,), (3,)]
+    assert harness.graph_calls(sets) == sets * 3  # round the sets until at least 8 calls
+    assert harness.graph_calls([(i,) for i in range(10)]) == [(i,) for i in range(10)]
+
+
+def test_harness_measures_one_call_a_graph_on_request():
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import harness; "
+            "print(harness.GRAPH_CALLS, harness.num_sets(1 << 30), len(harness.graph_calls([()])))")
+    out = subprocess.run([sys.executable, "-c", code, str(BENCHMARKS)], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "MLLM_BENCH_GRAPH_CALLS": "1"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "1", "1"]
 
 
 def test_bench_cpu_prints_a_row_per_op_dtype_and_row_count():
