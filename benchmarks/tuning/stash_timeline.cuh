@@ -137,6 +137,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
   Vec8* stash = reinterpret_cast<Vec8*>(stash_bytes) + threadIdx.x;
   __shared__ float scratch[cta::kScratchSize];
   __shared__ unsigned next_unit[2];
+  pdl_wait_and_release();  // a no-op unless launched with PDL
   stamp(tl, kStart);
   const ThreadTiles<kThreads> t(p);
   const int stashed = min(stash_tiles, t.mine);
@@ -274,10 +275,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
 
 /// Launches a stamped stash kernel as kBlocksPerSM blocks of kThreads on every SM, each stashing
 /// min(its share of shared memory, max_stash_tiles) tiles; the last 32 MB of the streamed part
-/// marked evict_last; `extra` is the kernel's third int argument.
+/// marked evict_last; `extra` is the kernel's third int argument; `pdl`: launched with PDL.
 template <int kThreads, int kBlocksPerSM, typename Kernel>
 void launch_stamped(Kernel kernel, tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi::TensorView input,
-                    tvm::ffi::TensorView timeline, std::int64_t max_stash_tiles, std::int64_t extra) {
+                    tvm::ffi::TensorView timeline, std::int64_t max_stash_tiles, std::int64_t extra, bool pdl = false) {
   using namespace mllm_kernel::host;
   DLDevice device;
   const auto p = contiguous_params(out, scale, input, &device);  // fills `device` first
@@ -292,6 +293,7 @@ void launch_stamped(Kernel kernel, tvm::ffi::TensorView out, tvm::ffi::TensorVie
   RuntimeCheck(runtime::get_blocks_per_sm(kernel, kThreads, smem) >= kBlocksPerSM, "the device cannot hold the grid");
   const std::int64_t blocks = static_cast<std::int64_t>(runtime::get_sm_count(id)) * kBlocksPerSM;
   LaunchKernel(static_cast<unsigned>(blocks), kThreads, device, smem)
+      .enable_pdl(pdl)
       .enable_cooperative()(kernel, p, static_cast<int>(stash_tiles), static_cast<int>(kL2KeepBytes / (blocks * kSliceBytes)),
                             static_cast<int>(extra), timeline_of(timeline));
 }
@@ -301,6 +303,15 @@ void run_stamped_stash(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm
                        tvm::ffi::TensorView timeline, std::int64_t max_stash_tiles, std::int64_t dyn_tiles) {
   launch_stamped<kThreads, kBlocksPerSM>(stamped_stash_kernel<kThreads, kBlocksPerSM, kAsyncStash, kSchedule>, out,
                                          scale, input, timeline, max_stash_tiles, dyn_tiles);
+}
+
+/// run_stamped_stash launched with PDL (each block waits for the previous kernel, then releases
+/// the next, as the library's kernel does).
+template <int kThreads, int kBlocksPerSM, bool kAsyncStash, int kSchedule>
+void run_stamped_stash_pdl(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi::TensorView input,
+                           tvm::ffi::TensorView timeline, std::int64_t max_stash_tiles, std::int64_t dyn_tiles) {
+  launch_stamped<kThreads, kBlocksPerSM>(stamped_stash_kernel<kThreads, kBlocksPerSM, kAsyncStash, kSchedule>, out,
+                                         scale, input, timeline, max_stash_tiles, dyn_tiles, true);
 }
 
 /// The stash kernel with kRegTiles more tiles kept in registers and the streamed tiles of both

@@ -39,6 +39,10 @@ STASH = {
     "1024x2, 3 tiles before the kept ones first": (1024, 2, False, 5, 99, 3),
     "1024x2, 5 tiles before the kept ones first": (1024, 2, False, 5, 99, 5),
 }
+# The library's shape launched with PDL (as the library launches it; the stamped kernels above
+# are launched without).
+LIBRARY_SHAPE = "1024x2 stash through registers (library)"
+PDL = {f"{LIBRARY_SHAPE}, PDL": STASH[LIBRARY_SHAPE]}
 # name: (threads a block, blocks an SM, tiles kept in registers, loads in flight a thread, max stash tiles)
 REG_STASH = {
     "512x2, 4 tiles in registers, 4 loads": (512, 2, 4, 4, 99),
@@ -69,7 +73,9 @@ def _module():
     shapes = sorted({s[:4] for s in STASH.values()})
     wrappers = [("two_pass", "run_stamped_two_pass")] + [
         (_symbol(s), f"run_stamped_stash<{s[0]}, {s[1]}, {str(s[2]).lower()}, {s[3]}>") for s in shapes] + [
-        (_reg_symbol(s), "run_reg_stash<{}, {}, {}, {}>".format(*s)) for s in sorted({s[:4] for s in REG_STASH.values()})]
+        (_reg_symbol(s), "run_reg_stash<{}, {}, {}, {}>".format(*s)) for s in sorted({s[:4] for s in REG_STASH.values()})] + [
+        (_symbol(s) + "_pdl", f"run_stamped_stash_pdl<{s[0]}, {s[1]}, {str(s[2]).lower()}, {s[3]}>")
+        for s in sorted({s[:4] for s in PDL.values()})]
     return load_cuda_jit("tune_stash_timeline", cuda_files=[Path(__file__).resolve().parent / "stash_timeline.cuh"],
                          cuda_wrappers=wrappers)
 
@@ -78,6 +84,32 @@ def _spread(stamps: torch.Tensor, slot: int) -> tuple[float, float, float]:
     """(earliest, median, latest) of a slot over blocks, us from the first block's start."""
     column = (stamps[:, slot] - stamps[:, 0].min()).double() / 1000.0
     return column.min().item(), column.median().item(), column.max().item()
+
+
+def _gap(variant, sets) -> tuple[float, float]:
+    """Medians over graph replays of two back-to-back calls of a stamped kernel: the idle time
+    between them (the second call's first block start minus the first call's last block end)
+    and the second call's span (its first block's start to its last block's end)."""
+    fn, blocks = variant
+    stamps = [torch.zeros(blocks * 8, dtype=torch.int64, device="cuda") for _ in range(2)]
+    calls = [(sets[i % len(sets)], stamps[i]) for i in range(2)]
+    for (x, o, s), tl in calls:  # warm up outside the capture
+        fn(o, s, x, tl)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for (x, o, s), tl in calls:
+            fn(o, s, x, tl)
+    gaps = []
+    for _ in range(6):  # the first replay warms up
+        for tl in stamps:
+            tl.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        first, second = (tl.view(-1, 8).cpu() for tl in stamps)
+        gaps.append(((second[:, 0].min() - first[:, 4].max()).item() / 1000.0,
+                     (second[:, 4].max() - second[:, 0].min()).item() / 1000.0))
+    return tuple(statistics.median(g[i] for g in gaps[1:]) for i in range(2))
 
 
 def main() -> None:
@@ -91,6 +123,9 @@ def main() -> None:
     variants = {"two passes (the library's kernels)": (lambda o, s, x, tl: module.two_pass(o, s, x, tl), None)}
     for name, shape in STASH.items():
         fn = getattr(module, _symbol(shape))
+        variants[name] = (lambda o, s, x, tl, fn=fn, shape=shape: fn(o, s, x, tl, shape[4], shape[5]), sms * shape[1])
+    for name, shape in PDL.items():
+        fn = getattr(module, _symbol(shape) + "_pdl")
         variants[name] = (lambda o, s, x, tl, fn=fn, shape=shape: fn(o, s, x, tl, shape[4], shape[5]), sms * shape[1])
     for name, shape in REG_STASH.items():
         fn = getattr(module, _reg_symbol(shape))
@@ -139,6 +174,10 @@ def main() -> None:
                 spreads = [_spread(r, slot) for r in rows]
                 cells.append("/".join(f"{statistics.median(sp[i] for sp in spreads):.1f}" for i in range(3)))
             print(f"  {name:44s} {' | '.join(cells)}")
+        print("\n  two calls in one CUDA graph, median of 5 replays (us): the gap from the first call's last block "
+              "end to the second call's first block start | the second call's span")
+        for name in (LIBRARY_SHAPE, *PDL):
+            print(f"  {name:44s} {' | '.join(f'{v:.2f}' for v in _gap(variants[name], sets))}")
         del sets, stamps
         torch.cuda.empty_cache()
 
