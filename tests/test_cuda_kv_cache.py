@@ -217,12 +217,16 @@ FP8 = torch.float8_e4m3fn
 
 def _fp8_expected(k, v, k_cache, v_cache, slots, k_scale, v_scale):
     """The quantizers' formula: x / scale in float32, saturated to +-448, rounded to nearest even
-    (PyTorch's conversion); a zero scale stores zeros."""
+    (PyTorch's conversion); a zero scale stores zeros. The division is a true one by the float32
+    scale: PyTorch turns division by a Python scalar into a multiplication by its reciprocal,
+    which can be an ulp off and, now and then in a few million elements, round to the next FP8
+    value."""
 
     def quantize(x, scale):
         if scale == 0:
             return torch.zeros(x.shape, dtype=FP8, device=x.device)
-        return (x.float() / scale).clamp(-448.0, 448.0).to(FP8)
+        xf = x.float()
+        return (xf / torch.full_like(xf, scale)).clamp(-448.0, 448.0).to(FP8)
 
     ek, ev = k_cache.clone(), v_cache.clone()
     keep = slots >= 0
@@ -255,14 +259,37 @@ def test_store_kv_cache_fp8(dtype, slot_dtype, tokens, heads, dim, skip_every):
     _assert_bytes_equal(v_cache, ev)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=_ids)
+@pytest.mark.parametrize("heads,dim", [(32, 128), (64, 128), (8, 96), (3, 100)])
+@pytest.mark.parametrize("skip_every", [0, 7])
+def test_store_kv_cache_fp8_many_tokens(dtype, heads, dim, skip_every):
+    """From 4 tokens an SM on, the quantizing store takes blocks of up to 512 threads (a whole
+    32 x 128 token; two blocks for 64 heads; element-wise for a head size of 100)."""
+    tokens = 4 * torch.cuda.get_device_properties(0).multi_processor_count + 3
+    num_slots = 2 * tokens
+    k = _randn(tokens, heads, dim, dtype=dtype, seed=5)
+    v = _randn(tokens, heads, dim, dtype=dtype, seed=6)
+    v[..., ::3] *= 30.0
+    k_cache, v_cache = _caches(num_slots, heads, dim, FP8)
+    slots = _slots(tokens, num_slots, torch.int64, seed=7, skip_every=skip_every)
+    ek, ev = _fp8_expected(k, v, k_cache, v_cache, slots, 0.011, 0.05)
+    k_scale, v_scale = _scales(0.011, 0.05)
+    store_kv_cache(k, v, k_cache, v_cache, slots, k_scale=k_scale, v_scale=v_scale)
+    _assert_bytes_equal(k_cache, ek)
+    _assert_bytes_equal(v_cache, ev)
+
+
 @pytest.mark.parametrize("head_dim", [128, 5])
-def test_store_kv_cache_fp8_from_fused_qkv(head_dim):
-    tokens, hq, hkv = 33, 8, 2
+@pytest.mark.parametrize("many", [False, True], ids=["33_tokens", "4_tokens_an_sm"])
+def test_store_kv_cache_fp8_from_fused_qkv(head_dim, many):
+    hq, hkv = 8, 2
+    tokens = 4 * torch.cuda.get_device_properties(0).multi_processor_count + 1 if many else 33
     qkv = _randn(tokens, (hq + 2 * hkv) * head_dim, dtype=torch.bfloat16, seed=3)
     _, k, v = qkv.split([hq * head_dim, hkv * head_dim, hkv * head_dim], dim=-1)
     k, v = k.view(tokens, hkv, head_dim), v.view(tokens, hkv, head_dim)
-    k_cache, v_cache = _caches(100, hkv, head_dim, FP8)
-    slots = _slots(tokens, 100, torch.int64, seed=4, skip_every=5)
+    num_slots = max(100, 2 * tokens)
+    k_cache, v_cache = _caches(num_slots, hkv, head_dim, FP8)
+    slots = _slots(tokens, num_slots, torch.int64, seed=4, skip_every=5)
     ek, ev = _fp8_expected(k, v, k_cache, v_cache, slots, 0.02, 0.03)
     store_kv_cache(k, v, k_cache, v_cache, slots, k_scale=_scales(0.02, 0.03)[0], v_scale=_scales(0.02, 0.03)[1])
     _assert_bytes_equal(k_cache, ek)
