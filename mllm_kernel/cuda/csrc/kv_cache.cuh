@@ -16,11 +16,13 @@
 // The copy is dtype-blind: it moves bytes in the widest unit (16, 8, 4, 2 or 1 bytes) that the
 // head size, the pointers and the strides allow. The quantizing store reads 16-byte vectors of k
 // and v where those allow it, elements otherwise. A token's units are spread over blocks of up to
-// 256 threads, about one unit a thread (grid: tokens x blocks per token).
+// 256 threads (512 for the quantizing store of many tokens), about one unit a thread (grid:
+// tokens x blocks per token).
 #pragma once
 
 #include <mllm_kernel/op_args.hpp>
 #include <mllm_kernel/quantize.cuh>
+#include <mllm_kernel/runtime.cuh>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.cuh>
 #include <mllm_kernel/utils.hpp>
@@ -130,8 +132,8 @@ inline dim3 kv_grid(std::int64_t tokens, std::int64_t units, int threads) {
   return dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(std::min<std::int64_t>(div_ceil(units, threads), 65535)));
 }
 
-inline int kv_threads(std::int64_t units) {
-  return static_cast<int>(std::min<std::int64_t>(kKVMaxBlock, mllm_kernel::host::div_ceil(units, 32) * 32));
+inline int kv_threads(std::int64_t units, int max_block = kKVMaxBlock) {
+  return static_cast<int>(std::min<std::int64_t>(max_block, mllm_kernel::host::div_ceil(units, 32) * 32));
 }
 
 /// The parameters of a plain store of verified arguments `a` (k's element size `elem` bytes)
@@ -223,11 +225,18 @@ struct KVQuantParams {
   bool pdl;           // launched with programmatic dependent launch: run the PDL instructions
 };
 
+/// The quantizing store's blocks: up to a whole token of 32 x 128 bf16 (512 vectors) where the
+/// grid still gives every SM kKVWideBlocksPerSM blocks; kKVMaxBlock otherwise, so that a few
+/// tokens still spread over many SMs. H100, [16384, 32, 128] bf16 (benchmarks/tuning/tune_kv.py,
+/// tenth session): 512-thread blocks 1.2-1.8 us faster than 256 in every run, at compile's level.
+constexpr int kKVFp8MaxBlock = 512;
+constexpr int kKVWideBlocksPerSM = 4;
+
 /// Token blockIdx.x, vectors from token_unit_begin() of the token's H * D elements, of k and v.
 /// As in the plain store, the stores are predicated on the slot; every load is issued before the
 /// scales' reciprocals (load_issued_here), whose slow paths are branches that loads sank past.
 template <typename T, int kVec, typename Slot>
-__global__ void __launch_bounds__(kKVMaxBlock)
+__global__ void __launch_bounds__(kKVFp8MaxBlock)
     store_kv_cache_fp8_kernel(const __grid_constant__ KVQuantParams<T, Slot> p) {
   using namespace mllm_kernel::device;
   using Vec = AlignedVector<T, kVec>;
@@ -269,7 +278,8 @@ void launch_kv_fp8(KVQuantParams<T, Slot> p, std::int64_t tokens, std::int64_t h
   p.packed_heads = p.heads == 1 || (p.k_head_stride == head_dim && p.v_head_stride == head_dim);
   p.pdl = enable_pdl;
   const std::int64_t vecs = static_cast<std::int64_t>(p.heads) * p.head_vecs;
-  const int threads = kv_threads(vecs);
+  const bool wide = tokens >= static_cast<std::int64_t>(kKVWideBlocksPerSM) * runtime::get_sm_count(device.device_id);
+  const int threads = kv_threads(vecs, wide ? kKVFp8MaxBlock : kKVMaxBlock);
   LaunchKernel(kv_grid(tokens, vecs, threads), threads, device)
       .enable_pdl(enable_pdl)(store_kv_cache_fp8_kernel<T, kVec, Slot>, p);
 }
