@@ -12,6 +12,9 @@
 //   kThreads threads a block, with kStream cache-streaming (evict-first) loads and stores:
 //   does more memory in flight per thread, or keeping the streamed data out of L2's way, close
 //   its gap at 16384 tokens?
+// - run_kv_fp8_split<kThreads, kHalves>: the same store with a block for k or for v of a token,
+//   one vector a thread: k and v in alternate blocks, or (kHalves) every token's k, then every
+//   token's v, as two kernels of one tensor each would.
 #pragma once
 
 #include "../../mllm_kernel/cuda/csrc/kv_cache.cuh"
@@ -175,19 +178,26 @@ __global__ void __launch_bounds__(kThreads) lean_kv_fp8_kernel(const __grid_cons
   }
 }
 
-template <int kThreads, int kItems, bool kStream>
-void run_kv_fp8_lean(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
-                     tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping, tvm::ffi::TensorView k_scale,
-                     tvm::ffi::TensorView v_scale) {
+/// A lean FP8 store's launch: its parameters, tokens and device.
+struct LeanFp8Launch {
+  LeanKVFp8Params p;
+  std::int64_t tokens;
+  DLDevice device;
+};
+
+/// The lean FP8 stores' launch, after the library's checks and the sweep's layout's (bf16, int64
+/// slots, packed heads of a multiple of 8 elements).
+LeanFp8Launch lean_fp8_launch(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
+                              tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping,
+                              tvm::ffi::TensorView k_scale, tvm::ffi::TensorView v_scale) {
   using namespace mllm_kernel::host;
   KVStoreArgs a;
   a.verify_quantized<kDLCUDA, fp8_e4m3_t, bf16_t>(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale);
   check_index_range(a, 1, sizeof(bf16_t));
   RuntimeCheck(a.index_dtype.is_type<std::int64_t>(), "slot_mapping must be int64");
-  const std::int64_t tokens = a.tokens.unwrap(), heads = a.heads.unwrap(), head_dim = a.head_dim.unwrap();
+  const std::int64_t heads = a.heads.unwrap(), head_dim = a.head_dim.unwrap();
   RuntimeCheck(a.k_s1.unwrap() == head_dim && a.v_s1.unwrap() == head_dim && head_dim % 8 == 0,
                "k and v must have packed heads of a multiple of 8 elements");
-  const auto vecs = static_cast<unsigned>(heads * head_dim / 8);
   const LeanKVFp8Params p{static_cast<const bf16_t*>(k.data_ptr()),
                           static_cast<const bf16_t*>(v.data_ptr()),
                           static_cast<fp8_e4m3_t*>(k_cache.data_ptr()),
@@ -198,9 +208,50 @@ void run_kv_fp8_lean(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::T
                           a.num_slots.unwrap(),
                           static_cast<unsigned>(a.k_s0.unwrap()),
                           static_cast<unsigned>(a.v_s0.unwrap()),
-                          vecs};
-  const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(div_ceil(vecs, kThreads * kItems)));
-  LaunchKernel(grid, kThreads, a.device.unwrap())(lean_kv_fp8_kernel<kThreads, kItems, kStream>, p);
+                          static_cast<unsigned>(heads * head_dim / 8)};
+  return LeanFp8Launch{p, a.tokens.unwrap(), a.device.unwrap()};
+}
+
+template <int kThreads, int kItems, bool kStream>
+void run_kv_fp8_lean(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
+                     tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping, tvm::ffi::TensorView k_scale,
+                     tvm::ffi::TensorView v_scale) {
+  using namespace mllm_kernel::host;
+  const LeanFp8Launch l = lean_fp8_launch(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale);
+  const dim3 grid(static_cast<unsigned>(l.tokens), static_cast<unsigned>(div_ceil(l.p.vecs, kThreads * kItems)));
+  LaunchKernel(grid, kThreads, l.device)(lean_kv_fp8_kernel<kThreads, kItems, kStream>, l.p);
+}
+
+template <int kThreads, bool kHalves>
+__global__ void __launch_bounds__(kThreads) lean_kv_fp8_split_kernel(const __grid_constant__ LeanKVFp8Params p,
+                                                                     unsigned tokens) {
+  using namespace mllm_kernel::device;
+  using Vec = AlignedVector<bf16_t, 8>;
+  using OutVec = AlignedVector<fp8_e4m3_t, 8>;
+  const bool is_v = kHalves ? blockIdx.x >= tokens : (blockIdx.x & 1u);
+  const unsigned t = kHalves ? blockIdx.x - (is_v ? tokens : 0u) : blockIdx.x >> 1;
+  const unsigned i = blockIdx.y * kThreads + threadIdx.x;
+  if (i >= p.vecs) return;
+  const auto* src = reinterpret_cast<const Vec*>(is_v ? p.v + wide_product(t, p.v_token_stride)
+                                                      : p.k + wide_product(t, p.k_token_stride));
+  const Vec x = load_issued_here(src + i);
+  const std::int64_t slot = load_issued_here(p.slots + t);
+  const ScaleDivisor scale(load_issued_here(is_v ? p.v_scale : p.k_scale));
+  const bool store = slot >= 0 && slot < p.num_slots;
+  const std::uint64_t slot_offset = wide_product(store ? static_cast<unsigned>(slot) : 0u, p.vecs);
+  auto* dst = reinterpret_cast<OutVec*>(is_v ? p.v_cache : p.k_cache) + slot_offset;
+  store_if(store, dst + i, quantize<fp8_e4m3_t>(x, scale));
+}
+
+template <int kThreads, bool kHalves>
+void run_kv_fp8_split(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
+                      tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping, tvm::ffi::TensorView k_scale,
+                      tvm::ffi::TensorView v_scale) {
+  using namespace mllm_kernel::host;
+  const LeanFp8Launch l = lean_fp8_launch(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale);
+  const dim3 grid(static_cast<unsigned>(2 * l.tokens), static_cast<unsigned>(div_ceil(l.p.vecs, kThreads)));
+  LaunchKernel(grid, kThreads, l.device)(lean_kv_fp8_split_kernel<kThreads, kHalves>, l.p,
+                                         static_cast<unsigned>(l.tokens));
 }
 
 }  // namespace
