@@ -12,6 +12,8 @@
 //   kThreads threads a block, with kStream cache-streaming (evict-first) loads and stores:
 //   does more memory in flight per thread, or keeping the streamed data out of L2's way, close
 //   its gap at 16384 tokens?
+// - run_kv_fp8_tokens<kThreads>: the lean store with kThreads / (vectors a token) whole tokens a
+//   block (1024 threads: two 32 x 128 tokens), one vector of k and of v a thread;
 // - run_kv_fp8_split<kThreads, kHalves>: the same store with a block for k or for v of a token,
 //   one vector a thread: k and v in alternate blocks, or (kHalves) every token's k, then every
 //   token's v, as two kernels of one tensor each would.
@@ -252,6 +254,37 @@ void run_kv_fp8_split(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::
   const dim3 grid(static_cast<unsigned>(2 * l.tokens), static_cast<unsigned>(div_ceil(l.p.vecs, kThreads)));
   LaunchKernel(grid, kThreads, l.device)(lean_kv_fp8_split_kernel<kThreads, kHalves>, l.p,
                                          static_cast<unsigned>(l.tokens));
+}
+
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) lean_kv_fp8_tokens_kernel(const __grid_constant__ LeanKVFp8Params p,
+                                                                      unsigned tokens) {
+  using namespace mllm_kernel::device;
+  using Vec = AlignedVector<bf16_t, 8>;
+  using OutVec = AlignedVector<fp8_e4m3_t, 8>;
+  const unsigned per_block = kThreads / p.vecs;
+  const unsigned t = blockIdx.x * per_block + threadIdx.x / p.vecs, i = threadIdx.x % p.vecs;
+  if (t >= tokens || threadIdx.x >= per_block * p.vecs) return;
+  const Vec kx = load_issued_here(reinterpret_cast<const Vec*>(p.k + wide_product(t, p.k_token_stride)) + i);
+  const Vec vx = load_issued_here(reinterpret_cast<const Vec*>(p.v + wide_product(t, p.v_token_stride)) + i);
+  const std::int64_t slot = load_issued_here(p.slots + t);
+  const ScaleDivisor k_scale(load_issued_here(p.k_scale)), v_scale(load_issued_here(p.v_scale));
+  const bool store = slot >= 0 && slot < p.num_slots;
+  const std::uint64_t slot_offset = wide_product(store ? static_cast<unsigned>(slot) : 0u, p.vecs);
+  store_if(store, reinterpret_cast<OutVec*>(p.k_cache) + slot_offset + i, quantize<fp8_e4m3_t>(kx, k_scale));
+  store_if(store, reinterpret_cast<OutVec*>(p.v_cache) + slot_offset + i, quantize<fp8_e4m3_t>(vx, v_scale));
+}
+
+template <int kThreads>
+void run_kv_fp8_tokens(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
+                       tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping, tvm::ffi::TensorView k_scale,
+                       tvm::ffi::TensorView v_scale) {
+  using namespace mllm_kernel::host;
+  const LeanFp8Launch l = lean_fp8_launch(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale);
+  RuntimeCheck(l.p.vecs <= kThreads, "a token must fit a block");
+  const std::int64_t per_block = kThreads / l.p.vecs;
+  LaunchKernel(static_cast<unsigned>(div_ceil(l.tokens, per_block)), kThreads, l.device)(
+      lean_kv_fp8_tokens_kernel<kThreads>, l.p, static_cast<unsigned>(l.tokens));
 }
 
 }  // namespace
