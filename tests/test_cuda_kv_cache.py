@@ -47,6 +47,12 @@ def _slots(tokens, num_slots, dtype, seed=0, skip_every=0):
     return slots.to(dtype)
 
 
+def _past_wide_threshold(extra):
+    """A token count `extra` past the one from which the quantizing store takes blocks of up to
+    512 threads (4 tokens an SM: kv_cache.cuh's kKVWideBlocksPerSM)."""
+    return 4 * torch.cuda.get_device_properties(0).multi_processor_count + extra
+
+
 def _expected(k, v, k_cache, v_cache, slots):
     ek, ev = k_cache.clone(), v_cache.clone()
     keep = slots >= 0
@@ -265,7 +271,7 @@ def test_store_kv_cache_fp8(dtype, slot_dtype, tokens, heads, dim, skip_every):
 def test_store_kv_cache_fp8_many_tokens(dtype, heads, dim, skip_every):
     """From 4 tokens an SM on, the quantizing store takes blocks of up to 512 threads (a whole
     32 x 128 token; two blocks for 64 heads; element-wise for a head size of 100)."""
-    tokens = 4 * torch.cuda.get_device_properties(0).multi_processor_count + 3
+    tokens = _past_wide_threshold(3)
     num_slots = 2 * tokens
     k = _randn(tokens, heads, dim, dtype=dtype, seed=5)
     v = _randn(tokens, heads, dim, dtype=dtype, seed=6)
@@ -283,7 +289,7 @@ def test_store_kv_cache_fp8_many_tokens(dtype, heads, dim, skip_every):
 @pytest.mark.parametrize("many", [False, True], ids=["33_tokens", "4_tokens_an_sm"])
 def test_store_kv_cache_fp8_from_fused_qkv(head_dim, many):
     hq, hkv = 8, 2
-    tokens = 4 * torch.cuda.get_device_properties(0).multi_processor_count + 1 if many else 33
+    tokens = _past_wide_threshold(1) if many else 33
     qkv = _randn(tokens, (hq + 2 * hkv) * head_dim, dtype=torch.bfloat16, seed=3)
     _, k, v = qkv.split([hq * head_dim, hkv * head_dim, hkv * head_dim], dim=-1)
     k, v = k.view(tokens, hkv, head_dim), v.view(tokens, hkv, head_dim)

@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(256) lean_kv_kernel(const __grid_constant__ Le
   const unsigned i = blockIdx.y * blockDim.x + threadIdx.x;
   if (i >= p.units) return;
   const std::int64_t slot = p.slots[t];
-  const bool store = slot >= 0 && slot < p.num_slots;
+  const bool store = slot_stored(slot, p.num_slots);
   // slot < num_slots < 2^31 (check_index_range): one 32 x 32 -> 64-bit multiply.
   const std::uint64_t dst = wide_product(store ? static_cast<unsigned>(slot) : 0u, p.units) + i;
   if constexpr (kSplit) {
@@ -161,7 +161,7 @@ __global__ void __launch_bounds__(kThreads) lean_kv_fp8_kernel(const __grid_cons
   }
   const std::int64_t slot = load_issued_here(p.slots + t);
   const ScaleDivisor k_scale(load_issued_here(p.k_scale)), v_scale(load_issued_here(p.v_scale));
-  const bool store = slot >= 0 && slot < p.num_slots;
+  const bool store = slot_stored(slot, p.num_slots);
   const std::uint64_t slot_offset = wide_product(store ? static_cast<unsigned>(slot) : 0u, p.vecs);
   auto* k_dst = reinterpret_cast<OutVec*>(p.k_cache) + slot_offset;
   auto* v_dst = reinterpret_cast<OutVec*>(p.v_cache) + slot_offset;
@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(kThreads) lean_kv_fp8_split_kernel(const __gri
   const Vec x = load_issued_here(src + i);
   const std::int64_t slot = load_issued_here(p.slots + t);
   const ScaleDivisor scale(load_issued_here(is_v ? p.v_scale : p.k_scale));
-  const bool store = slot >= 0 && slot < p.num_slots;
+  const bool store = slot_stored(slot, p.num_slots);
   const std::uint64_t slot_offset = wide_product(store ? static_cast<unsigned>(slot) : 0u, p.vecs);
   auto* dst = reinterpret_cast<OutVec*>(is_v ? p.v_cache : p.k_cache) + slot_offset;
   store_if(store, dst + i, quantize<fp8_e4m3_t>(x, scale));
@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(kThreads) lean_kv_fp8_tokens_kernel(const __gr
   const Vec vx = load_issued_here(reinterpret_cast<const Vec*>(p.v + wide_product(t, p.v_token_stride)) + i);
   const std::int64_t slot = load_issued_here(p.slots + t);
   const ScaleDivisor k_scale(load_issued_here(p.k_scale)), v_scale(load_issued_here(p.v_scale));
-  const bool store = slot >= 0 && slot < p.num_slots;
+  const bool store = slot_stored(slot, p.num_slots);
   const std::uint64_t slot_offset = wide_product(store ? static_cast<unsigned>(slot) : 0u, p.vecs);
   store_if(store, reinterpret_cast<OutVec*>(p.k_cache) + slot_offset + i, quantize<fp8_e4m3_t>(kx, k_scale));
   store_if(store, reinterpret_cast<OutVec*>(p.v_cache) + slot_offset + i, quantize<fp8_e4m3_t>(vx, v_scale));

@@ -185,7 +185,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
   // Tiles [lo_tile, dyn_end) are shared out (kSchedule > 0); every thread walks its own others.
   const int lo_tile = min(stash_tiles, t.tiles);
   const int dyn_end = kSchedule == 0 || kSchedule == 5 ? lo_tile : min(lo_tile + dyn_tiles, t.tiles);
-  const auto stream = [&](int from, int to) {  // t.tiles from - 1 down to `to`
+  const auto put_stash = [&]() {
+    for (int k = 0; k < stashed; ++k) put_at(stash[k * kThreads], t.first + k * t.tile);
+  };
+  const auto stream = [&](int from, int to) {  // tiles from - 1 down to `to`
     for (int k = from - 1; k >= to; --k) {
       Vec8 v;
       t.load(v, k, drop);
@@ -193,8 +196,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
     }
   };
   if constexpr (kSchedule == 5) {
-    // The `dyn_tiles` evict_first t.tiles pass 1 read just before the kept ones (what L2 may still
-    // hold of them) t.first, then the kept ones, then the others.
+    // The `dyn_tiles` evict_first tiles pass 1 read just before the kept ones (what L2 may still
+    // hold of them) first, then the kept ones, then the others.
     const int keep_from = min(t.tiles - keep_tiles, t.mine), early = max(stashed, keep_from - dyn_tiles);
     stream(keep_from, early);
     stream(t.mine, keep_from);
@@ -231,23 +234,23 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
       n = __shfl_sync(0xffffffffu, next, 0);
     }
   } else if constexpr (kSchedule >= 3) {
-    if constexpr (kSchedule == 4) {
-      for (int k = 0; k < stashed; ++k) put_at(stash[k * kThreads], t.first + k * t.tile);
-    }
+    if constexpr (kSchedule == 4) put_stash();
     constexpr int kWidth = 64;  // vectors a unit: two a lane
     const unsigned units = static_cast<unsigned>((hi - lo + kWidth - 1) / kWidth);
     const int lane = threadIdx.x & 31;
     int c = static_cast<int>((blockIdx.x * kThreads + threadIdx.x) >> 5) % kCounters, visited = 0;
-    // Chunk c: units [c * units / kCounters, (c + 1) * units / kCounters), counted from hi down.
-    unsigned base = static_cast<unsigned>(static_cast<std::uint64_t>(units) * c / kCounters);
-    unsigned end = static_cast<unsigned>(static_cast<std::uint64_t>(units) * (c + 1) / kCounters);
+    // Chunk c: units [chunk_start(c), chunk_start(c + 1)), counted from hi down.
+    const auto chunk_start = [&](int c) {
+      return static_cast<unsigned>(static_cast<std::uint64_t>(units) * c / kCounters);
+    };
+    unsigned base = chunk_start(c), end = chunk_start(c + 1);
     const auto claim = [&]() { return lane == 0 ? base + atomicAdd(&g_chunk_next[c * kCounterStride], 1u) : 0u; };
     unsigned n = __shfl_sync(0xffffffffu, claim(), 0);
     for (;;) {
       while (n >= end && ++visited < kVisits) {
         c = c + 1 == kCounters ? 0 : c + 1;
-        base = static_cast<unsigned>(static_cast<std::uint64_t>(units) * c / kCounters);
-        end = static_cast<unsigned>(static_cast<std::uint64_t>(units) * (c + 1) / kCounters);
+        base = chunk_start(c);
+        end = chunk_start(c + 1);
         n = __shfl_sync(0xffffffffu, claim(), 0);
       }
       if (visited == kVisits) break;
@@ -267,9 +270,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
       n = __shfl_sync(0xffffffffu, next, 0);
     }
   }
-  if constexpr (kSchedule != 4) {
-    for (int k = 0; k < stashed; ++k) put_at(stash[k * kThreads], t.first + k * t.tile);
-  }
+  if constexpr (kSchedule != 4) put_stash();
   stamp(tl, kEnd);
 }
 
@@ -332,7 +333,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
   const ThreadTiles<kThreads> t(p);
   const int stashed = min(stash_tiles, t.mine);
   const int regs = min(kRegTiles, t.mine - stashed);
-  const int held_from = t.mine - regs;  // t.tiles [stashed, held_from) streamed
+  const int held_from = t.mine - regs;  // tiles [stashed, held_from) streamed
   const std::uint64_t keep = l2_evict_last(), drop = l2_evict_first();
 
   float amax = 0.0f;
