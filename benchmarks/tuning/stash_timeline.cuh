@@ -127,7 +127,9 @@ __device__ unsigned g_chunk_next[kCounters * kCounterStride];
 /// block at a time (1), or of 32 vectors, one warp at a time (2), or of 64 vectors, one warp at
 /// a time from kCounters counters each owning a contiguous chunk (a warp starts on its own
 /// counter and moves on to the next when it runs dry, kVisits chunks in all), the stash written
-/// after (3) or before (4); or static with the `dyn_tiles` tiles before the L2-kept ones first (5).
+/// after (3) or before (4); or static with the `dyn_tiles` tiles before the L2-kept ones first (5);
+/// or static with the first tile (6) or two (7) that pass 2 reads from DRAM loaded into registers
+/// before the grid barrier, so that DRAM is not idle while the blocks wait.
 template <int kThreads, int kBlocksPerSM, bool kAsyncStash, int kSchedule>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
     stamped_stash_kernel(const __grid_constant__ QuantParams<bf16_t, fp8_e4m3_t> p, int stash_tiles, int keep_tiles,
@@ -163,13 +165,25 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
     async_copy_wait();
     for (int k = 0; k < stashed; ++k) amax = fmaxf(amax, vec_amax(stash[k * kThreads]));
   }
+  // kSchedule 6 and 7: pass 2's first kEarly tiles from DRAM, the ones just before the L2-kept
+  // tiles, loaded now so that they are in flight through the barrier.
+  constexpr int kEarly = kSchedule == 6 ? 1 : kSchedule == 7 ? 2 : 1;
+  const int keep_from = min(t.tiles - keep_tiles, t.mine);
+  const int early = kSchedule >= 6 ? max(0, min(kEarly, keep_from - stashed)) : 0;
+  Vec8 early_v[kEarly];
+#pragma unroll
+  for (int u = 0; u < kEarly; ++u) {
+    if (u < early) t.load(early_v[u], keep_from - 1 - u, drop);
+  }
   amax = cta::reduce_max(amax, scratch);
   stamp(tl, kPass1);
   if (threadIdx.x == 0) {
     g_partials[blockIdx.x] = amax;
     if (blockIdx.x == 0) g_next_unit = 0;
   }
-  if (kSchedule >= 3 && blockIdx.x == 0 && threadIdx.x < kCounters) g_chunk_next[threadIdx.x * kCounterStride] = 0;
+  if ((kSchedule == 3 || kSchedule == 4) && blockIdx.x == 0 && threadIdx.x < kCounters) {
+    g_chunk_next[threadIdx.x * kCounterStride] = 0;
+  }
   cooperative_groups::this_grid().sync();
   if (kSchedule == 1 && threadIdx.x == 0) next_unit[0] = atomicAdd(&g_next_unit, 1u);
   float m = 0.0f;
@@ -184,7 +198,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
   };
   // Tiles [lo_tile, dyn_end) are shared out (kSchedule > 0); every thread walks its own others.
   const int lo_tile = min(stash_tiles, t.tiles);
-  const int dyn_end = kSchedule == 0 || kSchedule == 5 ? lo_tile : min(lo_tile + dyn_tiles, t.tiles);
+  const int dyn_end = kSchedule == 0 || kSchedule >= 5 ? lo_tile : min(lo_tile + dyn_tiles, t.tiles);
   const auto put_stash = [&]() {
     for (int k = 0; k < stashed; ++k) put_at(stash[k * kThreads], t.first + k * t.tile);
   };
@@ -198,10 +212,17 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
   if constexpr (kSchedule == 5) {
     // The `dyn_tiles` evict_first tiles pass 1 read just before the kept ones (what L2 may still
     // hold of them) first, then the kept ones, then the others.
-    const int keep_from = min(t.tiles - keep_tiles, t.mine), early = max(stashed, keep_from - dyn_tiles);
-    stream(keep_from, early);
+    const int before = max(stashed, keep_from - dyn_tiles);
+    stream(keep_from, before);
     stream(t.mine, keep_from);
-    stream(early, stashed);
+    stream(before, stashed);
+  } else if constexpr (kSchedule >= 6) {
+#pragma unroll
+    for (int u = 0; u < kEarly; ++u) {
+      if (u < early) put_at(early_v[u], t.first + (keep_from - 1 - u) * t.tile);
+    }
+    stream(t.mine, keep_from);
+    stream(keep_from - early, stashed);
   } else {
     stream(t.mine, max(stashed, dyn_end));
   }
@@ -233,7 +254,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
       unit(n, 32, lane);
       n = __shfl_sync(0xffffffffu, next, 0);
     }
-  } else if constexpr (kSchedule >= 3) {
+  } else if constexpr (kSchedule == 3 || kSchedule == 4) {
     if constexpr (kSchedule == 4) put_stash();
     constexpr int kWidth = 64;  // vectors a unit: two a lane
     const unsigned units = static_cast<unsigned>((hi - lo + kWidth - 1) / kWidth);

@@ -38,6 +38,8 @@ STASH = {
     "1024x2, stash first, then 64 counters": (1024, 2, False, 4, 99, 99),
     "1024x2, 3 tiles before the kept ones first": (1024, 2, False, 5, 99, 3),
     "1024x2, 5 tiles before the kept ones first": (1024, 2, False, 5, 99, 5),
+    "1024x2, 1 DRAM tile loaded before the barrier": (1024, 2, False, 6, 99, 0),
+    "1024x2, 2 DRAM tiles loaded before the barrier": (1024, 2, False, 7, 99, 0),
 }
 # The library's shape launched with PDL (as the library launches it; the stamped kernels above
 # are launched without).
