@@ -159,6 +159,10 @@ def test_kv_tuning_kernels_build():
         assert callable(getattr(module, f"kv_{threads}"))
     for unit_bytes, split in tune_kv.LEAN:
         assert callable(getattr(module, tune_kv._lean_name(unit_bytes, split)))
+    for threads, items, stream in tune_kv.FP8_LEAN:
+        assert callable(getattr(module, f"fp8_lean_{threads}_{items}_{int(stream)}"))
+    for threads, blocks in tune_kv.FP8_PERSISTENT:
+        assert callable(getattr(module, f"fp8_persistent_{threads}_{blocks}"))
 
 
 def test_quant_tuning_kernels_build():

@@ -48,8 +48,8 @@ def _slots(tokens, num_slots, dtype, seed=0, skip_every=0):
 
 
 def _past_wide_threshold(extra):
-    """A token count `extra` past the one from which the quantizing store takes blocks of up to
-    512 threads (4 tokens an SM: kv_cache.cuh's kKVWideBlocksPerSM)."""
+    """A token count `extra` past the one from which both stores take blocks of up to 512 threads
+    (4 tokens an SM: kv_cache.cuh's kKVWideBlocksPerSM)."""
     return 4 * torch.cuda.get_device_properties(0).multi_processor_count + extra
 
 
@@ -98,6 +98,43 @@ def test_store_kv_cache_from_fused_qkv(dtype, head_dim):
     store_kv_cache(k, v, k_cache, v_cache, slots)
     _assert_bytes_equal(k_cache, ek)
     _assert_bytes_equal(v_cache, ev)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float8_e4m3fn], ids=_ids)
+@pytest.mark.parametrize("heads,dim", [(32, 128), (64, 128), (8, 96), (3, 100)])
+@pytest.mark.parametrize("skip_every", [0, 7])
+def test_store_kv_cache_many_tokens(dtype, heads, dim, skip_every):
+    """From 4 tokens an SM on, the copy takes blocks of up to 512 threads (a whole 32 x 128 bf16
+    token of 16-byte units; two blocks for 64 heads; 8-byte units for a bf16 head size of 100)."""
+    tokens = _past_wide_threshold(3)
+    num_slots = 2 * tokens
+    k = _randn(tokens, heads, dim, dtype=dtype, seed=5)
+    v = _randn(tokens, heads, dim, dtype=dtype, seed=6)
+    k_cache, v_cache = _caches(num_slots, heads, dim, dtype)
+    slots = _slots(tokens, num_slots, torch.int64, seed=7, skip_every=skip_every)
+    ek, ev = _expected(k, v, k_cache, v_cache, slots)
+    store_kv_cache(k, v, k_cache, v_cache, slots)
+    _assert_bytes_equal(k_cache, ek)
+    _assert_bytes_equal(v_cache, ev)
+
+
+@pytest.mark.parametrize("head_dim", [128, 5])
+def test_store_kv_cache_many_tokens_strided(head_dim):
+    """Past 4 tokens an SM, k and v as fused-QKV slices (token stride (Hq + 2 Hkv) * D) and k with
+    a head stride that is not head_dim."""
+    tokens, hq, hkv = _past_wide_threshold(1), 8, 2
+    qkv = _randn(tokens, (hq + 2 * hkv) * head_dim, dtype=torch.bfloat16, seed=3)
+    _, k, v = qkv.split([hq * head_dim, hkv * head_dim, hkv * head_dim], dim=-1)
+    k, v = k.view(tokens, hkv, head_dim), v.view(tokens, hkv, head_dim)
+    k_heads_first = _randn(hkv, tokens, head_dim, dtype=torch.bfloat16, seed=8).transpose(0, 1)
+    num_slots = 2 * tokens
+    for key in (k, k_heads_first):
+        k_cache, v_cache = _caches(num_slots, hkv, head_dim, torch.bfloat16)
+        slots = _slots(tokens, num_slots, torch.int32, seed=4, skip_every=5)
+        ek, ev = _expected(key, v, k_cache, v_cache, slots)
+        store_kv_cache(key, v, k_cache, v_cache, slots)
+        _assert_bytes_equal(k_cache, ek)
+        _assert_bytes_equal(v_cache, ev)
 
 
 def test_store_kv_cache_token_past_a_grid_dimension():
@@ -298,6 +335,24 @@ def test_store_kv_cache_fp8_from_fused_qkv(head_dim, many):
     slots = _slots(tokens, num_slots, torch.int64, seed=4, skip_every=5)
     ek, ev = _fp8_expected(k, v, k_cache, v_cache, slots, 0.02, 0.03)
     store_kv_cache(k, v, k_cache, v_cache, slots, k_scale=_scales(0.02, 0.03)[0], v_scale=_scales(0.02, 0.03)[1])
+    _assert_bytes_equal(k_cache, ek)
+    _assert_bytes_equal(v_cache, ev)
+
+
+@pytest.mark.parametrize("head_dim", [128, 5])
+@pytest.mark.parametrize("many", [False, True], ids=["6_tokens", "4_tokens_an_sm"])
+def test_store_kv_cache_fp8_head_strided(head_dim, many):
+    """k with a head stride that is not head_dim (transposed from [H, T, D]): the head arithmetic
+    path of the quantizing store."""
+    tokens, heads = (_past_wide_threshold(2) if many else 6), 4
+    k = _randn(heads, tokens, head_dim, dtype=torch.bfloat16, seed=5).transpose(0, 1)
+    v = _randn(tokens, heads, head_dim, dtype=torch.bfloat16, seed=6)
+    num_slots = 2 * tokens
+    k_cache, v_cache = _caches(num_slots, heads, head_dim, FP8)
+    slots = _slots(tokens, num_slots, torch.int32, seed=4, skip_every=3)
+    ek, ev = _fp8_expected(k, v, k_cache, v_cache, slots, 0.02, 0.03)
+    k_scale, v_scale = _scales(0.02, 0.03)
+    store_kv_cache(k, v, k_cache, v_cache, slots, k_scale=k_scale, v_scale=v_scale)
     _assert_bytes_equal(k_cache, ek)
     _assert_bytes_equal(v_cache, ev)
 

@@ -5,8 +5,8 @@
 //   and a fixed number of threads a block;
 // - run_kv_lean<kUnitBytes, kSplit>: a minimal kernel for this one layout (32-bit unit indices,
 //   no head strides, no loop: a thread stores one unit of k and one of v, or with kSplit one
-//   unit of either, k and v in alternate blocks), 16- or 8-byte units: how much of the
-//   library's time is its generality.
+//   unit of either, k and v in alternate blocks; blocks sized as the library's), 16- or 8-byte
+//   units: how much of the library's time is its generality.
 // - run_kv_fp8_lean<kThreads, kItems>: the quantizing store into float8_e4m3fn caches for the
 //   same layout, kItems 16-byte vectors of k and of v a thread (all loaded before any store),
 //   kThreads threads a block, with kStream cache-streaming (evict-first) loads and stores:
@@ -16,7 +16,9 @@
 //   block (1024 threads: two 32 x 128 tokens), one vector of k and of v a thread;
 // - run_kv_fp8_split<kThreads, kHalves>: the same store with a block for k or for v of a token,
 //   one vector a thread: k and v in alternate blocks, or (kHalves) every token's k, then every
-//   token's v, as two kernels of one tensor each would.
+//   token's v, as two kernels of one tensor each would;
+// - run_kv_fp8_persistent<kThreads, kBlocksPerSM>: the lean store as a persistent grid, each
+//   block walking tokens with the next token's loads issued before the current token's stores.
 #pragma once
 
 #include "../../mllm_kernel/cuda/csrc/kv_cache.cuh"
@@ -62,7 +64,7 @@ struct LeanKVParams {
 };
 
 template <typename Unit, bool kSplit>
-__global__ void __launch_bounds__(256) lean_kv_kernel(const __grid_constant__ LeanKVParams p) {
+__global__ void __launch_bounds__(kKVWideBlock) lean_kv_kernel(const __grid_constant__ LeanKVParams p) {
   using mllm_kernel::device::store_if;
   const unsigned t = kSplit ? blockIdx.x >> 1 : blockIdx.x;
   const unsigned i = blockIdx.y * blockDim.x + threadIdx.x;
@@ -103,7 +105,7 @@ void run_kv_lean(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::Tenso
                        static_cast<unsigned>(a.k_s0.unwrap() * elem),
                        static_cast<unsigned>(a.v_s0.unwrap() * elem),
                        units};
-  const int threads = kv_threads(units);
+  const int threads = kv_threads(tokens, units, a.device.unwrap().device_id);
   const dim3 grid(static_cast<unsigned>(tokens * (kSplit ? 2 : 1)), static_cast<unsigned>(div_ceil(units, threads)));
   LaunchKernel(grid, threads, a.device.unwrap())(lean_kv_kernel<Unit, kSplit>, p);
 }
@@ -285,6 +287,63 @@ void run_kv_fp8_tokens(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi:
   const std::int64_t per_block = kThreads / l.p.vecs;
   LaunchKernel(static_cast<unsigned>(div_ceil(l.tokens, per_block)), kThreads, l.device)(
       lean_kv_fp8_tokens_kernel<kThreads>, l.p, static_cast<unsigned>(l.tokens));
+}
+
+
+/// The lean store as a persistent grid: kBlocksPerSM blocks of one token's vectors on every SM,
+/// each walking tokens blockIdx.x, + gridDim.x, ..., with the next token's k, v and slot loaded
+/// before the current one is stored (two tokens in flight a thread, no block launched a token).
+template <int kThreads, int kBlocksPerSM>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSM)
+    lean_kv_fp8_persistent_kernel(const __grid_constant__ LeanKVFp8Params p, unsigned tokens) {
+  using namespace mllm_kernel::device;
+  using Vec = AlignedVector<bf16_t, 8>;
+  using OutVec = AlignedVector<fp8_e4m3_t, 8>;
+  const unsigned i = threadIdx.x;
+  unsigned t = blockIdx.x;
+  const auto k_at = [&](unsigned t) {
+    return load_issued_here(reinterpret_cast<const Vec*>(p.k + wide_product(t, p.k_token_stride)) + i);
+  };
+  const auto v_at = [&](unsigned t) {
+    return load_issued_here(reinterpret_cast<const Vec*>(p.v + wide_product(t, p.v_token_stride)) + i);
+  };
+  Vec kx = k_at(t), vx = v_at(t);
+  std::int64_t slot = load_issued_here(p.slots + t);
+  const ScaleDivisor k_scale(load_issued_here(p.k_scale)), v_scale(load_issued_here(p.v_scale));
+  for (;;) {
+    const unsigned next = t + gridDim.x;
+    const bool more = next < tokens;
+    Vec kn, vn;
+    std::int64_t next_slot = -1;
+    if (more) {
+      kn = k_at(next);
+      vn = v_at(next);
+      next_slot = load_issued_here(p.slots + next);
+    }
+    const bool store = slot_stored(slot, p.num_slots);
+    const std::uint64_t slot_offset = wide_product(store ? static_cast<unsigned>(slot) : 0u, p.vecs);
+    store_if(store, reinterpret_cast<OutVec*>(p.k_cache) + slot_offset + i, quantize<fp8_e4m3_t>(kx, k_scale));
+    store_if(store, reinterpret_cast<OutVec*>(p.v_cache) + slot_offset + i, quantize<fp8_e4m3_t>(vx, v_scale));
+    if (!more) break;
+    t = next;
+    kx = kn;
+    vx = vn;
+    slot = next_slot;
+  }
+}
+
+template <int kThreads, int kBlocksPerSM>
+void run_kv_fp8_persistent(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
+                           tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping,
+                           tvm::ffi::TensorView k_scale, tvm::ffi::TensorView v_scale) {
+  using namespace mllm_kernel::host;
+  const LeanFp8Launch l = lean_fp8_launch(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale);
+  RuntimeCheck(l.p.vecs == kThreads, "a token must be one vector of k and of v a thread");
+  const auto kernel = lean_kv_fp8_persistent_kernel<kThreads, kBlocksPerSM>;
+  const std::int64_t blocks = std::min<std::int64_t>(
+      l.tokens, static_cast<std::int64_t>(runtime::get_sm_count(l.device.device_id)) *
+                    runtime::get_blocks_per_sm(kernel, kThreads));
+  LaunchKernel(static_cast<unsigned>(blocks), kThreads, l.device)(kernel, l.p, static_cast<unsigned>(l.tokens));
 }
 
 }  // namespace

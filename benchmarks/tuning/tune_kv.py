@@ -7,8 +7,8 @@ file (16- or 8-byte units; k and v by one thread, or split over alternate blocks
 that each writes what the library writes. The library picks its block size from the head size;
 this shows which size wins where, and what the library's generality costs. The FP8 sweep
 (``--ops fp8``) times the quantizing store into float8_e4m3fn caches against the lean kernels
-of that file with several vectors of k and v a thread, with a block for k or for v, and with
-blocks of whole tokens.
+of that file with several vectors of k and v a thread, with a block for k or for v, with
+blocks of whole tokens, and as a persistent grid that loads the next token before storing one.
 
     python benchmarks/tuning/tune_kv.py [--tokens 1,16,64,1024,16384] [--ops bf16,fp8]
 """
@@ -25,13 +25,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import bench_kv_cache  # noqa: E402
 import harness  # noqa: E402
 
-THREADS = [256, 128, 64, 32]
+THREADS = [512, 256, 128, 64, 32]
 LEAN = [(16, False), (16, True), (8, False), (8, True)]  # (unit bytes, k and v split over blocks)
 # (threads a block, vectors a thread, streaming loads and stores)
 FP8_LEAN = [(256, 1, False), (256, 2, False), (512, 1, False), (256, 1, True), (512, 1, True)]
 # (threads a block, every k then every v): a block for k or for v of a token
 FP8_SPLIT = [(512, False), (512, True), (256, False), (256, True)]
 FP8_TOKENS = [512, 1024]  # threads a block of whole tokens
+FP8_PERSISTENT = [(512, 3), (512, 4), (512, 2)]  # (threads a block, blocks an SM) of a persistent grid
 DTYPE = torch.bfloat16
 
 
@@ -47,6 +48,7 @@ def _module():
     wrappers += [(f"fp8_lean_{t}_{i}_{int(c)}", f"run_kv_fp8_lean<{t}, {i}, {str(c).lower()}>") for t, i, c in FP8_LEAN]
     wrappers += [(f"fp8_split_{t}_{int(h)}", f"run_kv_fp8_split<{t}, {str(h).lower()}>") for t, h in FP8_SPLIT]
     wrappers += [(f"fp8_tokens_{t}", f"run_kv_fp8_tokens<{t}>") for t in FP8_TOKENS]
+    wrappers += [(f"fp8_persistent_{t}_{b}", f"run_kv_fp8_persistent<{t}, {b}>") for t, b in FP8_PERSISTENT]
     return load_cuda_jit("tune_kv_shapes", cuda_files=[Path(__file__).resolve().parent / "kv_shapes.cuh"],
                          cuda_wrappers=wrappers)
 
@@ -65,12 +67,16 @@ def _cases(module, fp8: bool) -> dict:
 
     if fp8:
         cases = {"library": lambda k, v, kc, vc, s, ks, vs: store_kv_cache(k, v, kc, vc, s, validate=False,
-                                                                          k_scale=ks, v_scale=vs)}
+                                                                          k_scale=ks, v_scale=vs),
+                 "library, no PDL": lambda k, v, kc, vc, s, ks, vs: store_kv_cache(
+                     k, v, kc, vc, s, validate=False, k_scale=ks, v_scale=vs, enable_pdl=False)}
         cases.update({f"lean {th} x {i}{' stream' if c else ''}": getattr(module, f"fp8_lean_{th}_{i}_{int(c)}")
                       for th, i, c in FP8_LEAN})
         cases.update({f"split {th}{', k then v' if h else ''}": getattr(module, f"fp8_split_{th}_{int(h)}")
                       for th, h in FP8_SPLIT})
         cases.update({f"whole tokens, {th} threads": getattr(module, f"fp8_tokens_{th}") for th in FP8_TOKENS})
+        cases.update({f"persistent {th} x {b} an SM": getattr(module, f"fp8_persistent_{th}_{b}")
+                      for th, b in FP8_PERSISTENT})
         return cases
     cases = {"library": lambda k, v, kc, vc, s: store_kv_cache(k, v, kc, vc, s, validate=False)}
     cases.update({f"{th} threads": getattr(module, f"kv_{th}") for th in THREADS})

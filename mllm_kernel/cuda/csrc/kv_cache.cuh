@@ -16,7 +16,7 @@
 // The copy is dtype-blind: it moves bytes in the widest unit (16, 8, 4, 2 or 1 bytes) that the
 // head size, the pointers and the strides allow. The quantizing store reads 16-byte vectors of k
 // and v where those allow it, elements otherwise. A token's units are spread over blocks of up to
-// 256 threads (512 for the quantizing store of many tokens), about one unit a thread (grid:
+// 256 threads (512 for many tokens), about one unit a thread (grid:
 // tokens x blocks per token).
 #pragma once
 
@@ -62,7 +62,14 @@ struct KVParams {
   bool pdl;           // launched with programmatic dependent launch: run the PDL instructions
 };
 
-constexpr int kKVMaxBlock = 256;
+/// Threads a block: up to kKVBlock, a token's units spread over several blocks, so that a few
+/// tokens still spread over many SMs; up to kKVWideBlock (a whole 32 x 128 token of 16-byte
+/// units) once the grid gives every SM kKVWideBlocksPerSM blocks. H100, [16384, 32, 128] bf16
+/// (benchmarks/tuning/tune_kv.py, tenth session): the FP8 store in 512-thread blocks 1.2-1.8 us
+/// faster than in 256 in every run.
+constexpr int kKVBlock = 256;
+constexpr int kKVWideBlock = 512;
+constexpr int kKVWideBlocksPerSM = 4;
 
 /// Units i = blockIdx.y * blockDim.x + threadIdx.x (+ multiples of gridDim.y * blockDim.x) of
 /// token blockIdx.x's H * D elements, of k and of v.
@@ -94,8 +101,11 @@ __device__ __forceinline__ std::uint64_t wide_product(unsigned a, unsigned b) {
 /// Token blockIdx.x, units from token_unit_begin(). The stores are predicated on the slot, not
 /// branched on (store_if), so the loads of k and v are issued with the slot's and the three share
 /// one round trip to memory; behind a branch on the slot the compiler sank them past its wait.
+/// With packed heads the loads go out before any head arithmetic: a block's time before its
+/// loads is time its SM has fewer bytes in flight (FP8 store on the H100, eleventh session:
+/// about 1 us of 138 at [16384, 32, 128]).
 template <typename Unit, typename Slot>
-__global__ void __launch_bounds__(kKVMaxBlock) store_kv_cache_kernel(const __grid_constant__ KVParams<Slot> p) {
+__global__ void __launch_bounds__(kKVWideBlock) store_kv_cache_kernel(const __grid_constant__ KVParams<Slot> p) {
   using namespace mllm_kernel::device;
   if (p.pdl) pdl_wait_and_release();
   const unsigned t = blockIdx.x;
@@ -107,9 +117,15 @@ __global__ void __launch_bounds__(kKVMaxBlock) store_kv_cache_kernel(const __gri
   const auto* v_src = reinterpret_cast<const Unit*>(p.v + wide_product(t, p.v_token_stride));
   const std::int64_t k_head = p.k_head_stride / static_cast<std::int64_t>(sizeof(Unit));
   const std::int64_t v_head = p.v_head_stride / static_cast<std::int64_t>(sizeof(Unit));
-  Unit kx = *head_element(k_src, k_head, p.head_units, p.packed_heads, i);
-  Unit vx = *head_element(v_src, v_head, p.head_units, p.packed_heads, i);
-  const Slot slot = p.slots[t];
+  const Slot slot = load_issued_here(p.slots + t);
+  Unit kx, vx;
+  if (p.packed_heads) {
+    kx = load_issued_here(k_src + i);
+    vx = load_issued_here(v_src + i);
+  } else {
+    kx = load_issued_here(head_element(k_src, k_head, p.head_units, false, i));
+    vx = load_issued_here(head_element(v_src, v_head, p.head_units, false, i));
+  }
   const bool store = slot_stored(slot, p.num_slots);
   const std::uint64_t slot_offset = wide_product(store ? static_cast<unsigned>(slot) : 0u, units);  // a valid address
   Unit* k_dst = reinterpret_cast<Unit*>(p.k_cache) + slot_offset;
@@ -124,16 +140,19 @@ __global__ void __launch_bounds__(kKVMaxBlock) store_kv_cache_kernel(const __gri
   }
 }
 
-/// Blocks of up to kKVMaxBlock threads; a token's `units` spread over grid.y blocks so that
-/// each thread has about one unit: a few tokens still fill many SMs, and no thread waits on a
-/// second round trip to memory.
+/// A token's `units` spread over grid.y blocks of `threads` so that each thread has about one
+/// unit: no thread waits on a second round trip to memory.
 inline dim3 kv_grid(std::int64_t tokens, std::int64_t units, int threads) {
   using mllm_kernel::host::div_ceil;
   return dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(std::min<std::int64_t>(div_ceil(units, threads), 65535)));
 }
 
-inline int kv_threads(std::int64_t units, int max_block = kKVMaxBlock) {
-  return static_cast<int>(std::min<std::int64_t>(max_block, mllm_kernel::host::div_ceil(units, 32) * 32));
+/// Threads a block for `tokens` tokens of `units` units on `device_id` (kKVBlock, or
+/// kKVWideBlock for many tokens; fewer where a token has fewer units).
+inline int kv_threads(std::int64_t tokens, std::int64_t units, int device_id) {
+  using namespace mllm_kernel::host;
+  const bool wide = tokens >= static_cast<std::int64_t>(kKVWideBlocksPerSM) * runtime::get_sm_count(device_id);
+  return static_cast<int>(std::min<std::int64_t>(wide ? kKVWideBlock : kKVBlock, div_ceil(units, 32) * 32));
 }
 
 /// The parameters of a plain store of verified arguments `a` (k's element size `elem` bytes)
@@ -158,7 +177,7 @@ KVParams<Slot> kv_params(const mllm_kernel::host::KVStoreArgs& a, tvm::ffi::Tens
                         false};
 }
 
-/// `threads`: threads a block (a multiple of 32, at most kKVMaxBlock), or 0 for kv_threads().
+/// `threads`: threads a block (a multiple of 32, at most kKVWideBlock), or 0 for kv_threads().
 template <typename Unit, typename Slot>
 void launch_kv(KVParams<Slot> p, std::int64_t tokens, std::int64_t head_bytes, DLDevice device, bool enable_pdl,
                int threads = 0) {
@@ -167,7 +186,7 @@ void launch_kv(KVParams<Slot> p, std::int64_t tokens, std::int64_t head_bytes, D
   p.packed_heads = p.heads == 1 || (p.k_head_stride == head_bytes && p.v_head_stride == head_bytes);
   p.pdl = enable_pdl;
   const std::int64_t units = static_cast<std::int64_t>(p.heads) * p.head_units;
-  if (threads == 0) threads = kv_threads(units);
+  if (threads == 0) threads = kv_threads(tokens, units, device.device_id);
   LaunchKernel(kv_grid(tokens, units, threads), threads, device)
       .enable_pdl(enable_pdl)(store_kv_cache_kernel<Unit, Slot>, p);
 }
@@ -225,18 +244,12 @@ struct KVQuantParams {
   bool pdl;           // launched with programmatic dependent launch: run the PDL instructions
 };
 
-/// The quantizing store's blocks: up to a whole token of 32 x 128 bf16 (512 vectors) where the
-/// grid still gives every SM kKVWideBlocksPerSM blocks; kKVMaxBlock otherwise, so that a few
-/// tokens still spread over many SMs. H100, [16384, 32, 128] bf16 (benchmarks/tuning/tune_kv.py,
-/// tenth session): 512-thread blocks 1.2-1.8 us faster than 256 in every run, at compile's level.
-constexpr int kKVFp8MaxBlock = 512;
-constexpr int kKVWideBlocksPerSM = 4;
-
 /// Token blockIdx.x, vectors from token_unit_begin() of the token's H * D elements, of k and v.
-/// As in the plain store, the stores are predicated on the slot; every load is issued before the
-/// scales' reciprocals (load_issued_here), whose slow paths are branches that loads sank past.
+/// As in the plain store, the stores are predicated on the slot and the loads go out before any
+/// head arithmetic; every load is issued before the scales' reciprocals (load_issued_here), whose
+/// slow paths are branches that loads sank past.
 template <typename T, int kVec, typename Slot>
-__global__ void __launch_bounds__(kKVFp8MaxBlock)
+__global__ void __launch_bounds__(kKVWideBlock)
     store_kv_cache_fp8_kernel(const __grid_constant__ KVQuantParams<T, Slot> p) {
   using namespace mllm_kernel::device;
   using Vec = AlignedVector<T, kVec>;
@@ -249,10 +262,16 @@ __global__ void __launch_bounds__(kKVFp8MaxBlock)
   const auto* k_src = reinterpret_cast<const Vec*>(p.k + wide_product(t, p.k_token_stride));
   const auto* v_src = reinterpret_cast<const Vec*>(p.v + wide_product(t, p.v_token_stride));
   const std::int64_t k_head = p.k_head_stride / kVec, v_head = p.v_head_stride / kVec;
-  Vec kx = load_issued_here(head_element(k_src, k_head, p.head_vecs, p.packed_heads, i));
-  Vec vx = load_issued_here(head_element(v_src, v_head, p.head_vecs, p.packed_heads, i));
   const Slot slot = load_issued_here(p.slots + t);
   const float k_scale_value = load_issued_here(p.k_scale), v_scale_value = load_issued_here(p.v_scale);
+  Vec kx, vx;
+  if (p.packed_heads) {
+    kx = load_issued_here(k_src + i);
+    vx = load_issued_here(v_src + i);
+  } else {
+    kx = load_issued_here(head_element(k_src, k_head, p.head_vecs, false, i));
+    vx = load_issued_here(head_element(v_src, v_head, p.head_vecs, false, i));
+  }
   const ScaleDivisor k_scale(k_scale_value), v_scale(v_scale_value);
   const bool store = slot_stored(slot, p.num_slots);
   // In vectors of the cache (OutVec); slot 0 keeps the address valid for a skipped token.
@@ -278,8 +297,7 @@ void launch_kv_fp8(KVQuantParams<T, Slot> p, std::int64_t tokens, std::int64_t h
   p.packed_heads = p.heads == 1 || (p.k_head_stride == head_dim && p.v_head_stride == head_dim);
   p.pdl = enable_pdl;
   const std::int64_t vecs = static_cast<std::int64_t>(p.heads) * p.head_vecs;
-  const bool wide = tokens >= static_cast<std::int64_t>(kKVWideBlocksPerSM) * runtime::get_sm_count(device.device_id);
-  const int threads = kv_threads(vecs, wide ? kKVFp8MaxBlock : kKVMaxBlock);
+  const int threads = kv_threads(tokens, vecs, device.device_id);
   LaunchKernel(kv_grid(tokens, vecs, threads), threads, device)
       .enable_pdl(enable_pdl)(store_kv_cache_fp8_kernel<T, kVec, Slot>, p);
 }
