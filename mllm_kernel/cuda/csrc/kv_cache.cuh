@@ -16,8 +16,7 @@
 // The copy is dtype-blind: it moves bytes in the widest unit (16, 8, 4, 2 or 1 bytes) that the
 // head size, the pointers and the strides allow. The quantizing store reads 16-byte vectors of k
 // and v where those allow it, elements otherwise. A token's units are spread over blocks of up to
-// 256 threads (512 for many tokens), about one unit a thread (grid:
-// tokens x blocks per token).
+// 256 threads (512 for many tokens), about one unit a thread (grid: tokens x blocks per token).
 #pragma once
 
 #include <mllm_kernel/op_args.hpp>
@@ -65,8 +64,8 @@ struct KVParams {
 /// Threads a block: up to kKVBlock, a token's units spread over several blocks, so that a few
 /// tokens still spread over many SMs; up to kKVWideBlock (a whole 32 x 128 token of 16-byte
 /// units) once the grid gives every SM kKVWideBlocksPerSM blocks. H100, [16384, 32, 128] bf16
-/// (benchmarks/tuning/tune_kv.py, tenth session): the FP8 store in 512-thread blocks 1.2-1.8 us
-/// faster than in 256 in every run.
+/// (benchmarks/tuning/tune_kv.py): the FP8 store in 512-thread blocks 1.2-1.8 us faster than in
+/// 256 in every run (tenth session), the copy 1.3-2.6 us (eleventh).
 constexpr int kKVBlock = 256;
 constexpr int kKVWideBlock = 512;
 constexpr int kKVWideBlocksPerSM = 4;
