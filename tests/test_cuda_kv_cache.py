@@ -118,23 +118,45 @@ def test_store_kv_cache_many_tokens(dtype, heads, dim, skip_every):
     _assert_bytes_equal(v_cache, ev)
 
 
-@pytest.mark.parametrize("head_dim", [128, 5])
-def test_store_kv_cache_many_tokens_strided(head_dim):
+@pytest.mark.parametrize("heads,head_dim", [(32, 128), (64, 128), (2, 5)])
+def test_store_kv_cache_many_tokens_strided(heads, head_dim):
     """Past 4 tokens an SM, k and v as fused-QKV slices (token stride (Hq + 2 Hkv) * D) and k with
-    a head stride that is not head_dim."""
-    tokens, hq, hkv = _past_wide_threshold(1), 8, 2
-    qkv = _randn(tokens, (hq + 2 * hkv) * head_dim, dtype=torch.bfloat16, seed=3)
-    _, k, v = qkv.split([hq * head_dim, hkv * head_dim, hkv * head_dim], dim=-1)
-    k, v = k.view(tokens, hkv, head_dim), v.view(tokens, hkv, head_dim)
-    k_heads_first = _randn(hkv, tokens, head_dim, dtype=torch.bfloat16, seed=8).transpose(0, 1)
+    a head stride that is not head_dim: 32 x 128 bf16 heads take one 512-thread block a token,
+    64 x 128 two."""
+    tokens, hq = _past_wide_threshold(1), 4
+    qkv = _randn(tokens, (hq + 2 * heads) * head_dim, dtype=torch.bfloat16, seed=3)
+    _, k, v = qkv.split([hq * head_dim, heads * head_dim, heads * head_dim], dim=-1)
+    k, v = k.view(tokens, heads, head_dim), v.view(tokens, heads, head_dim)
+    k_heads_first = _randn(heads, tokens, head_dim, dtype=torch.bfloat16, seed=8).transpose(0, 1)
     num_slots = 2 * tokens
     for key in (k, k_heads_first):
-        k_cache, v_cache = _caches(num_slots, hkv, head_dim, torch.bfloat16)
+        k_cache, v_cache = _caches(num_slots, heads, head_dim, torch.bfloat16)
         slots = _slots(tokens, num_slots, torch.int32, seed=4, skip_every=5)
         ek, ev = _expected(key, v, k_cache, v_cache, slots)
         store_kv_cache(key, v, k_cache, v_cache, slots)
         _assert_bytes_equal(k_cache, ek)
         _assert_bytes_equal(v_cache, ev)
+
+
+def _needs_gpu_memory(gib):
+    total = torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else 0
+    return pytest.mark.skipif(total < gib << 30, reason=f"needs a GPU with {gib} GiB")
+
+
+@_needs_gpu_memory(40)
+def test_store_kv_cache_token_of_the_most_units():
+    """One token of 2^31 - 1 one-byte units, the most a token may hold: a thread's last step would
+    pass 2^31 and must end the loop, not wrap to a negative offset (slot 0 stays untouched)."""
+    dim = (1 << 31) - 1
+    g = torch.Generator(device="cuda")
+    g.manual_seed(1)
+    k, v = (torch.randint(0, 256, (1, 1, dim), dtype=torch.uint8, device="cuda", generator=g).view(torch.float8_e4m3fn)
+            for _ in range(2))
+    k_cache, v_cache = _caches(2, 1, dim, torch.float8_e4m3fn)
+    store_kv_cache(k, v, k_cache, v_cache, torch.tensor([1], device="cuda", dtype=torch.int32))
+    for src, cache in ((k, k_cache), (v, v_cache)):
+        assert torch.equal(cache[1].view(torch.uint8), src[0].view(torch.uint8))
+        assert torch.all(cache[0].view(torch.uint8) == 0x7F)
 
 
 def test_store_kv_cache_token_past_a_grid_dimension():
@@ -339,12 +361,13 @@ def test_store_kv_cache_fp8_from_fused_qkv(head_dim, many):
     _assert_bytes_equal(v_cache, ev)
 
 
-@pytest.mark.parametrize("head_dim", [128, 5])
+@pytest.mark.parametrize("heads,head_dim", [(4, 128), (4, 5), (32, 128), (64, 128)])
 @pytest.mark.parametrize("many", [False, True], ids=["6_tokens", "4_tokens_an_sm"])
-def test_store_kv_cache_fp8_head_strided(head_dim, many):
+def test_store_kv_cache_fp8_head_strided(heads, head_dim, many):
     """k with a head stride that is not head_dim (transposed from [H, T, D]): the head arithmetic
-    path of the quantizing store."""
-    tokens, heads = (_past_wide_threshold(2) if many else 6), 4
+    path of the quantizing store, in 512-thread blocks past 4 tokens an SM for 32 x 128 heads
+    (two a token for 64)."""
+    tokens = _past_wide_threshold(2) if many else 6
     k = _randn(heads, tokens, head_dim, dtype=torch.bfloat16, seed=5).transpose(0, 1)
     v = _randn(tokens, heads, head_dim, dtype=torch.bfloat16, seed=6)
     num_slots = 2 * tokens
@@ -355,6 +378,26 @@ def test_store_kv_cache_fp8_head_strided(head_dim, many):
     store_kv_cache(k, v, k_cache, v_cache, slots, k_scale=k_scale, v_scale=v_scale)
     _assert_bytes_equal(k_cache, ek)
     _assert_bytes_equal(v_cache, ev)
+
+
+@_needs_gpu_memory(40)
+def test_store_kv_cache_fp8_token_of_2_31_elements():
+    """One float16 token of 2^31 - 2 elements (not a multiple of 8: quantized one element a
+    thread; a one-token view with a small token stride, so that the stride check allows it): a
+    thread's last step would pass 2^31 and must end the loop, not wrap (slot 0 stays untouched)."""
+    dim = (1 << 31) - 2
+    k, v = (torch.empty(dim, dtype=torch.float16, device="cuda").uniform_(-b, b).as_strided((1, 1, dim), (1, dim, 1))
+            for b in (20.0, 5.0))
+    k_cache, v_cache = _caches(2, 1, dim, FP8)
+    k_scale, v_scale = _scales(0.02, 0.03)
+    store_kv_cache(k, v, k_cache, v_cache, torch.tensor([1], device="cuda"), k_scale=k_scale, v_scale=v_scale)
+    chunk = 1 << 28
+    for src, cache, scale in ((k, k_cache, 0.02), (v, v_cache, 0.03)):
+        for begin in range(0, dim, chunk):
+            x = src[0, 0, begin:begin + chunk].float()
+            expected = (x / torch.full_like(x, scale)).clamp(-448.0, 448.0).to(FP8)
+            assert torch.equal(cache[1, 0, begin:begin + chunk].view(torch.uint8), expected.view(torch.uint8))
+        assert torch.all(cache[0].view(torch.uint8) == 0x7F)
 
 
 def test_store_kv_cache_fp8_saturates_and_zero_scale():

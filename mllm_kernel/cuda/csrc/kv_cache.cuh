@@ -65,7 +65,7 @@ struct KVParams {
 /// tokens still spread over many SMs; up to kKVWideBlock (a whole 32 x 128 token of 16-byte
 /// units) once the grid gives every SM kKVWideBlocksPerSM blocks. H100, [16384, 32, 128] bf16
 /// (benchmarks/tuning/tune_kv.py): the FP8 store in 512-thread blocks 1.2-1.8 us faster than in
-/// 256 in every run (tenth session), the copy 1.3-2.6 us (eleventh).
+/// 256 in every run (tenth session), the copy 1.3-2.8 us (eleventh).
 constexpr int kKVBlock = 256;
 constexpr int kKVWideBlock = 512;
 constexpr int kKVWideBlocksPerSM = 4;
@@ -74,6 +74,14 @@ constexpr int kKVWideBlocksPerSM = 4;
 /// token blockIdx.x's H * D elements, of k and of v.
 __device__ __forceinline__ int token_unit_begin() { return blockIdx.y * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ int token_unit_step() { return gridDim.y * blockDim.x; }
+/// Moves `i` to this thread's next unit of a token of `units` units; false past the last. A token
+/// may hold up to 2^31 - 1 units, so i + step is compared, not computed, near the end.
+__device__ __forceinline__ bool next_token_unit(int& i, int units) {
+  const int step = token_unit_step();
+  if (i >= units - step) return false;
+  i += step;
+  return true;
+}
 
 /// Item i of a token whose heads hold `per_head` items each, `head_stride` items apart (items:
 /// copy units or elements). Packed heads, the usual layout (also within a fused QKV output's
@@ -132,8 +140,7 @@ __global__ void __launch_bounds__(kKVWideBlock) store_kv_cache_kernel(const __gr
   while (true) {
     store_if(store, k_dst + i, kx);
     store_if(store, v_dst + i, vx);
-    i += token_unit_step();
-    if (i >= units) break;
+    if (!next_token_unit(i, units)) break;
     kx = *head_element(k_src, k_head, p.head_units, p.packed_heads, i);
     vx = *head_element(v_src, v_head, p.head_units, p.packed_heads, i);
   }
@@ -281,8 +288,7 @@ __global__ void __launch_bounds__(kKVWideBlock)
   while (true) {
     store_if(store, k_dst + i, quantize<fp8_e4m3_t>(kx, k_scale));
     store_if(store, v_dst + i, quantize<fp8_e4m3_t>(vx, v_scale));
-    i += token_unit_step();
-    if (i >= vecs) break;
+    if (!next_token_unit(i, vecs)) break;
     kx = *head_element(k_src, k_head, p.head_vecs, p.packed_heads, i);
     vx = *head_element(v_src, v_head, p.head_vecs, p.packed_heads, i);
   }
