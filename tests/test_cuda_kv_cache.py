@@ -280,24 +280,25 @@ def test_token_stride_past_32_bits_raises(quantized):
 FP8 = torch.float8_e4m3fn
 
 
-def _fp8_expected(k, v, k_cache, v_cache, slots, k_scale, v_scale):
+def _fp8_quantize(x, scale):
     """The quantizers' formula: x / scale in float32, saturated to +-448, rounded to nearest even
     (PyTorch's conversion); a zero scale stores zeros. The division is a true one by the float32
     scale: PyTorch turns division by a Python scalar into a multiplication by its reciprocal,
     which can be an ulp off and, now and then in a few million elements, round to the next FP8
     value."""
+    if scale == 0:
+        return torch.zeros(x.shape, dtype=FP8, device=x.device)
+    xf = x.float()
+    return (xf / torch.full_like(xf, scale)).clamp(-448.0, 448.0).to(FP8)
 
-    def quantize(x, scale):
-        if scale == 0:
-            return torch.zeros(x.shape, dtype=FP8, device=x.device)
-        xf = x.float()
-        return (xf / torch.full_like(xf, scale)).clamp(-448.0, 448.0).to(FP8)
 
+def _fp8_expected(k, v, k_cache, v_cache, slots, k_scale, v_scale):
+    """The caches after the quantizing store: _fp8_quantize of k and v at their slots."""
     ek, ev = k_cache.clone(), v_cache.clone()
     keep = slots >= 0
     idx = slots[keep].long()
-    ek[idx] = quantize(k[keep], k_scale)
-    ev[idx] = quantize(v[keep], v_scale)
+    ek[idx] = _fp8_quantize(k[keep], k_scale)
+    ev[idx] = _fp8_quantize(v[keep], v_scale)
     return ek, ev
 
 
@@ -394,8 +395,7 @@ def test_store_kv_cache_fp8_token_of_2_31_elements():
     chunk = 1 << 28
     for src, cache, scale in ((k, k_cache, 0.02), (v, v_cache, 0.03)):
         for begin in range(0, dim, chunk):
-            x = src[0, 0, begin:begin + chunk].float()
-            expected = (x / torch.full_like(x, scale)).clamp(-448.0, 448.0).to(FP8)
+            expected = _fp8_quantize(src[0, 0, begin:begin + chunk], scale)
             assert torch.equal(cache[1, 0, begin:begin + chunk].view(torch.uint8), expected.view(torch.uint8))
         assert torch.all(cache[0].view(torch.uint8) == 0x7F)
 

@@ -258,12 +258,25 @@ void run_kv_fp8_split(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::
                                          static_cast<unsigned>(l.tokens));
 }
 
+/// Vector i of a token's k and v, quantized into the caches at `slot` (written only where
+/// slot_stored; slot 0 keeps the address valid).
+template <typename Vec>
+__device__ __forceinline__ void put_token_fp8(const LeanKVFp8Params& p, std::int64_t slot, unsigned i, const Vec& kx,
+                                              const Vec& vx, const ScaleDivisor& k_scale,
+                                              const ScaleDivisor& v_scale) {
+  using namespace mllm_kernel::device;
+  using OutVec = AlignedVector<fp8_e4m3_t, 8>;
+  const bool store = slot_stored(slot, p.num_slots);
+  const std::uint64_t slot_offset = wide_product(store ? static_cast<unsigned>(slot) : 0u, p.vecs);
+  store_if(store, reinterpret_cast<OutVec*>(p.k_cache) + slot_offset + i, quantize<fp8_e4m3_t>(kx, k_scale));
+  store_if(store, reinterpret_cast<OutVec*>(p.v_cache) + slot_offset + i, quantize<fp8_e4m3_t>(vx, v_scale));
+}
+
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads) lean_kv_fp8_tokens_kernel(const __grid_constant__ LeanKVFp8Params p,
                                                                       unsigned tokens) {
   using namespace mllm_kernel::device;
   using Vec = AlignedVector<bf16_t, 8>;
-  using OutVec = AlignedVector<fp8_e4m3_t, 8>;
   const unsigned per_block = kThreads / p.vecs;
   const unsigned t = blockIdx.x * per_block + threadIdx.x / p.vecs, i = threadIdx.x % p.vecs;
   if (t >= tokens || threadIdx.x >= per_block * p.vecs) return;
@@ -271,10 +284,7 @@ __global__ void __launch_bounds__(kThreads) lean_kv_fp8_tokens_kernel(const __gr
   const Vec vx = load_issued_here(reinterpret_cast<const Vec*>(p.v + wide_product(t, p.v_token_stride)) + i);
   const std::int64_t slot = load_issued_here(p.slots + t);
   const ScaleDivisor k_scale(load_issued_here(p.k_scale)), v_scale(load_issued_here(p.v_scale));
-  const bool store = slot_stored(slot, p.num_slots);
-  const std::uint64_t slot_offset = wide_product(store ? static_cast<unsigned>(slot) : 0u, p.vecs);
-  store_if(store, reinterpret_cast<OutVec*>(p.k_cache) + slot_offset + i, quantize<fp8_e4m3_t>(kx, k_scale));
-  store_if(store, reinterpret_cast<OutVec*>(p.v_cache) + slot_offset + i, quantize<fp8_e4m3_t>(vx, v_scale));
+  put_token_fp8(p, slot, i, kx, vx, k_scale, v_scale);
 }
 
 template <int kThreads>
@@ -289,7 +299,6 @@ void run_kv_fp8_tokens(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi:
       lean_kv_fp8_tokens_kernel<kThreads>, l.p, static_cast<unsigned>(l.tokens));
 }
 
-
 /// The lean store as a persistent grid: kBlocksPerSM blocks of one token's vectors on every SM,
 /// each walking tokens blockIdx.x, + gridDim.x, ..., with the next token's k, v and slot loaded
 /// before the current one is stored (two tokens in flight a thread, no block launched a token).
@@ -298,7 +307,6 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
     lean_kv_fp8_persistent_kernel(const __grid_constant__ LeanKVFp8Params p, unsigned tokens) {
   using namespace mllm_kernel::device;
   using Vec = AlignedVector<bf16_t, 8>;
-  using OutVec = AlignedVector<fp8_e4m3_t, 8>;
   const unsigned i = threadIdx.x;
   unsigned t = blockIdx.x;
   const auto k_at = [&](unsigned t) {
@@ -320,10 +328,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
       vn = v_at(next);
       next_slot = load_issued_here(p.slots + next);
     }
-    const bool store = slot_stored(slot, p.num_slots);
-    const std::uint64_t slot_offset = wide_product(store ? static_cast<unsigned>(slot) : 0u, p.vecs);
-    store_if(store, reinterpret_cast<OutVec*>(p.k_cache) + slot_offset + i, quantize<fp8_e4m3_t>(kx, k_scale));
-    store_if(store, reinterpret_cast<OutVec*>(p.v_cache) + slot_offset + i, quantize<fp8_e4m3_t>(vx, v_scale));
+    put_token_fp8(p, slot, i, kx, vx, k_scale, v_scale);
     if (!more) break;
     t = next;
     kx = kn;

@@ -123,15 +123,13 @@ def main() -> None:
     print(f"device: {torch.cuda.get_device_name()}  copy {harness.copy_bandwidth_gbps():.0f} GB/s")
     off = torch.zeros(1, dtype=torch.int64, device="cuda")
     variants = {"two passes (the library's kernels)": (lambda o, s, x, tl: module.two_pass(o, s, x, tl), None)}
-    for name, shape in STASH.items():
-        fn = getattr(module, _symbol(shape))
-        variants[name] = (lambda o, s, x, tl, fn=fn, shape=shape: fn(o, s, x, tl, shape[4], shape[5]), sms * shape[1])
-    for name, shape in PDL.items():
-        fn = getattr(module, _symbol(shape) + "_pdl")
-        variants[name] = (lambda o, s, x, tl, fn=fn, shape=shape: fn(o, s, x, tl, shape[4], shape[5]), sms * shape[1])
-    for name, shape in REG_STASH.items():
-        fn = getattr(module, _reg_symbol(shape))
-        variants[name] = (lambda o, s, x, tl, fn=fn, shape=shape: fn(o, s, x, tl, shape[4], 0), sms * shape[1])
+    # name: (wrapper, max stash tiles, the kernel's third int argument, blocks an SM)
+    stamped = {name: (_symbol(shape), shape[4], shape[5], shape[1]) for name, shape in STASH.items()}
+    stamped.update({name: (_symbol(shape) + "_pdl", shape[4], shape[5], shape[1]) for name, shape in PDL.items()})
+    stamped.update({name: (_reg_symbol(shape), shape[4], 0, shape[1]) for name, shape in REG_STASH.items()})
+    for name, (symbol, max_stash, extra, per_sm) in stamped.items():
+        fn = getattr(module, symbol)
+        variants[name] = (lambda o, s, x, tl, fn=fn, a=max_stash, b=extra: fn(o, s, x, tl, a, b), sms * per_sm)
     for t in tokens:
         nbytes = 3 * t * HIDDEN
 

@@ -93,6 +93,24 @@ __device__ __forceinline__ Ptr head_element(Ptr token, std::int64_t head_stride,
   return token + h * head_stride + (i - h * per_head);
 }
 
+/// Item i of a token's k and of its v, both loads issued here; with packed heads (the usual
+/// layout) before any head arithmetic: a block's time before its loads is time its SM has fewer
+/// bytes in flight (FP8 store on the H100, eleventh session: about 1 us of 138 at [16384, 32,
+/// 128]).
+template <typename U>
+__device__ __forceinline__ void load_token_items(U& kx, U& vx, const U* k_token, const U* v_token,
+                                                 std::int64_t k_head_stride, std::int64_t v_head_stride, int per_head,
+                                                 bool packed, int i) {
+  using mllm_kernel::device::load_issued_here;
+  if (packed) {
+    kx = load_issued_here(k_token + i);
+    vx = load_issued_here(v_token + i);
+  } else {
+    kx = load_issued_here(head_element(k_token, k_head_stride, per_head, false, i));
+    vx = load_issued_here(head_element(v_token, v_head_stride, per_head, false, i));
+  }
+}
+
 /// Whether a token's slot is written: negative slots are skipped by design, slots past the end
 /// to stay in bounds.
 template <typename Slot>
@@ -108,9 +126,7 @@ __device__ __forceinline__ std::uint64_t wide_product(unsigned a, unsigned b) {
 /// Token blockIdx.x, units from token_unit_begin(). The stores are predicated on the slot, not
 /// branched on (store_if), so the loads of k and v are issued with the slot's and the three share
 /// one round trip to memory; behind a branch on the slot the compiler sank them past its wait.
-/// With packed heads the loads go out before any head arithmetic: a block's time before its
-/// loads is time its SM has fewer bytes in flight (FP8 store on the H100, eleventh session:
-/// about 1 us of 138 at [16384, 32, 128]).
+/// The first loads go out before any head arithmetic (load_token_items).
 template <typename Unit, typename Slot>
 __global__ void __launch_bounds__(kKVWideBlock) store_kv_cache_kernel(const __grid_constant__ KVParams<Slot> p) {
   using namespace mllm_kernel::device;
@@ -126,13 +142,7 @@ __global__ void __launch_bounds__(kKVWideBlock) store_kv_cache_kernel(const __gr
   const std::int64_t v_head = p.v_head_stride / static_cast<std::int64_t>(sizeof(Unit));
   const Slot slot = load_issued_here(p.slots + t);
   Unit kx, vx;
-  if (p.packed_heads) {
-    kx = load_issued_here(k_src + i);
-    vx = load_issued_here(v_src + i);
-  } else {
-    kx = load_issued_here(head_element(k_src, k_head, p.head_units, false, i));
-    vx = load_issued_here(head_element(v_src, v_head, p.head_units, false, i));
-  }
+  load_token_items(kx, vx, k_src, v_src, k_head, v_head, p.head_units, p.packed_heads, i);
   const bool store = slot_stored(slot, p.num_slots);
   const std::uint64_t slot_offset = wide_product(store ? static_cast<unsigned>(slot) : 0u, units);  // a valid address
   Unit* k_dst = reinterpret_cast<Unit*>(p.k_cache) + slot_offset;
@@ -251,9 +261,9 @@ struct KVQuantParams {
 };
 
 /// Token blockIdx.x, vectors from token_unit_begin() of the token's H * D elements, of k and v.
-/// As in the plain store, the stores are predicated on the slot and the loads go out before any
-/// head arithmetic; every load is issued before the scales' reciprocals (load_issued_here), whose
-/// slow paths are branches that loads sank past.
+/// As in the plain store, the stores are predicated on the slot and the first loads go out before
+/// any head arithmetic (load_token_items); every load is issued before the scales' reciprocals,
+/// whose slow paths are branches that loads sank past.
 template <typename T, int kVec, typename Slot>
 __global__ void __launch_bounds__(kKVWideBlock)
     store_kv_cache_fp8_kernel(const __grid_constant__ KVQuantParams<T, Slot> p) {
@@ -271,13 +281,7 @@ __global__ void __launch_bounds__(kKVWideBlock)
   const Slot slot = load_issued_here(p.slots + t);
   const float k_scale_value = load_issued_here(p.k_scale), v_scale_value = load_issued_here(p.v_scale);
   Vec kx, vx;
-  if (p.packed_heads) {
-    kx = load_issued_here(k_src + i);
-    vx = load_issued_here(v_src + i);
-  } else {
-    kx = load_issued_here(head_element(k_src, k_head, p.head_vecs, false, i));
-    vx = load_issued_here(head_element(v_src, v_head, p.head_vecs, false, i));
-  }
+  load_token_items(kx, vx, k_src, v_src, k_head, v_head, p.head_vecs, p.packed_heads, i);
   const ScaleDivisor k_scale(k_scale_value), v_scale(v_scale_value);
   const bool store = slot_stored(slot, p.num_slots);
   // In vectors of the cache (OutVec); slot 0 keeps the address valid for a skipped token.
