@@ -6,7 +6,6 @@ new process (the cached-load time), times calls, and prints one table row per ke
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
@@ -18,32 +17,37 @@ from typing import Callable
 
 import torch
 
+from mllm_kernel.jit_utils.registry import find_module
+
 # A child process measures how long a cached module takes to load: the wall time of the first
-# `.module()` call, after torch, tvm-ffi and the package are imported.
+# `.module()` call, after torch, tvm-ffi and the package (which declares every module) are imported.
 _LOAD_PROBE = """
-import importlib, json, sys, time, torch, tvm_ffi
-module_name, expression, device = sys.argv[1:4]
-kernel = eval(expression, vars(importlib.import_module(module_name)))  # noqa: S307
+import json, sys, time, torch, tvm_ffi
+import mllm_kernel.ops
+from mllm_kernel.jit_utils.registry import find_module
+name, args, device = sys.argv[1], tuple(json.loads(sys.argv[2])), sys.argv[3]
+module = find_module(name, args, device)
 start = time.perf_counter()
-kernel.module(device)
+module.module(device)
 print(json.dumps({"ms": (time.perf_counter() - start) * 1e3}))
 """
 
 
 @dataclass
 class DemoCase:
-    """One row: a kernel module (named so that a new process can find it) and one call of it."""
+    """One row: a kernel module (its registered name and variant, so that a new process can
+    find it) and one call of it."""
 
     label: str
     device: str
-    where: tuple[str, str]  # (python module, expression giving the @jit kernel object)
+    where: tuple[str, tuple[str, ...]]  # (module name, variant args) as registered
     run: Callable[[], torch.Tensor]
     reference: Callable[[], torch.Tensor]
     tolerance: float = 0.0  # max abs error allowed against the float64 reference
 
     @property
     def kernel(self):
-        return eval(self.where[1], vars(importlib.import_module(self.where[0])))  # noqa: S307
+        return find_module(*self.where, self.device)
 
 
 def _rms_ref(x, w, eps=1e-6):
@@ -72,28 +76,23 @@ def _cases(device: str) -> list[DemoCase]:
     rand = lambda *shape: torch.randn(*shape, device=device, generator=gen).to(dtype)  # noqa: E731
     cases = []
     if device == "cpu":
+        from mllm_kernel.cpu.jit import add_constant, add_constant_runtime
+
         x = torch.randn(1 << 20, generator=gen)
         for c in (1, 16):
-            out = torch.empty_like(x)
-            mod = "mllm_kernel.cpu.jit.add_constant"
-            cases.append(DemoCase(f"add_constant<{c}> [1048576]", "cpu", (mod, f"_KERNELS[{c}]"),
-                                  lambda c=c, out=out: (ops_add_constant(mod, c)(out, x), out)[1], lambda c=c: x + c))
-        out_rt = torch.empty_like(x)
-        cases.append(DemoCase("add_constant_runtime [1048576]", "cpu", ("mllm_kernel.cpu.jit.add_constant", "_runtime_kernel"),
-                              lambda: (importlib.import_module("mllm_kernel.cpu.jit.add_constant")._runtime_kernel(
-                                  out_rt, x, 3.14159), out_rt)[1],
-                              lambda: x + torch.tensor(3.14159)))
-        modules = {"norm": "_norm_module", "activation": "_activation_module", "rope": "_rope_module"}
-        where = {k: (f"mllm_kernel.cpu.jit.{k}", v) for k, v in modules.items()}
+            cases.append(DemoCase(f"add_constant<{c}> [1048576]", "cpu", ("add_constant", (str(c),)),
+                                  lambda c=c: add_constant(x, c), lambda c=c: x + c))
+        cases.append(DemoCase("add_constant_runtime [1048576]", "cpu", ("add_constant_runtime", ()),
+                              lambda: add_constant_runtime(x, 3.14159), lambda: x + torch.tensor(3.14159)))
+        where = {k: (f"cpu_{k}", ()) for k in ("norm", "activation", "rope")}
     else:
+        from mllm_kernel.cuda.jit import add_constant
+
         xi = torch.randint(-1000, 1000, (1 << 20,), dtype=torch.int32, device="cuda")
         for c in (1, 16):
-            out = torch.empty_like(xi)
-            mod = "mllm_kernel.cuda.jit.add_constant"
-            cases.append(DemoCase(f"add_constant<{c}> int32 [1048576]", "cuda", (mod, f"_KERNELS[{c}]"),
-                                  lambda c=c, out=out: (ops_add_constant(mod, c)(out, xi), out)[1],
-                                  lambda c=c: xi + c))
-        where = {k: (f"mllm_kernel.cuda.jit.{k}", "_KERNELS[torch.bfloat16]") for k in ("norm", "activation", "rope")}
+            cases.append(DemoCase(f"add_constant<{c}> int32 [1048576]", "cuda", ("add_constant", (str(c),)),
+                                  lambda c=c: add_constant(xi, c), lambda c=c: xi + c))
+        where = {k: (k, ("bf16_t",)) for k in ("norm", "activation", "rope")}
     name = str(dtype).removeprefix("torch.")
     hidden, w = rand(64, 4096), rand(4096)
     cases.append(DemoCase(f"rmsnorm {name} [64, 4096]", device, where["norm"], lambda: ops.rmsnorm(hidden, w),
@@ -117,10 +116,6 @@ def _cases(device: str) -> list[DemoCase]:
     return cases
 
 
-def ops_add_constant(module: str, constant: int):
-    return importlib.import_module(module)._KERNELS[constant]
-
-
 def _time_call(fn: Callable, device: str, min_seconds: float = 0.2) -> float:
     fn()
     if device == "cuda":
@@ -138,7 +133,8 @@ def _time_call(fn: Callable, device: str, min_seconds: float = 0.2) -> float:
 
 
 def _cached_load_ms(case: DemoCase, env: dict) -> float:
-    out = subprocess.run([sys.executable, "-c", _LOAD_PROBE, *case.where, case.device],
+    name, args = case.where
+    out = subprocess.run([sys.executable, "-c", _LOAD_PROBE, name, json.dumps(args), case.device],
                          capture_output=True, text=True, env=env, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])["ms"]
 

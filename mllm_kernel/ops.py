@@ -3,204 +3,132 @@
     from mllm_kernel import ops
     y = ops.rmsnorm(x, w)           # x on CPU -> Highway kernel, on CUDA -> CUDA kernel
 
-The device-specific packages (``mllm_kernel.cpu.jit``, ``mllm_kernel.cuda.jit``) hold the
-kernels and document their arguments; this module only picks one. In eager mode it calls the
-kernel directly (no custom-op dispatch); while ``torch.compile`` traces, it calls the same op
-through ``torch.ops.mllm_kernel`` (see ``custom_ops``), so compiled graphs have no breaks. Ops
-without a kernel for a device raise NotImplementedError saying so; inputs that require grad are
-refused (the kernels have no backward). NumPy, CuPy and JAX arrays are accepted through DLPack
-and results come back in the caller's framework (see ``interop``).
+Each op is declared once below with ``register_op`` (see ``mllm_kernel.op_registration``): its
+typed signature, the kernel of each device, what it mutates and its fake function. That gives
+the eager function here (a direct kernel call), ``torch.ops.mllm_kernel.<op>`` for
+``torch.compile``, NumPy/CuPy/JAX arrays through DLPack, and the refusal of inputs that require
+grad. The device packages (``mllm_kernel.cpu.jit``, ``mllm_kernel.cuda.jit``) hold the kernels
+and document their arguments and device knobs (``enable_pdl`` on CUDA). An op without a kernel
+for a device raises NotImplementedError there.
 """
 
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
-from mllm_kernel import custom_ops  # noqa: F401  (registers torch.ops.mllm_kernel.*)
-from mllm_kernel.interop import call_with_arrays
-from mllm_kernel.ops_dispatch import kernel_for, refuse_grad
-
-_compiling = torch.compiler.is_compiling
-_grad_enabled = torch.is_grad_enabled
-_library = torch.ops.mllm_kernel
+from mllm_kernel.cpu import jit as cpu
+from mllm_kernel.cuda import jit as cuda
+from mllm_kernel.op_registration import REGISTERED_OPS, register_op
 
 
-def _into(out: torch.Tensor | None, result: torch.Tensor) -> torch.Tensor:
-    """``result``, or ``out`` filled with it when the caller gave one (the traced path)."""
-    if out is None:
-        return result
-    out.copy_(result)
-    return out
+# --- fakes: shapes, dtypes and strides of what the kernels return ---------------------------------
+def _like(input: Tensor) -> Tensor:
+    return input.new_empty(input.shape)
 
 
-def rmsnorm(input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: torch.Tensor | None = None):
+def _half_last(input: Tensor) -> Tensor:
+    return input.new_empty((*input.shape[:-1], input.shape[-1] // 2))
+
+
+def _quant_pair(input: Tensor, dtype: torch.dtype, scale_cols: int) -> tuple[Tensor, Tensor]:
+    return (input.new_empty(input.shape, dtype=dtype),
+            input.new_empty((*input.shape[:-1], scale_cols), dtype=torch.float32))
+
+
+def _group_quant_fp8_fake(input: Tensor, group_size: int, eps: float, column_major_scales: bool,
+                          scale_ue8m0: bool) -> tuple[Tensor, Tensor]:
+    groups = input.shape[-1] // group_size
+    out = input.new_empty(input.shape, dtype=torch.float8_e4m3fn)
+    if column_major_scales:
+        rows = input.numel() // input.shape[-1] if input.dim() else 1
+        return out, input.new_empty((groups, rows), dtype=torch.float32).t()
+    return out, input.new_empty((*input.shape[:-1], groups), dtype=torch.float32)
+
+
+# --- norms -------------------------------------------------------------------------------------------
+@register_op(kernels={"cpu": cpu.rmsnorm, "cuda": cuda.rmsnorm}, fake=lambda input, weight, eps: _like(input),
+             out=True)
+def rmsnorm(input: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     """RMSNorm over the last dimension: ``input * rsqrt(mean(input^2) + eps) * weight``."""
-    if not isinstance(input, torch.Tensor):
-        return call_with_arrays(rmsnorm, (), input=input, weight=weight, eps=eps, out=out)
-    if _compiling():
-        return _into(out, _library.rmsnorm(input, weight, eps))
-    if _grad_enabled() and (input.requires_grad or weight.requires_grad):
-        refuse_grad("rmsnorm")
-    return kernel_for("rmsnorm", input)(input, weight, eps, out=out)
 
 
-def fused_add_rmsnorm(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> None:
+@register_op(kernels={"cpu": cpu.fused_add_rmsnorm, "cuda": cuda.fused_add_rmsnorm}, mutates=("input", "residual"))
+def fused_add_rmsnorm(input: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6) -> None:
     """In place: ``residual += input``; ``input = rmsnorm(residual) * weight``."""
-    if not isinstance(input, torch.Tensor):
-        return call_with_arrays(fused_add_rmsnorm, ("input", "residual"), input=input, residual=residual,
-                                weight=weight, eps=eps)
-    if _compiling():
-        return _library.fused_add_rmsnorm(input, residual, weight, eps)
-    if _grad_enabled() and (input.requires_grad or residual.requires_grad or weight.requires_grad):
-        refuse_grad("fused_add_rmsnorm")
-    return kernel_for("fused_add_rmsnorm", input)(input, residual, weight, eps)
 
 
-def qknorm(q: torch.Tensor, k: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor,
-           eps: float = 1e-6) -> None:
+@register_op(kernels={"cpu": cpu.qknorm, "cuda": cuda.qknorm}, mutates=("q", "k"))
+def qknorm(q: Tensor, k: Tensor, q_weight: Tensor, k_weight: Tensor, eps: float = 1e-6) -> None:
     """In place RMSNorm of every head of q [T, Hq, D] and k [T, Hk, D] over head_dim."""
-    if not isinstance(q, torch.Tensor):
-        return call_with_arrays(qknorm, ("q", "k"), q=q, k=k, q_weight=q_weight, k_weight=k_weight, eps=eps)
-    if _compiling():
-        return _library.qknorm(q, k, q_weight, k_weight, eps)
-    if _grad_enabled() and (q.requires_grad or k.requires_grad or q_weight.requires_grad or k_weight.requires_grad):
-        refuse_grad("qknorm")
-    return kernel_for("qknorm", q)(q, k, q_weight, k_weight, eps)
 
 
-def qknorm_across_heads(q: torch.Tensor, k: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor,
-                        eps: float = 1e-6) -> None:
+@register_op(kernels={"cpu": cpu.qknorm_across_heads, "cuda": cuda.qknorm_across_heads}, mutates=("q", "k"))
+def qknorm_across_heads(q: Tensor, k: Tensor, q_weight: Tensor, k_weight: Tensor, eps: float = 1e-6) -> None:
     """In place RMSNorm of each token of q and k over all its heads together (weights of size H*D)."""
-    if not isinstance(q, torch.Tensor):
-        return call_with_arrays(qknorm_across_heads, ("q", "k"), q=q, k=k, q_weight=q_weight, k_weight=k_weight,
-                                eps=eps)
-    if _compiling():
-        return _library.qknorm_across_heads(q, k, q_weight, k_weight, eps)
-    if _grad_enabled() and (q.requires_grad or k.requires_grad or q_weight.requires_grad or k_weight.requires_grad):
-        refuse_grad("qknorm_across_heads")
-    return kernel_for("qknorm_across_heads", q)(q, k, q_weight, k_weight, eps)
 
 
-def silu_and_mul(input: torch.Tensor, out: torch.Tensor | None = None):
+# --- activations, rotary, softmax ---------------------------------------------------------------------
+@register_op(kernels={"cpu": cpu.silu_and_mul, "cuda": cuda.silu_and_mul}, fake=_half_last, out=True)
+def silu_and_mul(input: Tensor) -> Tensor:
     """``silu(x[..., :d]) * x[..., d:]`` for input [..., 2d]."""
-    if not isinstance(input, torch.Tensor):
-        return call_with_arrays(silu_and_mul, (), input=input, out=out)
-    if _compiling():
-        return _into(out, _library.silu_and_mul(input))
-    if _grad_enabled() and (input.requires_grad):
-        refuse_grad("silu_and_mul")
-    return kernel_for("silu_and_mul", input)(input, out=out)
 
 
-def gelu_and_mul(input: torch.Tensor, approximate: str = "none", out: torch.Tensor | None = None):
+@register_op(kernels={"cpu": cpu.gelu_and_mul, "cuda": cuda.gelu_and_mul},
+             fake=lambda input, approximate: _half_last(input), out=True)
+def gelu_and_mul(input: Tensor, approximate: str = "none") -> Tensor:
     """``gelu(x[..., :d], approximate) * x[..., d:]`` for input [..., 2d]."""
-    if not isinstance(input, torch.Tensor):
-        return call_with_arrays(gelu_and_mul, (), input=input, approximate=approximate, out=out)
-    if _compiling():
-        return _into(out, _library.gelu_and_mul(input, approximate))
-    if _grad_enabled() and (input.requires_grad):
-        refuse_grad("gelu_and_mul")
-    return kernel_for("gelu_and_mul", input)(input, approximate=approximate, out=out)
 
 
-def apply_rope(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin_cache: torch.Tensor,
-               is_neox: bool = True) -> None:
+@register_op(kernels={"cpu": cpu.apply_rope, "cuda": cuda.apply_rope}, mutates=("q", "k"), dispatch="q")
+def apply_rope(positions: Tensor, q: Tensor, k: Tensor, cos_sin_cache: Tensor, is_neox: bool = True) -> None:
     """In place rotary embedding of q [T, Hq, D] and k [T, Hk, D] (NeoX or GPT-J layout, partial rotary)."""
-    if not isinstance(positions, torch.Tensor):
-        return call_with_arrays(apply_rope, ("q", "k"), positions=positions, q=q, k=k, cos_sin_cache=cos_sin_cache,
-                                is_neox=is_neox)
-    if _compiling():
-        return _library.apply_rope(positions, q, k, cos_sin_cache, is_neox)
-    if _grad_enabled() and (q.requires_grad or k.requires_grad or cos_sin_cache.requires_grad):
-        refuse_grad("apply_rope")
-    return kernel_for("apply_rope", q)(positions, q, k, cos_sin_cache, is_neox=is_neox)
 
 
-def softmax(input: torch.Tensor, dim: int = -1, out: torch.Tensor | None = None):
+@register_op(kernels={"cpu": cpu.softmax}, fake=lambda input, dim: _like(input), out=True)
+def softmax(input: Tensor, dim: int = -1) -> Tensor:
     """Softmax over the last dimension."""
-    if not isinstance(input, torch.Tensor):
-        return call_with_arrays(softmax, (), input=input, dim=dim, out=out)
-    if _compiling():
-        return _into(out, _library.softmax(input, dim))
-    if _grad_enabled() and (input.requires_grad):
-        refuse_grad("softmax")
-    return kernel_for("softmax", input)(input, dim=dim, out=out)
 
 
-def per_tensor_quant_fp8(input: torch.Tensor, scale: torch.Tensor | None = None):
+# --- quantization --------------------------------------------------------------------------------------
+@register_op(kernels={"cuda": cuda.per_tensor_quant_fp8},
+             fake=lambda input, scale: (input.new_empty(input.shape, dtype=torch.float8_e4m3fn),
+                                        input.new_empty((1,), dtype=torch.float32)))
+def per_tensor_quant_fp8(input: Tensor, scale: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """FP8 (e4m3) quantization with one scale: dynamic (from the absolute maximum) or given."""
-    if not isinstance(input, torch.Tensor):
-        return call_with_arrays(per_tensor_quant_fp8, (), input=input, scale=scale)
-    if _compiling():
-        return _library.per_tensor_quant_fp8(input, scale)
-    if _grad_enabled() and (input.requires_grad):
-        refuse_grad("per_tensor_quant_fp8")
-    return kernel_for("per_tensor_quant_fp8", input)(input, scale=scale)
 
 
-def per_token_quant_fp8(input: torch.Tensor):
+@register_op(kernels={"cuda": cuda.per_token_quant_fp8},
+             fake=lambda input: _quant_pair(input, torch.float8_e4m3fn, 1))
+def per_token_quant_fp8(input: Tensor) -> tuple[Tensor, Tensor]:
     """FP8 (e4m3) quantization with one scale per row; returns (output, scales [T, 1])."""
-    if not isinstance(input, torch.Tensor):
-        return call_with_arrays(per_token_quant_fp8, (), input=input)
-    if _compiling():
-        return _library.per_token_quant_fp8(input)
-    if _grad_enabled() and (input.requires_grad):
-        refuse_grad("per_token_quant_fp8")
-    return kernel_for("per_token_quant_fp8", input)(input)
 
 
-def per_token_quant_int8(input: torch.Tensor):
+@register_op(kernels={"cpu": cpu.per_token_quant_int8, "cuda": cuda.per_token_quant_int8},
+             fake=lambda input: _quant_pair(input, torch.int8, 1))
+def per_token_quant_int8(input: Tensor) -> tuple[Tensor, Tensor]:
     """INT8 quantization with one scale per row; returns (output, scales [T, 1])."""
-    if not isinstance(input, torch.Tensor):
-        return call_with_arrays(per_token_quant_int8, (), input=input)
-    if _compiling():
-        return _library.per_token_quant_int8(input)
-    if _grad_enabled() and (input.requires_grad):
-        refuse_grad("per_token_quant_int8")
-    return kernel_for("per_token_quant_int8", input)(input)
 
 
-def per_token_group_quant_fp8(input: torch.Tensor, group_size: int = 128, eps: float = 1e-10,
-                              column_major_scales: bool = False, scale_ue8m0: bool = False):
+@register_op(kernels={"cpu": cpu.per_token_group_quant_fp8, "cuda": cuda.per_token_group_quant_fp8},
+             fake=_group_quant_fp8_fake)
+def per_token_group_quant_fp8(input: Tensor, group_size: int = 128, eps: float = 1e-10,
+                              column_major_scales: bool = False, scale_ue8m0: bool = False) -> tuple[Tensor, Tensor]:
     """FP8 (e4m3) quantization with one scale per group of ``group_size`` features of a row."""
-    if not isinstance(input, torch.Tensor):
-        return call_with_arrays(per_token_group_quant_fp8, (), input=input, group_size=group_size, eps=eps,
-                                column_major_scales=column_major_scales, scale_ue8m0=scale_ue8m0)
-    if _compiling():
-        return _library.per_token_group_quant_fp8(input, group_size, eps, column_major_scales, scale_ue8m0)
-    if _grad_enabled() and (input.requires_grad):
-        refuse_grad("per_token_group_quant_fp8")
-    return kernel_for("per_token_group_quant_fp8", input)(input, group_size=group_size, eps=eps,
-                                                          column_major_scales=column_major_scales,
-                                                          scale_ue8m0=scale_ue8m0)
 
 
-def per_token_group_quant_int8(input: torch.Tensor, group_size: int = 128, eps: float = 1e-10):
+@register_op(kernels={"cpu": cpu.per_token_group_quant_int8, "cuda": cuda.per_token_group_quant_int8},
+             fake=lambda input, group_size, eps: _quant_pair(input, torch.int8, input.shape[-1] // group_size))
+def per_token_group_quant_int8(input: Tensor, group_size: int = 128, eps: float = 1e-10) -> tuple[Tensor, Tensor]:
     """INT8 quantization with one scale per group of ``group_size`` features of a row."""
-    if not isinstance(input, torch.Tensor):
-        return call_with_arrays(per_token_group_quant_int8, (), input=input, group_size=group_size, eps=eps)
-    if _compiling():
-        return _library.per_token_group_quant_int8(input, group_size, eps)
-    if _grad_enabled() and (input.requires_grad):
-        refuse_grad("per_token_group_quant_int8")
-    return kernel_for("per_token_group_quant_int8", input)(input, group_size=group_size, eps=eps)
 
 
-def store_kv_cache(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                   slot_mapping: torch.Tensor, k_scale: torch.Tensor | None = None,
-                   v_scale: torch.Tensor | None = None) -> None:
+# --- KV cache ---------------------------------------------------------------------------------------------
+@register_op(kernels={"cpu": cpu.store_kv_cache, "cuda": cuda.store_kv_cache}, mutates=("k_cache", "v_cache"))
+def store_kv_cache(k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor, slot_mapping: Tensor,
+                   k_scale: Tensor | None = None, v_scale: Tensor | None = None) -> None:
     """Scatter k, v [T, H, D] into the caches [num_slots, H, D] at slot_mapping [T] (negative: skip).
     With k_scale and v_scale (float32 [1]) the caches are float8_e4m3fn holding k / k_scale, v / v_scale."""
-    if not isinstance(k, torch.Tensor):
-        return call_with_arrays(store_kv_cache, ("k_cache", "v_cache"), k=k, v=v, k_cache=k_cache, v_cache=v_cache,
-                                slot_mapping=slot_mapping, k_scale=k_scale, v_scale=v_scale)
-    if _compiling():
-        return _library.store_kv_cache(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale)
-    return kernel_for("store_kv_cache", k)(k, v, k_cache, v_cache, slot_mapping, k_scale=k_scale, v_scale=v_scale)
 
 
-__all__ = [
-    "apply_rope", "fused_add_rmsnorm", "gelu_and_mul", "per_tensor_quant_fp8", "per_token_group_quant_fp8",
-    "per_token_group_quant_int8", "per_token_quant_fp8", "per_token_quant_int8", "qknorm", "qknorm_across_heads",
-    "rmsnorm", "silu_and_mul", "softmax", "store_kv_cache",
-]
+__all__ = sorted(REGISTERED_OPS)

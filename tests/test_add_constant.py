@@ -8,8 +8,13 @@ import torch
 from conftest import requires_cuda
 from mllm_kernel.cpu.jit import add_constant, add_constant_runtime
 from mllm_kernel.cpu.jit import add_constant as cpu_module_alias  # noqa: F401 - the README's import
-from mllm_kernel.cpu.jit.add_constant import _KERNELS as CPU_KERNELS
-from mllm_kernel.cpu.jit.add_constant import _runtime_kernel
+from mllm_kernel.jit_utils import find_module
+
+
+def _exported(name: str, device: str, *variant: object):
+    """The module function itself (destination passing: the tests poison ``dst``)."""
+    return getattr(find_module(name, tuple(map(str, variant)), device).module(device), name)
+
 
 LENGTHS = [1, 2, 7, 8, 15, 16, 17, 31, 33, 1023, 1024, 4097, 65537, 1 << 20]
 CONSTANTS = [1, 2, 4, 8, 16]
@@ -20,7 +25,7 @@ CONSTANTS = [1, 2, 4, 8, 16]
 def test_cpu_add_constant_matches_torch(n, c):
     src = torch.randn(n, generator=torch.Generator().manual_seed(n + c))
     dst = torch.full_like(src, float("nan"))  # poisoned: every element must be written
-    CPU_KERNELS[c](dst, src)
+    _exported("add_constant", "cpu", c)(dst, src)
     torch.testing.assert_close(dst, src + c, rtol=0, atol=0)
     torch.testing.assert_close(add_constant(src, c), src + c, rtol=0, atol=0)
 
@@ -30,7 +35,7 @@ def test_cpu_add_constant_matches_torch(n, c):
 def test_cpu_add_constant_runtime_matches_torch(n, value):
     src = torch.randn(n, generator=torch.Generator().manual_seed(n))
     dst = torch.full_like(src, float("nan"))
-    _runtime_kernel(dst, src, value)
+    _exported("add_constant_runtime", "cpu")(dst, src, value)
     expected = (src.double() + torch.tensor(value, dtype=torch.float32).double()).float()
     torch.testing.assert_close(dst, expected, rtol=0, atol=0)
     torch.testing.assert_close(add_constant_runtime(src, value), expected, rtol=0, atol=0)
@@ -61,9 +66,9 @@ def test_cpu_add_constant_bad_inputs(make, message):
 def test_cpu_add_constant_dst_mismatch():
     src = torch.randn(8)
     with pytest.raises(ValueError, match=r"add_constant: dst: dim 0 \(num_elements\) must be 8 as bound by src, got 9"):
-        CPU_KERNELS[2](torch.empty(9), src)
+        _exported("add_constant", "cpu", 2)(torch.empty(9), src)
     with pytest.raises(ValueError, match=r"add_constant_runtime: dst: dtype must be float32, got float16"):
-        _runtime_kernel(torch.empty(8, dtype=torch.float16), src, 1.0)
+        _exported("add_constant_runtime", "cpu")(torch.empty(8, dtype=torch.float16), src, 1.0)
 
 
 @requires_cuda
@@ -89,11 +94,11 @@ def test_runtime_value_must_be_a_number(value):
 @pytest.mark.parametrize("n", LENGTHS + [(1 << 24) + 3])
 @pytest.mark.parametrize("c", CONSTANTS)
 def test_cuda_add_constant_matches_torch(n, c):
-    from mllm_kernel.cuda.jit.add_constant import _KERNELS
+    import mllm_kernel.cuda.jit  # noqa: F401 - declares the CUDA modules
 
     src = torch.randint(-(2**30), 2**30, (n,), dtype=torch.int32, device="cuda")
     dst = torch.full_like(src, -12345)
-    _KERNELS[c](dst, src)
+    _exported("add_constant", "cuda", c)(dst, src)
     torch.testing.assert_close(dst, src + c, rtol=0, atol=0)
 
 

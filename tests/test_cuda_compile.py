@@ -1,7 +1,7 @@
 """Compile-only checks for the CUDA kernels (no GPU needed; runs in CI where nvcc exists).
 
-Builds every CUDA module variant of the LLM kernels (norm, activation, rope for float32,
-float16 and bfloat16) and add_constant's five constants through the normal JIT path, and
+Builds every CUDA module variant the package declares (each op family for float32, float16 and
+bfloat16, add_constant's five constants, the KV-cache store) through the normal JIT path, and
 compiles each device header on its own for sm_80 and sm_90.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-import torch
 
 from mllm_kernel.jit_utils import toolchain
 from mllm_kernel.jit_utils.errors import ToolchainNotFoundError
@@ -26,33 +25,28 @@ def _nvcc_or_none():
 
 pytestmark = pytest.mark.skipif(_nvcc_or_none() is None, reason="nvcc not found")
 
-DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+def _cuda_modules():
+    import mllm_kernel.ops  # noqa: F401 - declares every module of the package
+    from mllm_kernel.jit_utils import registered_kernels
+
+    return [r for r in registered_kernels() if "cuda" in r.devices]
 
 
-def _families():
-    from mllm_kernel.cuda.jit import activation, norm, rope
-
-    return {"norm": norm._KERNELS, "activation": activation._KERNELS, "rope": rope._KERNELS}
-
-
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
-@pytest.mark.parametrize("family", ["norm", "activation", "rope"])
-def test_llm_kernel_module_builds(family, dtype):
-    module = _families()[family][dtype].module("cuda")
-    expected = {
-        "norm": ["rmsnorm", "fused_add_rmsnorm", "qknorm", "qknorm_across_heads"],
-        "activation": ["silu_and_mul", "gelu_and_mul"],
-        "rope": ["apply_rope"],
-    }[family]
-    for name in expected:
-        assert callable(getattr(module, name)), f"{family}[{dtype}] does not export {name}"
+@pytest.mark.parametrize("record", _cuda_modules(), ids=lambda r: "-".join([r.name, *r.args]))
+def test_every_cuda_module_builds(record):
+    """Every CUDA module the package declares (each op family, dtype and constant) builds
+    through the normal JIT path and exports each function it declares."""
+    module = record.kernel.module("cuda")
+    exports = record.kernel.exports("cuda")
+    assert exports
+    for name in exports:
+        assert callable(getattr(module, name)), f"{record.name}{list(record.args)} does not export {name}"
 
 
-@pytest.mark.parametrize("constant", [1, 2, 4, 8, 16])
-def test_add_constant_module_builds(constant):
-    from mllm_kernel.cuda.jit.add_constant import _KERNELS
-
-    assert callable(_KERNELS[constant].module("cuda").add_constant)
+def test_every_op_family_has_cuda_modules():
+    names = {r.name for r in _cuda_modules()}
+    assert {"norm", "activation", "rope", "add_constant", "kv_cache", "quant_per_tensor", "quant_per_token",
+            "quant_per_group"} <= names
 
 
 def test_cooperative_launch_test_kernel_builds():

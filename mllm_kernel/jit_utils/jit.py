@@ -1,15 +1,17 @@
-"""The ``@jit`` decorator: a Python function that receives its compiled module first."""
+"""The ``@jit`` decorator: a Python function that receives its compiled module first.
+
+For a quick kernel of one's own; the library's wrappers declare their modules with
+``jit_module`` and look functions up through a ``KernelTable`` (docs/adding_a_kernel.md).
+"""
 
 from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
-from mllm_kernel.jit_utils.compile import Wrappers, load_cpu_jit, load_cuda_jit
-from mllm_kernel.jit_utils.registry import KernelRecord, register
-
-_DEVICES = ("auto", "cpu", "cuda")
+from mllm_kernel.jit_utils.load import Wrappers
+from mllm_kernel.jit_utils.module import JitModule, _build_spec, _variant
 
 
 def _tensor_device_types(values) -> set[str]:
@@ -24,53 +26,14 @@ def _tensor_device_types(values) -> set[str]:
     return found
 
 
-class JitKernel:
+class JitKernel(JitModule):
     """A decorated kernel: compiles its module on first call (per device) and then calls the
     wrapped function as ``fn(module, *args, **kwargs)``."""
 
     def __init__(self, fn: Callable, *, name: str, args: tuple[str, ...], device: str, build: dict) -> None:
-        if device not in _DEVICES:
-            raise ValueError(f"jit: device must be one of {_DEVICES}, got {device!r}")
+        super().__init__(name, args, device, build)
         self.fn = fn
-        self.name = name
-        self.args = args
-        self.device = device
-        self._build = build
-        self._modules: dict[str, Any] = {}
-        devices = ("cpu", "cuda") if device == "auto" else (device,)
-        devices = tuple(d for d in devices if self._has_sources(d))
-        if not devices:
-            raise ValueError(f"jit({name!r}): no sources for device {device!r}")
-        self.devices = devices
-        files = [*(build.get("cpp_files") or ()), *(build.get("cuda_files") or ())]
-        register(KernelRecord(name, devices, args, tuple(str(f) for f in files), kernel=self))
         functools.update_wrapper(self, fn)
-
-    def _has_sources(self, device: str) -> bool:
-        key = "cpp_files" if device == "cpu" else "cuda_files"
-        return bool(self._build.get(key))
-
-    def module(self, device: str):
-        """The compiled module for ``device`` ("cpu" or "cuda"), built on first use."""
-        module = self._modules.get(device)
-        if module is not None:
-            return module
-        b = self._build
-        if device not in self.devices:
-            raise ValueError(f"{self.name}: no {device} sources (this kernel runs on {', '.join(self.devices)})")
-        if device == "cpu":
-            module = load_cpu_jit(self.name, *self.args, cpp_files=b["cpp_files"], cpp_wrappers=b["cpp_wrappers"],
-                                  extra_cflags=b["extra_cflags"], extra_ldflags=b["extra_ldflags"],
-                                  extra_include_paths=b["extra_include_paths"])
-        else:
-            with_cpp = self.device == "cuda"  # "auto" kernels keep their C++ files for the CPU module
-            module = load_cuda_jit(self.name, *self.args, cuda_files=b["cuda_files"], cuda_wrappers=b["cuda_wrappers"],
-                                   cpp_files=b["cpp_files"] if with_cpp else None,
-                                   cpp_wrappers=b["cpp_wrappers"] if with_cpp else None,
-                                   extra_cflags=b["extra_cflags"], extra_cuda_cflags=b["extra_cuda_cflags"],
-                                   extra_ldflags=b["extra_ldflags"], extra_include_paths=b["extra_include_paths"])
-        self._modules[device] = module
-        return module
 
     def resolve_device(self, args: tuple, kwargs: dict) -> str:
         if self.device != "auto":
@@ -112,13 +75,10 @@ def jit(
     ``cpp_files``/``cpp_wrappers``; a "cuda" module from ``cuda_files``/``cuda_wrappers`` plus
     any ``cpp_files``; under "auto" the C++ files serve the CPU module only.
     """
-    variant = tuple(str(a) for a in (args if isinstance(args, (list, tuple)) else [args]))
-    build = dict(cpp_files=list(cpp_files or ()), cuda_files=list(cuda_files or ()),
-                 cpp_wrappers=list(cpp_wrappers or ()), cuda_wrappers=list(cuda_wrappers or ()),
-                 extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
-                 extra_include_paths=extra_include_paths)
+    build = _build_spec(cpp_files, cuda_files, cpp_wrappers, cuda_wrappers, extra_cflags, extra_cuda_cflags,
+                        extra_ldflags, extra_include_paths)
 
     def decorate(fn: Callable) -> JitKernel:
-        return JitKernel(fn, name=func_name or fn.__name__, args=variant, device=device, build=build)
+        return JitKernel(fn, name=func_name or fn.__name__, args=_variant(args), device=device, build=build)
 
     return decorate

@@ -12,13 +12,13 @@ from mllm_kernel.jit_utils.paths import cache_root
 
 @dataclass(frozen=True)
 class KernelRecord:
-    """One decorated kernel: its module name, the devices it builds for and its variant args."""
+    """One declared module: its name, the devices it builds for and its variant args."""
 
     name: str
     devices: tuple[str, ...]
     args: tuple[str, ...]
     files: tuple[str, ...]
-    #: The decorated kernel itself; ``kernel.module(device)`` builds or loads it.
+    #: The declared module itself (a ``JitModule``); ``kernel.module(device)`` builds or loads it.
     kernel: Any = field(default=None, compare=False, repr=False)
 
     def cache_folders(self, device: str) -> list[Path]:
@@ -36,6 +36,15 @@ _REGISTRY: dict[tuple, KernelRecord] = {}
 
 def register(record: KernelRecord) -> None:
     _REGISTRY[(record.name, record.devices, record.args)] = record
+
+
+def find_module(name: str, args: tuple[str, ...], device: str):
+    """The declared module ``name`` of variant ``args`` that builds for ``device`` (a LookupError
+    when none is registered in this process; import the package that declares it first)."""
+    for record in _REGISTRY.values():
+        if record.name == name and record.args == tuple(args) and device in record.devices:
+            return record.kernel
+    raise LookupError(f"no module {name}[{', '.join(args)}] for {device} is registered")
 
 
 def registered_kernels() -> list[KernelRecord]:

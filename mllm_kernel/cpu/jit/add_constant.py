@@ -4,45 +4,23 @@ from __future__ import annotations
 
 import torch
 
-from mllm_kernel.jit_utils import jit, make_cpp_args
+from mllm_kernel.jit_utils import KernelTable, jit_module, make_cpp_args
+from mllm_kernel.op_args import ADD_CONSTANTS, check_add_constant
 
-SUPPORTED_CONSTANTS = (1, 2, 4, 8, 16)
 
-
-def _make_kernel(constant: int):
+def _module(constant: int):
     args = make_cpp_args(constant)
-
-    @jit(
-        args=args,
-        device="cpu",
-        cpp_files=["add_constant.cpp"],
-        cpp_wrappers=[("add_constant", f"mllm_kernel::cpu::add_constant<{args}>")],
-        func_name="add_constant",
-    )
-    def _kernel(compiled_module, dst: torch.Tensor, src: torch.Tensor) -> None:
-        compiled_module.add_constant(dst, src)
-
-    return _kernel
+    return jit_module("add_constant", args=args, device="cpu", cpp_files=["add_constant.cpp"],
+                      cpp_wrappers=[("add_constant", f"mllm_kernel::cpu::add_constant<{args}>")])
 
 
-_KERNELS = {c: _make_kernel(c) for c in SUPPORTED_CONSTANTS}
-
-
-@jit(
-    device="cpu",
-    cpp_files=["add_constant.cpp"],
-    cpp_wrappers=[("add_constant_runtime", "mllm_kernel::cpu::add_constant_runtime")],
-    func_name="add_constant_runtime",
+_ADD_CONSTANT = KernelTable("add_constant", {c: _module(c) for c in ADD_CONSTANTS}, arg="constant")
+_ADD_CONSTANT_RUNTIME = KernelTable(
+    "add_constant_runtime",
+    jit_module("add_constant_runtime", device="cpu", cpp_files=["add_constant.cpp"],
+               cpp_wrappers=[("add_constant_runtime", "mllm_kernel::cpu::add_constant_runtime")]),
+    arg="src",
 )
-def _runtime_kernel(compiled_module, dst: torch.Tensor, src: torch.Tensor, value: float) -> None:
-    compiled_module.add_constant_runtime(dst, src, value)
-
-
-def check_constant(constant: object) -> int:
-    """The constant itself when it is one of SUPPORTED_CONSTANTS, else a ValueError."""
-    if isinstance(constant, bool) or not isinstance(constant, int) or constant not in SUPPORTED_CONSTANTS:
-        raise ValueError(f"add_constant: constant must be one of {SUPPORTED_CONSTANTS}, got {constant!r}")
-    return constant
 
 
 def add_constant(src: torch.Tensor, constant: int) -> torch.Tensor:
@@ -51,9 +29,9 @@ def add_constant(src: torch.Tensor, constant: int) -> torch.Tensor:
     ``constant`` is compiled into the kernel and must be one of 1, 2, 4, 8, 16; each one is its
     own cached module. Wrong dtype, device, shape, strides or an empty tensor raise ValueError.
     """
-    kernel = _KERNELS[check_constant(constant)]
+    function = _ADD_CONSTANT[check_add_constant(constant)]
     dst = torch.empty_like(src)
-    kernel(dst, src)
+    function(dst, src)
     return dst
 
 
@@ -61,6 +39,7 @@ def add_constant_runtime(src: torch.Tensor, value: float) -> torch.Tensor:
     """``src + value`` (value rounded to float32) for a contiguous, non-empty 1-D float32 CPU tensor."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"add_constant_runtime: value must be a real number, got {value!r}")
+    function = _ADD_CONSTANT_RUNTIME[src.dtype]
     dst = torch.empty_like(src)
-    _runtime_kernel(dst, src, float(value))
+    function(dst, src, float(value))
     return dst

@@ -6,19 +6,16 @@ from __future__ import annotations
 import torch
 
 from mllm_kernel.cpu.jit._threads import num_threads
-from mllm_kernel.jit_utils import jit
-from mllm_kernel.kv_scales import wants_fp8_store
+from mllm_kernel.jit_utils import KernelTable, jit_module
+from mllm_kernel.op_args import wants_fp8_store
 
-
-@jit(
-    device="cpu",
-    cpp_files=["kv_cache.cpp"],
-    cpp_wrappers=[("store_kv_cache", "mllm_kernel::cpu::store_kv_cache"),
-                  ("store_kv_cache__fp8", "mllm_kernel::cpu::store_kv_cache_fp8")],
-    func_name="cpu_kv_cache",
-)
-def _kv_cache_module(compiled_module):
-    return compiled_module
+_OP = "store_kv_cache"
+# One module for every dtype: the kernels check the tensors and pick the element type.
+_MODULE = jit_module("cpu_kv_cache", device="cpu", cpp_files=["kv_cache.cpp"],
+                     cpp_wrappers=[(_OP, "mllm_kernel::cpu::store_kv_cache"),
+                                   ("store_kv_cache__fp8", "mllm_kernel::cpu::store_kv_cache_fp8")])
+_STORE = KernelTable(_OP, _MODULE, arg="k")
+_STORE_FP8 = KernelTable(_OP, _MODULE, arg="k", export="store_kv_cache__fp8")
 
 
 def store_kv_cache(
@@ -27,7 +24,6 @@ def store_kv_cache(
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
-    *,
     k_scale: torch.Tensor | None = None,
     v_scale: torch.Tensor | None = None,
 ) -> None:
@@ -42,8 +38,7 @@ def store_kv_cache(
     hold ``k / k_scale`` and ``v / v_scale`` (round to nearest even, saturated to +-448; a zero
     scale stores zeros), the per-tensor scaled FP8 KV cache of serving engines.
     """
-    module = _kv_cache_module.module("cpu")
-    if wants_fp8_store("store_kv_cache", k, k_cache, k_scale, v_scale):
-        module.store_kv_cache__fp8(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale, num_threads())
+    if wants_fp8_store(_OP, k, k_cache, k_scale, v_scale):
+        _STORE_FP8[k.dtype](k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale, num_threads())
     else:
-        module.store_kv_cache(k, v, k_cache, v_cache, slot_mapping, num_threads())
+        _STORE[k.dtype](k, v, k_cache, v_cache, slot_mapping, num_threads())

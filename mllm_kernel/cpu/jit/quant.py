@@ -12,26 +12,22 @@ from __future__ import annotations
 import torch
 
 from mllm_kernel.cpu.jit._threads import num_threads
-from mllm_kernel.jit_utils import jit
-from mllm_kernel.rows import group_scales, row_shape
+from mllm_kernel.jit_utils import KernelTable, jit_module
+from mllm_kernel.op_args import group_scales, row_shape
 
 FP8_E4M3_MAX = 448.0
 INT8_MAX = 127.0
 
 
-@jit(
-    device="cpu",
-    cpp_files=["quant.cpp"],
-    # One C++ entry per format, exported under each public name so errors name the op called.
-    cpp_wrappers=[
-        ("per_token_quant_int8", "mllm_kernel::cpu::quant_int8"),
-        ("per_token_group_quant_int8", "mllm_kernel::cpu::quant_int8"),
-        ("per_token_group_quant_fp8", "mllm_kernel::cpu::quant_fp8"),
-    ],
-    func_name="cpu_quant",
-)
-def _quant_module(compiled_module):
-    return compiled_module
+# One module for every dtype, one C++ entry per format, exported under each public name so
+# errors name the op called; the kernels check the tensors and pick the element type.
+_MODULE = jit_module("cpu_quant", device="cpu", cpp_files=["quant.cpp"],
+                     cpp_wrappers=[("per_token_quant_int8", "mllm_kernel::cpu::quant_int8"),
+                                   ("per_token_group_quant_int8", "mllm_kernel::cpu::quant_int8"),
+                                   ("per_token_group_quant_fp8", "mllm_kernel::cpu::quant_fp8")])
+_PER_TOKEN_INT8 = KernelTable("per_token_quant_int8", _MODULE)
+_GROUP_INT8 = KernelTable("per_token_group_quant_int8", _MODULE)
+_GROUP_FP8 = KernelTable("per_token_group_quant_fp8", _MODULE)
 
 
 def _check_group_size(op: str, group_size: object) -> int:
@@ -46,7 +42,7 @@ def per_token_quant_int8(input: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
     _, hidden = row_shape(input, "per_token_quant_int8")
     out = torch.empty(input.shape, dtype=torch.int8, device=input.device)
     scales = torch.empty((*input.shape[:-1], 1), dtype=torch.float32, device=input.device)
-    _quant_module.module("cpu").per_token_quant_int8(out, scales.view(-1, 1), input, hidden, 0.0, num_threads())
+    _PER_TOKEN_INT8[input.dtype](out, scales.view(-1, 1), input, hidden, 0.0, num_threads())
     return out, scales
 
 
@@ -60,7 +56,7 @@ def per_token_group_quant_int8(
     rows, hidden = row_shape(input, op)
     out = torch.empty(input.shape, dtype=torch.int8, device=input.device)
     scales, scales_2d = group_scales(input, rows, hidden // group_size, False)
-    _quant_module.module("cpu").per_token_group_quant_int8(out, scales_2d, input, group_size, float(eps), num_threads())
+    _GROUP_INT8[input.dtype](out, scales_2d, input, group_size, float(eps), num_threads())
     return out, scales
 
 
@@ -83,7 +79,7 @@ def per_token_group_quant_fp8(
     rows, hidden = row_shape(input, op)
     out = torch.empty(input.shape, dtype=torch.float8_e4m3fn, device=input.device)
     scales, scales_2d = group_scales(input, rows, hidden // group_size, bool(column_major_scales))
-    _quant_module.module("cpu").per_token_group_quant_fp8(
+    _GROUP_FP8[input.dtype](
         out, scales_2d, input, group_size, float(eps), bool(scale_ue8m0), num_threads()
     )
     return out, scales

@@ -5,17 +5,12 @@ from __future__ import annotations
 import torch
 
 from mllm_kernel.cpu.jit._threads import num_threads
-from mllm_kernel.jit_utils import jit
+from mllm_kernel.jit_utils import KernelTable, jit_module
 
-
-@jit(
-    device="cpu",
-    cpp_files=["rope.cpp"],
-    cpp_wrappers=[("apply_rope", "mllm_kernel::cpu::apply_rope")],
-    func_name="cpu_rope",
-)
-def _rope_module(compiled_module):
-    return compiled_module
+# One module for every dtype: the kernel checks the tensors and picks the element type.
+_APPLY_ROPE = KernelTable("apply_rope", jit_module("cpu_rope", device="cpu", cpp_files=["rope.cpp"],
+                                                   cpp_wrappers=[("apply_rope", "mllm_kernel::cpu::apply_rope")]),
+                          arg="q")
 
 
 def apply_rope(
@@ -32,4 +27,4 @@ def apply_rope(
     head rotate, pairing ``(i, i + rotary_dim/2)`` (NeoX) or ``(2i, 2i+1)`` (GPT-J). A position
     outside ``[0, max_pos)`` raises ValueError before anything is written.
     """
-    _rope_module.module("cpu").apply_rope(positions, q, k, cos_sin_cache, bool(is_neox), num_threads())
+    _APPLY_ROPE[q.dtype](positions, q, k, cos_sin_cache, bool(is_neox), num_threads())

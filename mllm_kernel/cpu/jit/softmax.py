@@ -5,18 +5,11 @@ from __future__ import annotations
 import torch
 
 from mllm_kernel.cpu.jit._threads import num_threads
-from mllm_kernel.jit_utils import jit
-from mllm_kernel.rows import require_tensor
+from mllm_kernel.jit_utils import KernelTable, jit_module
 
-
-@jit(
-    device="cpu",
-    cpp_files=["softmax.cpp"],
-    cpp_wrappers=[("softmax", "mllm_kernel::cpu::softmax")],
-    func_name="cpu_softmax",
-)
-def _softmax_module(compiled_module):
-    return compiled_module
+# One module for every dtype: the kernel checks the tensors and picks the element type.
+_SOFTMAX = KernelTable("softmax", jit_module("cpu_softmax", device="cpu", cpp_files=["softmax.cpp"],
+                                             cpp_wrappers=[("softmax", "mllm_kernel::cpu::softmax")]))
 
 
 def softmax(input: torch.Tensor, dim: int = -1, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -24,8 +17,8 @@ def softmax(input: torch.Tensor, dim: int = -1, out: torch.Tensor | None = None)
     may be strided; ``out`` (same shape, any row stride, may be ``input``) is written and returned."""
     if isinstance(input, torch.Tensor) and input.dim() > 0 and dim not in (-1, input.dim() - 1):
         raise ValueError(f"softmax: only the last dim is supported (dim=-1 or {input.dim() - 1}), got dim={dim!r}")
+    function = _SOFTMAX[input.dtype]
     if out is None:
-        input = require_tensor(input, "softmax", "input")
         out = torch.empty(input.shape, dtype=input.dtype, device=input.device)
-    _softmax_module.module("cpu").softmax(out, input, num_threads())
+    function(out, input, num_threads())
     return out

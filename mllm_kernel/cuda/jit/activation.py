@@ -3,51 +3,37 @@
 ``input`` is [..., 2d]; the result is [..., d] = act(input[..., :d]) * input[..., d:], computed
 in fp32 and rounded once. One compiled module per dtype (float32, float16, bfloat16) holds all
 variants (``mllm_kernel/cuda/csrc/activation.cuh``). ``enable_pdl``: programmatic dependent
-launch, on by default (``None``) where the GPU has it (sm_90+; docs/pdl.md).
+launch, on by default (``None``; see ``mllm_kernel.op_args.resolve_pdl``).
 """
 
 from __future__ import annotations
 
 import torch
 
-from mllm_kernel.cuda.jit._common import FunctionTable, per_dtype
-from mllm_kernel.jit_utils import jit, make_cpp_args
+from mllm_kernel.jit_utils import KernelTable, jit_module, make_cpp_args
+from mllm_kernel.op_args import FLOAT_DTYPES, resolve_pdl
 
 _OPS = ("silu_and_mul", "gelu_and_mul")
 _GELU_APPROXIMATIONS = ("none", "tanh")
 
 
-def _make_kernel(dtype: torch.dtype):
+def _module(dtype: torch.dtype):
     args = make_cpp_args(dtype)
-
-    @jit(
-        args=args,
-        device="cuda",
-        cuda_files=["activation.cuh"],
-        cuda_wrappers=[(op, f"{op}<{args}>") for op in _OPS],
-        func_name="activation",
-    )
-    def _kernel(compiled_module):
-        return compiled_module
-
-    return _kernel
+    return jit_module("activation", args=args, device="cuda", cuda_files=["activation.cuh"],
+                      cuda_wrappers=[(op, f"{op}<{args}>") for op in _OPS])
 
 
-_KERNELS = per_dtype(_make_kernel)
-_SILU_AND_MUL = FunctionTable(_KERNELS, "silu_and_mul", "input")
-_GELU_AND_MUL = FunctionTable(_KERNELS, "gelu_and_mul", "input")
+_MODULES = {dtype: _module(dtype) for dtype in FLOAT_DTYPES}
+_SILU_AND_MUL = KernelTable("silu_and_mul", _MODULES)
+_GELU_AND_MUL = KernelTable("gelu_and_mul", _MODULES)
 
 
-def _run(table: FunctionTable, input: torch.Tensor, out: torch.Tensor | None, *flags: bool) -> torch.Tensor:
-    op = table.op
-    try:
-        function = table[input.dtype]
-    except (KeyError, AttributeError):
-        function = table.lookup(input)
+def _run(table: KernelTable, input: torch.Tensor, out: torch.Tensor | None, *flags: bool) -> torch.Tensor:
+    function = table[input.dtype]
     if out is None:
         shape = input.shape
         if shape[-1] % 2 != 0:
-            raise ValueError(f"{op}: input: last dim must be even (gate and up halves), got {shape[-1]}")
+            raise ValueError(f"{table.op}: input: last dim must be even (gate and up halves), got {shape[-1]}")
         # new_empty skips torch.empty's dtype/device keyword parsing (a few µs per call).
         out = input.new_empty((*shape[:-1], shape[-1] // 2))
     # N-D tensors go straight to C++, which views them as rows (verify_rows).
@@ -60,7 +46,7 @@ def silu_and_mul(
 ) -> torch.Tensor:
     """``silu(input[..., :d]) * input[..., d:]`` for ``input`` of shape [..., 2d] (rows may be
     strided). ``out`` ([..., d], same dtype; allocated when None) is returned."""
-    return _run(_SILU_AND_MUL, input, out, True if enable_pdl is None else enable_pdl)
+    return _run(_SILU_AND_MUL, input, out, resolve_pdl(enable_pdl))
 
 
 def gelu_and_mul(
@@ -74,4 +60,4 @@ def gelu_and_mul(
     like ``torch.nn.functional.gelu``) or "tanh". ``out`` ([..., d]) is returned."""
     if approximate not in _GELU_APPROXIMATIONS:
         raise ValueError(f"gelu_and_mul: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return _run(_GELU_AND_MUL, input, out, approximate == "tanh", True if enable_pdl is None else enable_pdl)
+    return _run(_GELU_AND_MUL, input, out, approximate == "tanh", resolve_pdl(enable_pdl))

@@ -3,27 +3,23 @@ quantizing into float8_e4m3fn caches with per-tensor scales.
 
 One compiled module serves every dtype (the copy moves bytes;
 ``mllm_kernel/cuda/csrc/kv_cache.cuh``). ``enable_pdl``: programmatic dependent launch, on by
-default (``None``) where the GPU has it (sm_90+; docs/pdl.md).
+default (``None``; see ``mllm_kernel.op_args.resolve_pdl``).
 """
 
 from __future__ import annotations
 
 import torch
 
-from mllm_kernel.jit_utils import jit
-from mllm_kernel.kv_scales import wants_fp8_store
+from mllm_kernel.jit_utils import KernelTable, jit_module
+from mllm_kernel.op_args import resolve_pdl, wants_fp8_store
 
 _OP = "store_kv_cache"
 
-
-@jit(
-    device="cuda",
-    cuda_files=["kv_cache.cuh"],
-    cuda_wrappers=[(_OP, "store_kv_cache"), ("store_kv_cache__fp8", "store_kv_cache_fp8")],
-    func_name="kv_cache",
-)
-def _kv_cache_module(compiled_module):
-    return compiled_module
+# One module for every dtype: the kernels check the tensors and pick the element type.
+_MODULE = jit_module("kv_cache", device="cuda", cuda_files=["kv_cache.cuh"],
+                     cuda_wrappers=[(_OP, "store_kv_cache"), ("store_kv_cache__fp8", "store_kv_cache_fp8")])
+_STORE = KernelTable(_OP, _MODULE, arg="k")
+_STORE_FP8 = KernelTable(_OP, _MODULE, arg="k", export="store_kv_cache__fp8")
 
 
 def _check_slots(slot_mapping: torch.Tensor, k_cache: torch.Tensor) -> None:
@@ -52,10 +48,10 @@ def store_kv_cache(
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
-    validate: bool = True,
-    *,
     k_scale: torch.Tensor | None = None,
     v_scale: torch.Tensor | None = None,
+    *,
+    validate: bool = True,
     enable_pdl: bool | None = None,
 ) -> None:
     """``k_cache[slot_mapping[t]] = k[t]``, ``v_cache[slot_mapping[t]] = v[t]``.
@@ -82,9 +78,7 @@ def store_kv_cache(
     quantize = wants_fp8_store(_OP, k, k_cache, k_scale, v_scale)
     if validate and not torch.cuda.is_current_stream_capturing():
         _check_slots(slot_mapping, k_cache)
-    module = _kv_cache_module.module("cuda")
-    pdl = True if enable_pdl is None else enable_pdl
     if quantize:
-        module.store_kv_cache__fp8(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale, pdl)
+        _STORE_FP8[k.dtype](k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale, resolve_pdl(enable_pdl))
     else:
-        module.store_kv_cache(k, v, k_cache, v_cache, slot_mapping, pdl)
+        _STORE[k.dtype](k, v, k_cache, v_cache, slot_mapping, resolve_pdl(enable_pdl))

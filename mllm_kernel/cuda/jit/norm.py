@@ -4,39 +4,29 @@ One compiled module per dtype (float32, float16, bfloat16) holds all four ops
 (``mllm_kernel/cuda/csrc/norm.cuh``). Every argument is checked in C++; errors are ValueErrors
 that start with the op name and name the tensor, e.g.
 ``"rmsnorm: weight: dim 0 (hidden) must be 4096 as bound by input, got 4095"``.
-``enable_pdl`` (every CUDA op has it): programmatic dependent launch, on by default (``None``) as
-in flashinfer and sglang; ``LaunchKernel`` leaves it off below sm_90. See docs/pdl.md.
+``enable_pdl`` (every CUDA op has it): programmatic dependent launch, on by default (``None``);
+see ``mllm_kernel.op_args.resolve_pdl``.
 """
 
 from __future__ import annotations
 
 import torch
 
-from mllm_kernel.cuda.jit._common import FunctionTable, per_dtype
-from mllm_kernel.jit_utils import jit, make_cpp_args
+from mllm_kernel.jit_utils import KernelTable, jit_module, make_cpp_args
+from mllm_kernel.op_args import FLOAT_DTYPES, resolve_pdl
 
 _OPS = ("rmsnorm", "fused_add_rmsnorm", "qknorm", "qknorm_across_heads")
 
 
-def _make_kernel(dtype: torch.dtype):
+def _module(dtype: torch.dtype):
     args = make_cpp_args(dtype)
-
-    @jit(
-        args=args,
-        device="cuda",
-        cuda_files=["norm.cuh"],
-        cuda_wrappers=[(op, f"{op}<{args}>") for op in _OPS],
-        func_name="norm",
-    )
-    def _kernel(compiled_module):
-        return compiled_module
-
-    return _kernel
+    return jit_module("norm", args=args, device="cuda", cuda_files=["norm.cuh"],
+                      cuda_wrappers=[(op, f"{op}<{args}>") for op in _OPS])
 
 
-_KERNELS = per_dtype(_make_kernel)
+_MODULES = {dtype: _module(dtype) for dtype in FLOAT_DTYPES}
 _RMSNORM, _FUSED_ADD_RMSNORM, _QKNORM, _QKNORM_ACROSS_HEADS = (
-    FunctionTable(_KERNELS, op, "q" if op.startswith("qknorm") else "input") for op in _OPS
+    KernelTable(op, _MODULES, arg="q" if op.startswith("qknorm") else "input") for op in _OPS
 )
 
 
@@ -55,16 +45,13 @@ def rmsnorm(
     QKV output). ``weight`` is [hidden], same dtype. ``out`` (same shape and dtype; allocated
     when None) receives the result and is returned.
     """
-    try:
-        function = _RMSNORM[input.dtype]
-    except (KeyError, AttributeError):
-        function = _RMSNORM.lookup(input)
+    function = _RMSNORM[input.dtype]
     if out is None:
         # empty_like is several times cheaper than torch.empty(shape, dtype=, device=).
         out = torch.empty_like(input, memory_format=torch.contiguous_format)
     # N-D tensors go straight to C++, which views them as rows (verify_rows); eps and the flag
     # are converted by tvm-ffi (ints, numpy floats; other types raise TypeError).
-    function(out, input, weight, eps, True if enable_pdl is None else enable_pdl)
+    function(out, input, weight, eps, resolve_pdl(enable_pdl))
     return out
 
 
@@ -82,11 +69,8 @@ def fused_add_rmsnorm(
     ``input`` and ``residual`` are [..., hidden] of one dtype (rows may be strided); ``weight``
     is [hidden].
     """
-    try:
-        function = _FUSED_ADD_RMSNORM[input.dtype]
-    except (KeyError, AttributeError):
-        function = _FUSED_ADD_RMSNORM.lookup(input)
-    function(input, residual, weight, eps, True if enable_pdl is None else enable_pdl)
+    function = _FUSED_ADD_RMSNORM[input.dtype]
+    function(input, residual, weight, eps, resolve_pdl(enable_pdl))
 
 
 def qknorm(
@@ -104,11 +88,8 @@ def qknorm(
     head strides, unit stride in head_dim: slices of a fused QKV output work); the weights are
     [head_dim]. Both are normalised by one launch.
     """
-    try:
-        function = _QKNORM[q.dtype]
-    except (KeyError, AttributeError):
-        function = _QKNORM.lookup(q)
-    function(q, k, q_weight, k_weight, eps, True if enable_pdl is None else enable_pdl)
+    function = _QKNORM[q.dtype]
+    function(q, k, q_weight, k_weight, eps, resolve_pdl(enable_pdl))
 
 
 def qknorm_across_heads(
@@ -125,8 +106,5 @@ def qknorm_across_heads(
 
     Heads must be packed within a token (head stride == head_dim); the token stride is free.
     """
-    try:
-        function = _QKNORM_ACROSS_HEADS[q.dtype]
-    except (KeyError, AttributeError):
-        function = _QKNORM_ACROSS_HEADS.lookup(q)
-    function(q, k, q_weight, k_weight, eps, True if enable_pdl is None else enable_pdl)
+    function = _QKNORM_ACROSS_HEADS[q.dtype]
+    function(q, k, q_weight, k_weight, eps, resolve_pdl(enable_pdl))

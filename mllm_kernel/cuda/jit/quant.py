@@ -2,8 +2,9 @@
 
 ``per_tensor_quant_fp8``, ``per_token_quant_fp8``, ``per_token_quant_int8``,
 ``per_token_group_quant_fp8`` and ``per_token_group_quant_int8``. Inputs are float32, float16 or
-bfloat16 ``[..., hidden]`` (leading dims flattened into rows; rows may be strided). One compiled
-module per input dtype holds every op (``mllm_kernel/cuda/csrc/quant.cuh``).
+bfloat16 ``[..., hidden]`` (leading dims flattened into rows; rows may be strided). Each algorithm
+family is one source and one compiled module per input dtype
+(``mllm_kernel/cuda/csrc/quant_per_{tensor,token,group}.cuh``).
 
 The formula, in float32, is the same as the CPU kernels'::
 
@@ -15,17 +16,16 @@ The formula, in float32, is the same as the CPU kernels'::
 
 A zero scale (an all-zero row with eps = 0, or a static scale of 0) gives zeros.
 
-``enable_pdl``: programmatic dependent launch, on by default (``None``) where the GPU has it
-(sm_90+; docs/pdl.md).
+``enable_pdl``: programmatic dependent launch, on by default (``None``; see
+``mllm_kernel.op_args.resolve_pdl``).
 """
 
 from __future__ import annotations
 
 import torch
 
-from mllm_kernel.cuda.jit._common import per_dtype, pick
-from mllm_kernel.jit_utils import jit, make_cpp_args
-from mllm_kernel.rows import group_scales, require_tensor, row_shape
+from mllm_kernel.jit_utils import KernelTable, jit_module, make_cpp_args
+from mllm_kernel.op_args import FLOAT_DTYPES, group_scales, require_tensor, resolve_pdl, row_shape
 
 FP8_E4M3_MAX = 448.0
 INT8_MAX = 127.0
@@ -35,32 +35,27 @@ _PARTIALS = 511
 #: Group sizes the per-token-group kernels are built for.
 GROUP_SIZES = (32, 64, 128)
 
-_OPS = (
-    "per_tensor_quant_fp8",
-    "per_token_quant_fp8",
-    "per_token_quant_int8",
-    "per_token_group_quant_fp8",
-    "per_token_group_quant_int8",
-)
+#: Each algorithm family is its own source and module (per input dtype), so a first call
+#: compiles only the family it uses.
+_FAMILIES = {
+    "quant_per_tensor": ("per_tensor_quant_fp8",),
+    "quant_per_token": ("per_token_quant_fp8", "per_token_quant_int8"),
+    "quant_per_group": ("per_token_group_quant_fp8", "per_token_group_quant_int8"),
+}
 
 
-def _make_kernel(dtype: torch.dtype):
+def _module(family: str, dtype: torch.dtype):
     args = make_cpp_args(dtype)
-
-    @jit(
-        args=args,
-        device="cuda",
-        cuda_files=["quant.cuh"],
-        cuda_wrappers=[(op, f"{op}<{args}>") for op in _OPS],
-        func_name="quant",
-    )
-    def _kernel(compiled_module):
-        return compiled_module
-
-    return _kernel
+    return jit_module(family, args=args, device="cuda", cuda_files=[f"{family}.cuh"],
+                      cuda_wrappers=[(op, f"{op}<{args}>") for op in _FAMILIES[family]])
 
 
-_KERNELS = per_dtype(_make_kernel)
+_MODULES = {family: {dtype: _module(family, dtype) for dtype in FLOAT_DTYPES} for family in _FAMILIES}
+_PER_TENSOR_FP8 = KernelTable("per_tensor_quant_fp8", _MODULES["quant_per_tensor"])
+_PER_TOKEN_FP8 = KernelTable("per_token_quant_fp8", _MODULES["quant_per_token"])
+_PER_TOKEN_INT8 = KernelTable("per_token_quant_int8", _MODULES["quant_per_token"])
+_GROUP_FP8 = KernelTable("per_token_group_quant_fp8", _MODULES["quant_per_group"])
+_GROUP_INT8 = KernelTable("per_token_group_quant_int8", _MODULES["quant_per_group"])
 
 
 def _check_group_size(op: str, group_size: object, hidden: int) -> int:
@@ -93,9 +88,8 @@ def per_tensor_quant_fp8(
     A given ``scale`` (float32 ``[1]`` on the input's device) is used as is (static). Returns
     ``(out, scale)``; ``out`` has the input's shape (allocated when None).
     """
-    op = "per_tensor_quant_fp8"
-    module = pick(_KERNELS, op, "input", input)()
-    out = _out(op, input, out, torch.float8_e4m3fn)
+    function = _PER_TENSOR_FP8[input.dtype]
+    out = _out(_PER_TENSOR_FP8.op, input, out, torch.float8_e4m3fn)
     is_static = scale is not None
     if is_static:
         workspace = scale  # not read when static
@@ -103,15 +97,16 @@ def per_tensor_quant_fp8(
         # One allocation: the scale, then the one-launch kernel's per-block partial maxima.
         buffer = torch.empty(1 + _PARTIALS, dtype=torch.float32, device=input.device)
         scale, workspace = buffer[:1], buffer[1:]
-    module.per_tensor_quant_fp8(out, scale, workspace, input, is_static, True if enable_pdl is None else enable_pdl)
+    function(out, scale, workspace, input, is_static, resolve_pdl(enable_pdl))
     return out, scale
 
 
-def _per_token(op: str, dtype: torch.dtype, input: torch.Tensor, out: torch.Tensor | None, enable_pdl: bool | None):
-    module = pick(_KERNELS, op, "input", input)()
-    out = _out(op, input, out, dtype)
+def _per_token(table: KernelTable, dtype: torch.dtype, input: torch.Tensor, out: torch.Tensor | None,
+               enable_pdl: bool | None):
+    function = table[input.dtype]
+    out = _out(table.op, input, out, dtype)
     scales = torch.empty((*input.shape[:-1], 1), dtype=torch.float32, device=input.device)
-    getattr(module, op)(out, scales.view(-1, 1), input, True if enable_pdl is None else enable_pdl)
+    function(out, scales.view(-1, 1), input, resolve_pdl(enable_pdl))
     return out, scales
 
 
@@ -120,7 +115,7 @@ def per_token_quant_fp8(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """float8_e4m3fn quantization with one scale per row: ``scales = amax / 448`` (float32
     ``[..., 1]``). Returns ``(out, scales)``."""
-    return _per_token("per_token_quant_fp8", torch.float8_e4m3fn, input, out, enable_pdl)
+    return _per_token(_PER_TOKEN_FP8, torch.float8_e4m3fn, input, out, enable_pdl)
 
 
 def per_token_quant_int8(
@@ -128,7 +123,7 @@ def per_token_quant_int8(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric int8 quantization with one scale per row: ``scales = amax / 127`` (float32
     ``[..., 1]``). Returns ``(out, scales)``."""
-    return _per_token("per_token_quant_int8", torch.int8, input, out, enable_pdl)
+    return _per_token(_PER_TOKEN_INT8, torch.int8, input, out, enable_pdl)
 
 
 def per_token_group_quant_fp8(
@@ -149,13 +144,12 @@ def per_token_group_quant_fp8(
     so the result is 2-D). Returns ``(out, scales)``.
     """
     op = "per_token_group_quant_fp8"
-    module = pick(_KERNELS, op, "input", input)()
+    function = _GROUP_FP8[input.dtype]
     rows, hidden = row_shape(input, op)
     group_size = _check_group_size(op, group_size, hidden)
     out = _out(op, input, out, torch.float8_e4m3fn)
     scales, scales_2d = group_scales(input, rows, hidden // group_size, bool(column_major_scales))
-    pdl = True if enable_pdl is None else enable_pdl
-    module.per_token_group_quant_fp8(out, scales_2d, input, group_size, float(eps), bool(scale_ue8m0), pdl)
+    function(out, scales_2d, input, group_size, float(eps), bool(scale_ue8m0), resolve_pdl(enable_pdl))
     return out, scales
 
 
@@ -171,11 +165,10 @@ def per_token_group_quant_int8(
     row: ``scale = max(amax, eps) / 127`` (float32 ``[..., hidden / group_size]``). Returns
     ``(out, scales)``."""
     op = "per_token_group_quant_int8"
-    module = pick(_KERNELS, op, "input", input)()
+    function = _GROUP_INT8[input.dtype]
     rows, hidden = row_shape(input, op)
     group_size = _check_group_size(op, group_size, hidden)
     out = _out(op, input, out, torch.int8)
     scales, scales_2d = group_scales(input, rows, hidden // group_size, False)
-    pdl = True if enable_pdl is None else enable_pdl
-    module.per_token_group_quant_int8(out, scales_2d, input, group_size, float(eps), pdl)
+    function(out, scales_2d, input, group_size, float(eps), resolve_pdl(enable_pdl))
     return out, scales

@@ -2,35 +2,25 @@
 
 One compiled module per dtype of q/k (float32, float16, bfloat16); see
 ``mllm_kernel/cuda/csrc/rope.cuh`` for the layouts and the out-of-range position behaviour.
-``enable_pdl``: programmatic dependent launch, on by default (``None``) where the GPU has it
-(sm_90+; docs/pdl.md).
+``enable_pdl``: programmatic dependent launch, on by default (``None``; see
+``mllm_kernel.op_args.resolve_pdl``).
 """
 
 from __future__ import annotations
 
 import torch
 
-from mllm_kernel.cuda.jit._common import per_dtype, pick
-from mllm_kernel.jit_utils import jit, make_cpp_args
+from mllm_kernel.jit_utils import KernelTable, jit_module, make_cpp_args
+from mllm_kernel.op_args import FLOAT_DTYPES, resolve_pdl
 
 
-def _make_kernel(dtype: torch.dtype):
+def _module(dtype: torch.dtype):
     args = make_cpp_args(dtype)
-
-    @jit(
-        args=args,
-        device="cuda",
-        cuda_files=["rope.cuh"],
-        cuda_wrappers=[("apply_rope", f"apply_rope<{args}>")],
-        func_name="rope",
-    )
-    def _kernel(compiled_module):
-        return compiled_module
-
-    return _kernel
+    return jit_module("rope", args=args, device="cuda", cuda_files=["rope.cuh"],
+                      cuda_wrappers=[("apply_rope", f"apply_rope<{args}>")])
 
 
-_KERNELS = per_dtype(_make_kernel)
+_APPLY_ROPE = KernelTable("apply_rope", {dtype: _module(dtype) for dtype in FLOAT_DTYPES}, arg="q")
 
 
 def apply_rope(
@@ -52,5 +42,5 @@ def apply_rope(
     A position outside ``[0, max_position)`` never indexes the cache: that token's rotary
     features of q and k become NaN (checking on the host would need a device sync).
     """
-    module = pick(_KERNELS, "apply_rope", "q", q)()
-    module.apply_rope(positions, q, k, cos_sin_cache, bool(is_neox), True if enable_pdl is None else enable_pdl)
+    function = _APPLY_ROPE[q.dtype]
+    function(positions, q, k, cos_sin_cache, bool(is_neox), resolve_pdl(enable_pdl))

@@ -1,4 +1,4 @@
-"""``load_cpu_jit`` and ``load_cuda_jit``: compile (or load from the cache) one module variant."""
+"""``load_cpu_jit`` and ``load_cuda_jit``: load one module variant from the cache, building it first when needed."""
 
 from __future__ import annotations
 

@@ -1,0 +1,104 @@
+"""``jit_module``: one compiled module variant, declared up front and built on first use.
+
+A declaration costs nothing at import: it records the build (sources, exported functions,
+flags) in the registry, so ``python -m mllm_kernel show-config`` lists it and ``prebuild``
+builds it, and compiles or loads the module the first time ``load()`` is called.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from mllm_kernel.jit_utils.load import Wrappers, load_cpu_jit, load_cuda_jit
+from mllm_kernel.jit_utils.registry import KernelRecord, register
+
+_DEVICES = ("auto", "cpu", "cuda")
+
+
+class JitModule:
+    """A module variant of ``name`` for one device ("cpu" or "cuda"), or for both ("auto": the
+    CPU module from the C++ files, the CUDA module from the CUDA files)."""
+
+    def __init__(self, name: str, args: tuple[str, ...], device: str, build: dict) -> None:
+        if device not in _DEVICES:
+            raise ValueError(f"jit: device must be one of {_DEVICES}, got {device!r}")
+        self.name = name
+        self.args = args
+        self.device = device
+        self._build = build
+        self._modules: dict[str, Any] = {}
+        devices = ("cpu", "cuda") if device == "auto" else (device,)
+        devices = tuple(d for d in devices if build.get("cpp_files" if d == "cpu" else "cuda_files"))
+        if not devices:
+            raise ValueError(f"jit({name!r}): no sources for device {device!r}")
+        self.devices = devices
+        files = [*(build.get("cpp_files") or ()), *(build.get("cuda_files") or ())]
+        register(KernelRecord(name, devices, args, tuple(str(f) for f in files), kernel=self))
+
+    def module(self, device: str):
+        """The compiled module for ``device`` ("cpu" or "cuda"), built on first use."""
+        module = self._modules.get(device)
+        if module is not None:
+            return module
+        b = self._build
+        if device not in self.devices:
+            raise ValueError(f"{self.name}: no {device} sources (this kernel runs on {', '.join(self.devices)})")
+        if device == "cpu":
+            module = load_cpu_jit(self.name, *self.args, cpp_files=b["cpp_files"], cpp_wrappers=b["cpp_wrappers"],
+                                  extra_cflags=b["extra_cflags"], extra_ldflags=b["extra_ldflags"],
+                                  extra_include_paths=b["extra_include_paths"])
+        else:
+            with_cpp = self.device == "cuda"  # "auto" kernels keep their C++ files for the CPU module
+            module = load_cuda_jit(self.name, *self.args, cuda_files=b["cuda_files"], cuda_wrappers=b["cuda_wrappers"],
+                                   cpp_files=b["cpp_files"] if with_cpp else None,
+                                   cpp_wrappers=b["cpp_wrappers"] if with_cpp else None,
+                                   extra_cflags=b["extra_cflags"], extra_cuda_cflags=b["extra_cuda_cflags"],
+                                   extra_ldflags=b["extra_ldflags"], extra_include_paths=b["extra_include_paths"])
+        self._modules[device] = module
+        return module
+
+    def exports(self, device: str) -> list[str]:
+        """The Python names of the functions the ``device`` module exports."""
+        return [name for name, _ in self._build["cpp_wrappers" if device == "cpu" else "cuda_wrappers"]]
+
+    def load(self):
+        """The compiled module of a single-device declaration, built on first use."""
+        if len(self.devices) != 1:
+            raise ValueError(f"{self.name}: builds for {', '.join(self.devices)}; name one with module(device)")
+        return self.module(self.devices[0])
+
+
+def _variant(args: object | Sequence[object]) -> tuple[str, ...]:
+    return tuple(str(a) for a in (args if isinstance(args, (list, tuple)) else [args]))
+
+
+def _build_spec(cpp_files, cuda_files, cpp_wrappers, cuda_wrappers, extra_cflags, extra_cuda_cflags,
+                extra_ldflags, extra_include_paths) -> dict:
+    return dict(cpp_files=list(cpp_files or ()), cuda_files=list(cuda_files or ()),
+                cpp_wrappers=list(cpp_wrappers or ()), cuda_wrappers=list(cuda_wrappers or ()),
+                extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
+                extra_include_paths=extra_include_paths)
+
+
+def jit_module(
+    name: str,
+    *,
+    args: object | Sequence[object] = (),
+    device: str,
+    cpp_files: Sequence[str | Path] | None = None,
+    cuda_files: Sequence[str | Path] | None = None,
+    cpp_wrappers: Wrappers | None = None,
+    cuda_wrappers: Wrappers | None = None,
+    extra_cflags: Sequence[str] | None = None,
+    extra_cuda_cflags: Sequence[str] | None = None,
+    extra_ldflags: Sequence[str] | None = None,
+    extra_include_paths: Sequence[str | Path] | None = None,
+) -> JitModule:
+    """Declares module ``name``, variant ``args`` (a value or a list; usually
+    ``make_cpp_args(...)``), for ``device`` "cpu" (built from ``cpp_files`` exporting
+    ``cpp_wrappers``) or "cuda" (``cuda_files`` exporting ``cuda_wrappers``, plus any host-only
+    ``cpp_files``). Nothing is compiled until ``load()``."""
+    return JitModule(name, _variant(args), device,
+                     _build_spec(cpp_files, cuda_files, cpp_wrappers, cuda_wrappers, extra_cflags,
+                                 extra_cuda_cflags, extra_ldflags, extra_include_paths))
