@@ -20,24 +20,24 @@ def _nvcc_or_none():
 
 pytestmark = pytest.mark.skipif(_nvcc_or_none() is None, reason="nvcc not found")
 
-QUANT_OPS = [
-    "per_tensor_quant_fp8",
-    "per_token_quant_fp8",
-    "per_token_quant_int8",
-    "per_token_group_quant_fp8",
-    "per_token_group_quant_int8",
-]
+QUANT_OPS = {
+    "per_group": ["per_token_group_quant_fp8", "per_token_group_quant_int8"],
+    "per_token": ["per_token_quant_fp8", "per_token_quant_int8"],
+    "per_tensor": ["per_tensor_quant_fp8"],
+}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16],
                          ids=lambda d: str(d).removeprefix("torch."))
-def test_quant_module_builds(dtype):
+@pytest.mark.parametrize("family", list(QUANT_OPS))
+def test_quant_module_builds(family, dtype):
     from mllm_kernel.cuda.jit import quant
 
-    assert set(quant._KERNELS) == {torch.float32, torch.float16, torch.bfloat16}
-    module = quant._KERNELS[dtype].module("cuda")
-    for name in QUANT_OPS:
-        assert callable(getattr(module, name)), f"quant[{dtype}] does not export {name}"
+    assert set(quant._KERNELS) == set(QUANT_OPS)
+    assert set(quant._KERNELS[family]) == {torch.float32, torch.float16, torch.bfloat16}
+    module = quant._KERNELS[family][dtype].module("cuda")
+    for name in QUANT_OPS[family]:
+        assert callable(getattr(module, name)), f"quant_{family}[{dtype}] does not export {name}"
 
 
 def test_kv_cache_module_builds():

@@ -3,7 +3,8 @@
 ``per_tensor_quant_fp8``, ``per_token_quant_fp8``, ``per_token_quant_int8``,
 ``per_token_group_quant_fp8`` and ``per_token_group_quant_int8``. Inputs are float32, float16 or
 bfloat16 ``[..., hidden]`` (leading dims flattened into rows; rows may be strided). One compiled
-module per input dtype holds every op (``mllm_kernel/cuda/csrc/quant.cuh``).
+module per family and input dtype holds the family's ops (``mllm_kernel/cuda/csrc/quant_per_group.cuh``,
+``quant_per_token.cuh``, ``quant_per_tensor.cuh``).
 
 The formula, in float32, is the same as the CPU kernels'::
 
@@ -21,6 +22,8 @@ A zero scale (an all-zero row with eps = 0, or a static scale of 0) gives zeros.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from mllm_kernel.cuda.jit._common import per_dtype, pick
@@ -35,24 +38,23 @@ _PARTIALS = 511
 #: Group sizes the per-token-group kernels are built for.
 GROUP_SIZES = (32, 64, 128)
 
-_OPS = (
-    "per_tensor_quant_fp8",
-    "per_token_quant_fp8",
-    "per_token_quant_int8",
-    "per_token_group_quant_fp8",
-    "per_token_group_quant_int8",
-)
+#: The ops of each family's module (``cuda/csrc/quant_<family>.cuh``).
+_FAMILIES = {
+    "per_group": ("per_token_group_quant_fp8", "per_token_group_quant_int8"),
+    "per_token": ("per_token_quant_fp8", "per_token_quant_int8"),
+    "per_tensor": ("per_tensor_quant_fp8",),
+}
 
 
-def _make_kernel(dtype: torch.dtype):
+def _make_kernel(family: str, dtype: torch.dtype):
     args = make_cpp_args(dtype)
 
     @jit(
         args=args,
         device="cuda",
-        cuda_files=["quant.cuh"],
-        cuda_wrappers=[(op, f"{op}<{args}>") for op in _OPS],
-        func_name="quant",
+        cuda_files=[f"quant_{family}.cuh"],
+        cuda_wrappers=[(op, f"{op}<{args}>") for op in _FAMILIES[family]],
+        func_name=f"quant_{family}",
     )
     def _kernel(compiled_module):
         return compiled_module
@@ -60,7 +62,8 @@ def _make_kernel(dtype: torch.dtype):
     return _kernel
 
 
-_KERNELS = per_dtype(_make_kernel)
+#: ``_KERNELS[family][dtype]``: the family's module for that input dtype.
+_KERNELS = {family: per_dtype(functools.partial(_make_kernel, family)) for family in _FAMILIES}
 
 
 def _check_group_size(op: str, group_size: object, hidden: int) -> int:
@@ -94,7 +97,7 @@ def per_tensor_quant_fp8(
     ``(out, scale)``; ``out`` has the input's shape (allocated when None).
     """
     op = "per_tensor_quant_fp8"
-    module = pick(_KERNELS, op, "input", input)()
+    module = pick(_KERNELS["per_tensor"], op, "input", input)()
     out = _out(op, input, out, torch.float8_e4m3fn)
     is_static = scale is not None
     if is_static:
@@ -108,7 +111,7 @@ def per_tensor_quant_fp8(
 
 
 def _per_token(op: str, dtype: torch.dtype, input: torch.Tensor, out: torch.Tensor | None, enable_pdl: bool | None):
-    module = pick(_KERNELS, op, "input", input)()
+    module = pick(_KERNELS["per_token"], op, "input", input)()
     out = _out(op, input, out, dtype)
     scales = torch.empty((*input.shape[:-1], 1), dtype=torch.float32, device=input.device)
     getattr(module, op)(out, scales.view(-1, 1), input, True if enable_pdl is None else enable_pdl)
@@ -149,7 +152,7 @@ def per_token_group_quant_fp8(
     so the result is 2-D). Returns ``(out, scales)``.
     """
     op = "per_token_group_quant_fp8"
-    module = pick(_KERNELS, op, "input", input)()
+    module = pick(_KERNELS["per_group"], op, "input", input)()
     rows, hidden = row_shape(input, op)
     group_size = _check_group_size(op, group_size, hidden)
     out = _out(op, input, out, torch.float8_e4m3fn)
@@ -171,7 +174,7 @@ def per_token_group_quant_int8(
     row: ``scale = max(amax, eps) / 127`` (float32 ``[..., hidden / group_size]``). Returns
     ``(out, scales)``."""
     op = "per_token_group_quant_int8"
-    module = pick(_KERNELS, op, "input", input)()
+    module = pick(_KERNELS["per_group"], op, "input", input)()
     rows, hidden = row_shape(input, op)
     group_size = _check_group_size(op, group_size, hidden)
     out = _out(op, input, out, torch.int8)
