@@ -55,8 +55,8 @@ def test_cooperative_launch_test_kernel_builds():
     assert callable(grid_sum_module().grid_sum)
 
 
-HEADERS = ["type.cuh", "math.cuh", "vec.cuh", "warp.cuh", "cta.cuh", "atomic.cuh", "tile.cuh", "quantize.cuh",
-           "impl/norm.cuh"]
+HEADERS = ["type.cuh", "math.cuh", "vec.cuh", "warp.cuh", "cta.cuh", "atomic.cuh", "tile.cuh", "quantize.cuh", "cache_hint.cuh",
+           "impl/norm.cuh", "impl/quant.cuh"]
 
 
 @pytest.mark.parametrize("header", HEADERS)

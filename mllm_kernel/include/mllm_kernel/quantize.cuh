@@ -1,5 +1,5 @@
 // Element quantization shared by the CUDA kernels that write float8_e4m3fn or int8: the
-// activation quantizers (quant.cuh) and the FP8 KV-cache store (kv_cache.cuh).
+// activation quantizers (quant_per_*.cuh) and the FP8 KV-cache store (kv_cache.cuh).
 //
 //   q = x / scale                 in fp32, as IEEE division rounds it (not x * (1 / scale)), through
 //                                 ScaleDivisor: a kernel builds one per scale and reuses it
@@ -37,6 +37,22 @@ struct QuantFormat<std::int8_t> {
     return static_cast<std::int8_t>(__float2int_rn(fminf(fmaxf(q, -128.0f), 127.0f)));
   }
 };
+
+/// Largest |x| of a vector, in fp32: the amax a scale is made from.
+template <typename T, int N>
+MLLM_DEVICE float vec_amax(const AlignedVector<T, N>& v) {
+  float m = 0.0f;
+#pragma unroll
+  for (int j = 0; j < N; ++j) m = fmaxf(m, fabsf(cast<float>(v[j])));
+  return m;
+}
+
+/// The smallest power of two >= s, for s >= 0 (0 stays 0): a scale in the UE8M0 format.
+MLLM_DEVICE float round_up_pow2(float s) {
+  unsigned bits = __float_as_uint(s);
+  if (bits & 0x7FFFFFu) bits = (bits & 0x7F800000u) + 0x800000u;
+  return __uint_as_float(bits);
+}
 
 /// A vector of T quantized to a vector of Out: x / scale converted, zero when the scale is zero.
 /// float8_e4m3fn pairs go through one two-lane conversion (the same rounding and saturation as

@@ -1,30 +1,24 @@
-// CUDA activation quantization to float8_e4m3fn and int8, one module per input type T
-// (fp32_t, fp16_t, bf16_t):
-//   per_tensor_quant_fp8<T>(out, scale, input, is_static, enable_pdl)
-//   per_token_quant_fp8<T>(out, scales, input, enable_pdl)  per_token_quant_int8<T>(...)
-//   per_token_group_quant_fp8<T>(out, scales, input, group_size, eps, scale_ue8m0, enable_pdl)
-//   per_token_group_quant_int8<T>(out, scales, input, group_size, eps, enable_pdl)
+// CUDA per-tensor quantization to float8_e4m3fn with one scale for the whole tensor, one module
+// per input type T (fp32_t, fp16_t, bf16_t):
+//   per_tensor_quant_fp8<T>(out, scale, workspace, input, is_static, enable_pdl)
+// scale is float32 [1]: computed as amax / 448 (dynamic, `is_static` false) or read (static).
+// workspace is float32 [W], the one-launch dynamic kernel's per-block partial maxima (one a
+// block; with fewer, dynamic quantization takes the two passes); unread when static.
+//   q = x / scale in fp32, IEEE division (not x * (1 / scale)); e4m3 of q, round to nearest
+//   even, saturated to +-448 (NaN stays NaN); a zero scale writes zeros.
 // enable_pdl: launch with programmatic dependent launch (sm_90+; each kernel waits for the
 // previous one before touching memory, except the second pass of dynamic quantization, which
 // loads its input before waiting for the amax pass: docs/pdl.md says why that is safe).
-//
-// Formula (the same as the CPU kernels and the tests' PyTorch reference), all in fp32:
-//   scale = max(amax, eps) / qmax                 qmax = 448 (e4m3) or 127 (int8)
-//   scale = 2^ceil(log2(scale))                   only with scale_ue8m0
-//   q     = x / scale                             IEEE division (not x * (1 / scale))
-//   fp8:  e4m3 of q, round to nearest even, saturated to +-448 (NaN stays NaN)
-//   int8: round_half_even(clamp(q, -128, 127))
-// A zero scale (an all-zero row with eps = 0, or a static scale of 0) writes zeros.
-//
-// input is [..., hidden] seen as rows [rows, hidden] (verify_rows) with a free row stride (unit stride within a row), out is [rows,
-// hidden] with a free row stride, scales are float32 [rows, groups] with free strides (so the
-// column-major layout of block-scaled GEMMs is a transposed view). 16-byte vector kernels run
-// when pointers and strides allow it, element-wise kernels otherwise.
+// Five strategies, chosen by launch_tensor: static (one pass), one block or one cluster holding
+// the tensor in registers, the one-launch stash kernel, and the amax pass then the quantization.
+// Tensor layouts and checks: mllm_kernel/impl/quant.cuh. 16-byte vector kernels run when
+// pointers and strides allow it, element-wise kernels otherwise.
 #pragma once
 
 #include <mllm_kernel/atomic.cuh>
+#include <mllm_kernel/cache_hint.cuh>
 #include <mllm_kernel/cta.cuh>
-#include <mllm_kernel/math.cuh>
+#include <mllm_kernel/impl/quant.cuh>
 #include <mllm_kernel/quantize.cuh>
 #include <mllm_kernel/runtime.cuh>
 #include <mllm_kernel/tensor.hpp>
@@ -53,183 +47,16 @@ using mllm_kernel::ScaleDivisor;
 using mllm_kernel::device::QuantFormat;
 using mllm_kernel::device::quantize;
 using mllm_kernel::device::quantize_store;
-
-/// The smallest power of two >= s, for s >= 0 (0 stays 0): the UE8M0 scale format.
-__device__ __forceinline__ float round_up_pow2(float s) {
-  unsigned bits = __float_as_uint(s);
-  if (bits & 0x7FFFFFu) bits = (bits & 0x7F800000u) + 0x800000u;
-  return __uint_as_float(bits);
-}
-
-/// Largest |x| of a vector, in fp32.
-template <typename T, int N>
-__device__ __forceinline__ float vec_amax(const mllm_kernel::device::AlignedVector<T, N>& v) {
-  float m = 0.0f;
-#pragma unroll
-  for (int j = 0; j < N; ++j) m = fmaxf(m, fabsf(mllm_kernel::device::cast<float>(v[j])));
-  return m;
-}
-
-/// Rows of `hidden` elements; scales[r * scale_s0 + g * scale_s1].
-template <typename T, typename Out>
-struct QuantParams {
-  const T* in;
-  Out* out;
-  float* scales;
-  std::int64_t rows;
-  std::int64_t hidden;
-  std::int64_t in_stride;
-  std::int64_t out_stride;
-  std::int64_t scale_s0;
-  std::int64_t scale_s1;
-  std::int64_t groups;  // groups per row
-  float eps;
-  bool index32;  // rows * groups < 2^32: the group kernel divides in 32 bits
-  bool pdl;      // launched with programmatic dependent launch: run the PDL instructions
-};
+using mllm_kernel::device::quant::QuantParams;
+using mllm_kernel::device::l2_evict_first;
+using mllm_kernel::device::l2_evict_last;
+using mllm_kernel::device::load_with_policy;
+using mllm_kernel::device::store_with_policy;
+using mllm_kernel::device::vec_amax;
+using mllm_kernel::host::quant::can_vectorize;
+using mllm_kernel::host::quant::is_flat;
 
 constexpr int kBlock = 256;
-
-// ---------------------------------------------------------------------------------------------
-// Per-token-group: kLanes consecutive lanes of a warp share one group of kGroup elements, each
-// lane holding kItems vectors of kVec; the group's amax is a shuffle reduction over the lanes.
-// Large inputs take kItemsPerLane = 2 (two 16-byte loads in flight per thread); inputs that fit
-// in one wave of threads with one vector per lane take 1, which spreads a few tokens over more
-// threads and SMs (H100, bf16 group 128 at 16384 tokens: 73.5 us with 2 against 75.0 us with 4
-// and 79.1 us with 1; at one token 1.51 us with 1 against 1.71 us with 2; tune_quant.py).
-
-/// Lanes that share one group of kGroupVecs vectors when each lane holds up to kItemsPerLane.
-template <int kGroupVecs, int kItemsPerLane>
-constexpr int group_lanes() {
-  return kGroupVecs <= kItemsPerLane ? 1 : kGroupVecs / kItemsPerLane;
-}
-
-/// kFlat: contiguous rows and row-major scales (the usual layout), where group i of the whole
-/// input (row-major) is at i * kGroup of the input and the output and at i of the scales. Other
-/// layouts split i into (row, group of the row), a division, and address through the strides:
-/// run on the usual layout, that generality executed a quarter more instructions (Nsight Compute,
-/// H100, bf16 [16384, 4096] group 128: 52.0 against 42.7 million for INT8), and INT8 took 4-5 us
-/// more (tune_quant.py, profile_group.py; BENCHMARKS.md, eighth session).
-template <typename T, typename Out, int kVec, int kGroup, int kItemsPerLane, bool kUE8M0, bool kFlat>
-__global__ void __launch_bounds__(kBlock) group_quant_kernel(const __grid_constant__ QuantParams<T, Out> p) {
-  using namespace mllm_kernel::device;
-  constexpr int kGroupVecs = kGroup / kVec;
-  constexpr int kLanes = group_lanes<kGroupVecs, kItemsPerLane>();
-  static_assert(kLanes <= kWarpThreads && kGroupVecs % kLanes == 0);
-  constexpr int kItems = kGroupVecs / kLanes;
-  using Vec = AlignedVector<T, kVec>;
-  if (p.pdl) pdl_wait_and_release();
-  const std::int64_t tid = static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x;
-  const std::int64_t group = tid / kLanes;
-  const int lane = static_cast<int>(tid % kLanes);
-  std::int64_t row = 0, g = group;
-  if constexpr (!kFlat) {
-    if (p.index32) {  // a 64-bit division costs more than the group's memory traffic
-      const unsigned gi = static_cast<unsigned>(group), groups = static_cast<unsigned>(p.groups);
-      const unsigned r = gi / groups;
-      row = r;
-      g = gi - r * groups;
-    } else {
-      row = group / p.groups;
-      g = group - row * p.groups;
-    }
-  }
-  // Lanes past the last group still take part in the shuffles (with amax 0).
-  const bool valid = kFlat ? group < p.rows * p.groups : row < p.rows;
-  const T* src = p.in + (kFlat ? group * kGroup : row * p.in_stride + g * kGroup);
-  Vec v[kItems];
-  float amax = 0.0f;
-  if (valid) {
-#pragma unroll
-    for (int j = 0; j < kItems; ++j) {
-      v[j].load(src, lane + j * kLanes);
-      amax = fmaxf(amax, vec_amax(v[j]));
-    }
-  }
-  amax = warp::reduce_max<kLanes>(amax);
-  if (!valid) return;
-  float scale = fmaxf(amax, p.eps) / QuantFormat<Out>::kMax;
-  if constexpr (kUE8M0) scale = round_up_pow2(scale);
-  if (lane == 0) p.scales[kFlat ? group : row * p.scale_s0 + g * p.scale_s1] = scale;
-  const ScaleDivisor divide(scale);
-  // After the divisor: an address computed before it stays live across the reciprocal's
-  // out-of-line slow path, which cost 8 registers a thread (40 against 32).
-  Out* dst = p.out + (kFlat ? group * kGroup : row * p.out_stride + g * kGroup);
-#pragma unroll
-  for (int j = 0; j < kItems; ++j) quantize_store(v[j], divide, dst, lane + j * kLanes);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Per-token: one block per row. Rows of at most kBlock * kMaxRowItems vectors are held in
-// registers between the amax (block reduction) and the quantization, kRowItems (1, 2 or 4)
-// vectors a thread, the fewest that hold the row: spare register slots lower the occupancy
-// (H100, [16384, 4096] bf16: 72 us with 2 items against 85 us with 4). Longer rows are read
-// twice, the second loop mostly hitting L1/L2 (the row was just read).
-
-constexpr int kMaxRowItems = 4;
-
-/// The row's scale from each thread's partial amax: max(block amax, eps) / kMax, written to
-/// scales[row] by thread 0 and returned as the divisor the row's elements use.
-template <typename T, typename Out>
-__device__ __forceinline__ ScaleDivisor row_divisor(float amax, const QuantParams<T, Out>& p, std::int64_t row,
-                                                    float* scratch) {
-  amax = mllm_kernel::device::cta::reduce_max(amax, scratch);
-  const float scale = fmaxf(amax, p.eps) / QuantFormat<Out>::kMax;
-  if (threadIdx.x == 0) p.scales[row * p.scale_s0] = scale;
-  return ScaleDivisor(scale);
-}
-
-template <typename T, typename Out, int kVec, int kRowItems>
-__global__ void __launch_bounds__(kBlock) row_quant_registers_kernel(const __grid_constant__ QuantParams<T, Out> p) {
-  using namespace mllm_kernel::device;
-  using Vec = AlignedVector<T, kVec>;
-  __shared__ float scratch[cta::kScratchSize];
-  if (p.pdl) pdl_wait_and_release();
-  const std::int64_t row = blockIdx.x;
-  const int num_vecs = static_cast<int>(p.hidden / kVec);
-  const T* src = p.in + row * p.in_stride;
-  Vec v[kRowItems];
-  float amax = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kRowItems; ++j) {
-    const int i = threadIdx.x + j * blockDim.x;
-    if (i < num_vecs) {
-      v[j].load(src, i);
-      amax = fmaxf(amax, vec_amax(v[j]));
-    }
-  }
-  const ScaleDivisor divide = row_divisor(amax, p, row, scratch);
-  Out* dst = p.out + row * p.out_stride;
-#pragma unroll
-  for (int j = 0; j < kRowItems; ++j) {
-    const int i = threadIdx.x + j * blockDim.x;
-    if (i < num_vecs) quantize_store(v[j], divide, dst, i);
-  }
-}
-
-template <typename T, typename Out, int kVec>
-__global__ void __launch_bounds__(kBlock) row_quant_kernel(const __grid_constant__ QuantParams<T, Out> p) {
-  using namespace mllm_kernel::device;
-  using Vec = AlignedVector<T, kVec>;
-  __shared__ float scratch[cta::kScratchSize];
-  if (p.pdl) pdl_wait_and_release();
-  const std::int64_t row = blockIdx.x;
-  const int num_vecs = static_cast<int>(p.hidden / kVec);
-  const T* src = p.in + row * p.in_stride;
-  float amax = 0.0f;
-  for (int i = threadIdx.x; i < num_vecs; i += blockDim.x) {
-    Vec v;
-    v.load(src, i);
-    amax = fmaxf(amax, vec_amax(v));
-  }
-  const ScaleDivisor divide = row_divisor(amax, p, row, scratch);
-  Out* dst = p.out + row * p.out_stride;
-  for (int i = threadIdx.x; i < num_vecs; i += blockDim.x) {
-    Vec v;
-    v.load(src, i);
-    quantize_store(v, divide, dst, i);
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Per-tensor: `amax_kernel` folds |x| / 448 of the whole tensor into scale[0] with one atomic
@@ -246,61 +73,6 @@ __global__ void __launch_bounds__(kBlock) row_quant_kernel(const __grid_constant
 /// Bytes at the end of the input the amax pass asks L2 to keep (evict_last) for the
 /// quantization pass, which reads them first; H100's L2 is 50 MB.
 constexpr std::int64_t kL2KeepBytes = 32LL << 20;
-
-/// L2 cache policies (sm_80+): keep a line as long as possible, or drop it first.
-__device__ __forceinline__ std::uint64_t l2_evict_last() {
-  std::uint64_t policy = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-#endif
-  return policy;
-}
-__device__ __forceinline__ std::uint64_t l2_evict_first() {
-  std::uint64_t policy = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-#endif
-  return policy;
-}
-
-/// Loads vector `v` from `ptr` with an L2 policy (16-byte vectors on sm_80+; a plain load
-/// otherwise).
-template <typename Vec>
-__device__ __forceinline__ void load_with_policy(Vec& v, const typename Vec::value_type* ptr, std::uint64_t policy) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (Vec::kBytes == 16) {
-    uint4 raw;
-    asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                 : "=r"(raw.x), "=r"(raw.y), "=r"(raw.z), "=r"(raw.w)
-                 : "l"(ptr), "l"(policy));
-    v = *reinterpret_cast<const Vec*>(&raw);
-    return;
-  }
-#endif
-  (void)policy;
-  v.load(ptr);
-}
-
-/// Stores vector `v` to `ptr` with an L2 policy (8- and 4-byte vectors on sm_80+).
-template <typename Vec>
-__device__ __forceinline__ void store_with_policy(const Vec& v, typename Vec::value_type* ptr, std::uint64_t policy) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (Vec::kBytes == 8) {
-    const uint2 raw = *reinterpret_cast<const uint2*>(&v);
-    asm volatile("st.global.L2::cache_hint.v2.u32 [%0], {%1, %2}, %3;" ::"l"(ptr), "r"(raw.x), "r"(raw.y),
-                 "l"(policy)
-                 : "memory");
-    return;
-  }
-  if constexpr (Vec::kBytes == 4) {
-    const unsigned raw = *reinterpret_cast<const unsigned*>(&v);
-    asm volatile("st.global.L2::cache_hint.u32 [%0], %1, %2;" ::"l"(ptr), "r"(raw), "l"(policy) : "memory");
-    return;
-  }
-#endif
-  (void)policy;
-  v.store(ptr);
-}
 
 /// Vector `i` of the tensor seen as rows of `vecs_per_row` vectors.
 __device__ __forceinline__ std::int64_t vec_offset(std::int64_t i, std::int64_t vecs_per_row, std::int64_t stride,
@@ -541,156 +313,6 @@ __global__ void __launch_bounds__(kStashThreads, kStashBlocksPerSM)
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
-/// Verifies input and out [..., H] as rows [R, H] (dtypes T and Out), scales float32 [R, G] and fills
-/// the parameters. `groups` = 0 means one group per row.
-template <typename T, typename Out>
-QuantParams<T, Out> check(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
-                          std::int64_t group_size, double eps, DLDevice* device_out) {
-  using namespace mllm_kernel::host;
-  SymbolicSize R{"num_tokens"}, H{"hidden"}, G{"num_groups"};
-  SymbolicSize Sin{"input_row_stride"}, Sout{"out_row_stride"}, Ss0{"scales_row_stride"}, Ss1{"scales_group_stride"};
-  SymbolicDevice device;
-  (void)TensorMatcher({R, H}).with_strides({Sin, 1}).with_device<kDLCUDA>(device).template with_dtype<T>().verify_rows(input,
-                                                                                                          "input");
-  (void)TensorMatcher({R, H}).with_strides({Sout, 1}).with_device(device).template with_dtype<Out>().verify_rows(out, "out");
-  RuntimeCheck(R.unwrap() > 0 && H.unwrap() > 0, "input must not be empty, got shape [", R.unwrap(), ", ",
-               H.unwrap(), "]");
-  RuntimeCheck(H.unwrap() % group_size == 0, "hidden size ", H.unwrap(), " is not divisible by group_size ",
-               group_size);
-  RuntimeCheck(eps >= 0.0, "eps must be non-negative, got ", eps);
-  G.bind(H.unwrap() / group_size, "hidden / group_size");
-  (void)TensorMatcher({R, G}).with_strides({Ss0, Ss1}).with_dtype<float>().with_device(device).verify(scales,
-                                                                                                      "scales");
-  *device_out = device.unwrap();
-  return QuantParams<T, Out>{static_cast<const T*>(input.data_ptr()),
-                             static_cast<Out*>(out.data_ptr()),
-                             static_cast<float*>(scales.data_ptr()),
-                             R.unwrap(),
-                             H.unwrap(),
-                             Sin.unwrap(),
-                             Sout.unwrap(),
-                             Ss0.unwrap(),
-                             Ss1.unwrap(),
-                             G.unwrap(),
-                             static_cast<float>(eps),
-                             false,
-                             false};
-}
-
-/// Input and output contiguous (or one row): the kernels' kFlat addressing applies.
-template <typename T, typename Out>
-bool is_flat(const QuantParams<T, Out>& p) {
-  return p.rows == 1 || (p.in_stride == p.hidden && p.out_stride == p.hidden);
-}
-
-/// Whether the 16-byte vector kernels (kVec elements of T, kVec bytes of Out) can run.
-template <typename T, typename Out>
-bool can_vectorize(const QuantParams<T, Out>& p, int vec) {
-  mllm_kernel::host::VectorizeCheck in_check(vec, sizeof(T)), out_check(vec, sizeof(Out));
-  in_check.pointer(p.in).stride(p.in_stride, p.rows).length(p.hidden);
-  out_check.pointer(p.out).stride(p.out_stride, p.rows).length(p.hidden);
-  return in_check.ok() && out_check.ok();
-}
-
-template <typename T, typename Out, int kVec, int kGroup, int kItemsPerLane, bool kUE8M0>
-void launch_group_items(const QuantParams<T, Out>& p, DLDevice device) {
-  using namespace mllm_kernel::host;
-  constexpr int kLanes = group_lanes<kGroup / kVec, kItemsPerLane>();
-  const std::int64_t threads = p.rows * p.groups * kLanes;
-  const std::int64_t blocks = div_ceil(threads, kBlock);
-  RuntimeCheck(blocks <= 0x7fffffff, "input too large: ", p.rows, " rows of ", p.hidden);
-  QuantParams<T, Out> q = p;
-  // Padding groups of the last block included.
-  q.index32 = div_ceil(blocks * kBlock, kLanes) <= 0xffffffffLL;
-  // Only the vector kernels have a flat variant: the element-wise ones serve unaligned layouts.
-  const bool flat = kVec > 1 && is_flat(p) && p.scale_s1 == 1 && (p.rows == 1 || p.scale_s0 == p.groups);
-  LaunchKernel launch(static_cast<unsigned>(blocks), kBlock, device);
-  launch.enable_pdl(p.pdl);
-  if constexpr (kVec > 1) {
-    if (flat) return launch(group_quant_kernel<T, Out, kVec, kGroup, kItemsPerLane, kUE8M0, true>, q);
-  }
-  launch(group_quant_kernel<T, Out, kVec, kGroup, kItemsPerLane, kUE8M0, false>, q);
-}
-
-template <typename T, typename Out, int kVec, int kGroup, bool kUE8M0>
-void launch_group(const QuantParams<T, Out>& p, DLDevice device) {
-  using namespace mllm_kernel::host;
-  constexpr int kOneItemLanes = group_lanes<kGroup / kVec, 1>();
-  if constexpr (kOneItemLanes <= mllm_kernel::device::kWarpThreads) {  // not for unvectorized groups of 64 or 128
-    // Threads of one wave: every SM full (2048 threads each on sm_80/sm_90).
-    const std::int64_t wave = static_cast<std::int64_t>(runtime::get_sm_count(device.device_id)) * 2048;
-    if (p.rows * p.groups * kOneItemLanes <= wave) return launch_group_items<T, Out, kVec, kGroup, 1, kUE8M0>(p, device);
-  }
-  // Two vectors a lane (or as many as keep a group within a warp, unvectorized).
-  constexpr int kItems = std::max(2, kGroup / kVec / mllm_kernel::device::kWarpThreads);
-  launch_group_items<T, Out, kVec, kGroup, kItems, kUE8M0>(p, device);
-}
-
-template <typename T, typename Out, int kVec, bool kUE8M0>
-void dispatch_group_size(const QuantParams<T, Out>& p, std::int64_t group_size, DLDevice device) {
-  switch (group_size) {
-    case 32: return launch_group<T, Out, kVec, 32, kUE8M0>(p, device);
-    case 64: return launch_group<T, Out, kVec, 64, kUE8M0>(p, device);
-    default: return launch_group<T, Out, kVec, 128, kUE8M0>(p, device);
-  }
-}
-
-template <typename T, typename Out, bool kUE8M0>
-void group_quant(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
-                 std::int64_t group_size, double eps, bool enable_pdl) {
-  using namespace mllm_kernel::host;
-  RuntimeCheck(group_size == 32 || group_size == 64 || group_size == 128, "group_size must be 32, 64 or 128, got ",
-               group_size);
-  DLDevice device;
-  auto p = check<T, Out>(out, scales, input, group_size, eps, &device);
-  p.pdl = enable_pdl;
-  constexpr int kVec = mllm_kernel::device::kVecElems<T>;
-  if (can_vectorize(p, kVec)) {
-    dispatch_group_size<T, Out, kVec, kUE8M0>(p, group_size, device);
-  } else {
-    dispatch_group_size<T, Out, 1, kUE8M0>(p, group_size, device);
-  }
-}
-
-/// Launches the per-token kernel for rows of `num_vecs` vectors of kVec: in registers with the
-/// fewest items per thread that hold the row, else the two-pass kernel.
-template <typename T, typename Out, int kVec>
-void launch_rows(const QuantParams<T, Out>& p, std::int64_t num_vecs, int threads, DLDevice device) {
-  using namespace mllm_kernel::host;
-  const dim3 grid(static_cast<unsigned>(p.rows));
-  const std::int64_t items = div_ceil(num_vecs, threads);
-  if (items > kMaxRowItems) {
-    LaunchKernel(grid, threads, device).enable_pdl(p.pdl)(row_quant_kernel<T, Out, kVec>, p);
-  } else if (items == 1) {
-    LaunchKernel(grid, threads, device).enable_pdl(p.pdl)(row_quant_registers_kernel<T, Out, kVec, 1>, p);
-  } else if (items == 2) {
-    LaunchKernel(grid, threads, device).enable_pdl(p.pdl)(row_quant_registers_kernel<T, Out, kVec, 2>, p);
-  } else {
-    LaunchKernel(grid, threads, device).enable_pdl(p.pdl)(row_quant_registers_kernel<T, Out, kVec, 4>, p);
-  }
-}
-
-template <typename T, typename Out>
-void row_quant(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input, bool enable_pdl) {
-  using namespace mllm_kernel::host;
-  SymbolicSize H{"hidden"};
-  (void)TensorMatcher({-1, H}).with_strides({-1, 1}).verify_rows(input, "input");  // only to read hidden
-  DLDevice device;
-  auto p = check<T, Out>(out, scales, input, std::max<std::int64_t>(H.unwrap(), 1), 0.0, &device);
-  p.pdl = enable_pdl;
-  RuntimeCheck(p.rows <= 0x7fffffff, "too many rows: ", p.rows);
-  RuntimeCheck(p.hidden <= 0x7fffffffLL, "row too long: ", p.hidden);
-  constexpr int kVec = mllm_kernel::device::kVecElems<T>;
-  const bool vec = can_vectorize(p, kVec);
-  const std::int64_t num_vecs = vec ? p.hidden / kVec : p.hidden;
-  const int threads = static_cast<int>(std::min<std::int64_t>(kBlock, div_ceil(num_vecs, 32) * 32));
-  if (vec) {
-    launch_rows<T, Out, kVec>(p, num_vecs, threads, device);
-  } else {
-    launch_rows<T, Out, 1>(p, num_vecs, threads, device);
-  }
-}
-
 /// Verifies input (dtype T) and out (float8_e4m3fn) [..., H] as rows [R, H] (free row strides) and the
 /// float32 [1] scale of per-tensor quantization, and fills the parameters.
 template <typename T>
@@ -909,41 +531,6 @@ void per_tensor_quant_fp8(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, 
   } else {
     launch_tensor<T, 1>(p, device, is_static, partials, W.unwrap());
   }
-}
-
-/// float8_e4m3fn quantization with one scale per row: scales [rows, 1] = amax / 448.
-template <typename T>
-void per_token_quant_fp8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
-                         bool enable_pdl) {
-  row_quant<T, fp8_e4m3_t>(out, scales, input, enable_pdl);
-}
-
-/// int8 quantization with one scale per row: scales [rows, 1] = amax / 127.
-template <typename T>
-void per_token_quant_int8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
-                          bool enable_pdl) {
-  row_quant<T, std::int8_t>(out, scales, input, enable_pdl);
-}
-
-/// float8_e4m3fn quantization per group of `group_size` (32, 64, 128) elements of a row:
-/// scales [rows, hidden / group_size] = max(amax, eps) / 448, rounded up to a power of two with
-/// `scale_ue8m0`.
-template <typename T>
-void per_token_group_quant_fp8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
-                               std::int64_t group_size, double eps, bool scale_ue8m0, bool enable_pdl) {
-  if (scale_ue8m0) {
-    group_quant<T, fp8_e4m3_t, true>(out, scales, input, group_size, eps, enable_pdl);
-  } else {
-    group_quant<T, fp8_e4m3_t, false>(out, scales, input, group_size, eps, enable_pdl);
-  }
-}
-
-/// int8 quantization per group of `group_size` (32, 64, 128) elements of a row: scales
-/// [rows, hidden / group_size] = max(amax, eps) / 127.
-template <typename T>
-void per_token_group_quant_int8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
-                                std::int64_t group_size, double eps, bool enable_pdl) {
-  group_quant<T, std::int8_t, false>(out, scales, input, group_size, eps, enable_pdl);
 }
 
 }  // namespace
