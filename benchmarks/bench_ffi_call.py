@@ -6,7 +6,9 @@ tvm-ffi converts a torch.Tensor argument fastest through PyTorch's C DLPack exch
 (or tvm-ffi's JIT-built equivalent) supplies the API. This script times a call of an exported
 no-op function taking three tensors, in child processes: (a) as installed, (b) with the exchange
 API removed and tvm-ffi's own substitute disabled, i.e. the slow fallback that the extension
-exists to avoid. Run: ``python benchmarks/bench_ffi_call.py [--device cuda]``.
+exists to avoid.
+
+    python benchmarks/bench_ffi_call.py [--device cuda] [--json PATH]
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import results
 
 NOOP = """
 #include <tvm/ffi/container/tensor.h>
@@ -46,10 +50,8 @@ print(json.dumps({"torch": torch.__version__, "native_api": native, "us_per_call
 """
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--device", default="cpu")
-    args = parser.parse_args()
+def measure(device: str) -> list[dict]:
+    """One row per mode: ``installed`` (as the environment has it) and ``fallback``."""
     src = Path(tempfile.mkdtemp()) / "noop.cpp"
     src.write_text(NOOP)
     env = dict(os.environ)
@@ -57,14 +59,44 @@ def main() -> None:
     rows = []
     for mode in ("installed", "fallback"):
         child_env = dict(env, TVM_FFI_DISABLE_TORCH_C_DLPACK="1") if mode == "fallback" else env
-        out = subprocess.run([sys.executable, "-c", CHILD, str(src), mode, args.device], env=child_env,
+        out = subprocess.run([sys.executable, "-c", CHILD, str(src), mode, device], env=child_env,
                              capture_output=True, text=True, check=True).stdout
-        rows.append((mode, json.loads(out.strip().splitlines()[-1])))
-    print(f"tvm-ffi call of a no-op with 3 {args.device} tensors (best of 5 x 20000 calls):")
-    for mode, r in rows:
+        r = json.loads(out.strip().splitlines()[-1])
         path = "C exchange API" if mode == "installed" and r["native_api"] else "Python to_dlpack fallback"
-        print(f"  torch {r['torch']:<14} (has the C exchange API: {r['native_api']}), {mode:<9} "
-              f"-> {path:<26} {r['us_per_call']:.3f} us/call")
+        rows.append({"mode": mode, "path": path, "torch": r["torch"], "us": r["us_per_call"]})
+    return rows
+
+
+def section(device_kind: str, device: str, rows: list[dict]) -> dict:
+    """The results section ``<device_kind>/ffi_call``."""
+    return results.section(f"{device_kind}/ffi_call", "ffi_call",
+                           f"tvm-ffi call of a no-op with 3 {device_kind} tensors", device,
+                           [("mode", "mode", "{}"), ("path", "tensor conversion", "{}"), ("torch", "PyTorch", "{}"),
+                            ("us", "µs per call", "{:.3f}")],
+                           rows, notes=["Best of 5 x 20000 calls."])
+
+
+def print_rows(device: str, rows: list[dict]) -> None:
+    print(f"tvm-ffi call of a no-op with 3 {device} tensors (best of 5 x 20000 calls):")
+    for r in rows:
+        print(f"  torch {r['torch']:<14} {r['mode']:<9} -> {r['path']:<26} {r['us']:.3f} us/call")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    results.add_json_argument(parser)
+    args = parser.parse_args()
+    rows = measure(args.device)
+    print_rows(args.device, rows)
+    device = results.cpu_name() if args.device == "cpu" else _gpu_name()
+    results.write(args.json, section(args.device, device, rows))
+
+
+def _gpu_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name()
 
 
 if __name__ == "__main__":

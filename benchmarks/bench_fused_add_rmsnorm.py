@@ -39,9 +39,16 @@ def run() -> list:
     return rows
 
 
+NOTE = ("fused_add_rmsnorm: bf16 [T, 4096] input and residual, in place on both sides; "
+        "bytes: both read and both written once, plus the weight.")
+
+
+def section(rows: list, copy_gbps: float) -> dict:
+    return harness.cuda_section("fused_add_rmsnorm", "norms", "fused_add_rmsnorm bf16 [T, 4096]", rows, copy_gbps, [NOTE])
+
+
 def main() -> None:
-    harness.require_cuda()
-    harness.print_table("fused_add_rmsnorm bf16", run(), harness.copy_bandwidth_gbps())
+    harness.bench_main(__doc__, "fused_add_rmsnorm bf16", run, section)
 
 
 if __name__ == "__main__":

@@ -20,9 +20,12 @@ def run() -> list:
                                 lambda x, pdl: gelu_and_mul(x, "tanh", enable_pdl=pdl), reference)
 
 
+def section(rows: list, copy_gbps: float) -> dict:
+    return gated_activation.section("gelu_and_mul", rows, copy_gbps)
+
+
 def main() -> None:
-    harness.require_cuda()
-    harness.print_table("gelu_and_mul (tanh) bf16", run(), harness.copy_bandwidth_gbps())
+    harness.bench_main(__doc__, "gelu_and_mul (tanh) bf16", run, section)
 
 
 if __name__ == "__main__":

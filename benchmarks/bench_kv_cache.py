@@ -30,7 +30,7 @@ def token_counts() -> list[int]:
 
 
 def run() -> list:
-    from mllm_kernel.cuda.jit.kv_cache import store_kv_cache
+    from mllm_kernel.cuda.jit import store_kv_cache
 
     rows = []
     for t in token_counts():
@@ -67,9 +67,18 @@ def run() -> list:
     return rows
 
 
+NOTES = [
+    f"bf16 k and v [T, {HEADS}, {HEAD_DIM}] stored at random slots of a cache of 2T slots: a bf16 cache, and "
+    "a float8_e4m3fn cache with per-tensor scales ('-> fp8'); bytes: k and v read once, their slots written once.",
+]
+
+
+def section(rows: list, copy_gbps: float) -> dict:
+    return harness.cuda_section("kv_cache", "kv_cache", "store_kv_cache, bf16 k and v", rows, copy_gbps, NOTES)
+
+
 def main() -> None:
-    harness.require_cuda()
-    harness.print_table("store_kv_cache, bf16 k and v", run(), harness.copy_bandwidth_gbps())
+    harness.bench_main(__doc__, "store_kv_cache, bf16 k and v", run, section)
 
 
 if __name__ == "__main__":

@@ -5,14 +5,10 @@ synchronised once; the cases interleaved over 5 rounds, each reporting its best:
 - ``mllm_kernel.cuda.jit.rmsnorm``: our op through the Python wrapper and tvm-ffi (the direct
   path that eager calls take), with its default launch (PDL on sm_90+);
 - ``  ... enable_pdl=False``: the same with a plain launch;
-- ``  bound tvm-ffi function``: the compiled ``rmsnorm<bf16_t>`` called directly (tvm-ffi
-  argument conversion + C++ checks + launch, no Python wrapper);
 - ``  tvm-ffi no-op (same args)``: an exported C++ function that does nothing, called with the
   same argument types (3 CUDA tensors, a float, a bool): the fixed cost of a tvm-ffi call;
-- ``  ... + rmsnorm's checks``: the same function running rmsnorm's C++ argument checks only;
 - ``  ... + LaunchKernel``: the same function launching the floor's trivial kernel through the
-  library's ``LaunchKernel`` (no checks, no PDL, like the floor; the driver's
-  ``cuLaunchKernelEx``, driver_launch.cuh);
+  library's public ``LaunchKernel`` (``mllm_kernel/utils.cuh``; no checks, no PDL, like the floor);
 - ``  ... + <<<>>> launch``: the same, with a plain ``<<<>>>`` (runtime) launch on tvm-ffi's stream;
 - ``mllm_kernel.ops.rmsnorm``: the device-dispatching op in eager mode (a direct call underneath);
 - ``torch.ops.mllm_kernel.rmsnorm``: the same kernel through PyTorch's custom-op dispatcher (the
@@ -22,9 +18,13 @@ synchronised once; the cases interleaved over 5 rounds, each reporting its best:
   trivial kernel with raw pointers (built in a temporary folder by this script);
 - ``  ctypes no-op``: the same library's function that returns at once (ctypes' own cost).
 
-The breakdown printed after the table: Python wrapper = op - bound function; C++ checks and
-launch = bound function - tvm-ffi no-op, split into checks and LaunchKernel by the variants;
-launch = floor - ctypes no-op; then the direct path and ``mllm_kernel.ops`` over the floor. ``bench_call_overhead.py --device cuda`` prints this too.
+The breakdown printed after the table: tvm-ffi call = the no-op; LaunchKernel and ``<<<>>>`` =
+their variant - the no-op; the rest of the direct path (Python wrapper, argument checks, PDL
+attribute) = direct - the LaunchKernel variant; raw launch = floor - ctypes no-op; then the
+direct path and ``mllm_kernel.ops`` over the floor. Everything here goes through public entry
+points (the ops, ``mllm_kernel.jit_utils.load_cpu_jit`` / ``load_cuda_jit`` for this script's own
+sources). ``bench_call_overhead.py --device cuda`` prints this too, and writes it as a results
+section with ``--json``.
 """
 
 from __future__ import annotations
@@ -55,19 +55,13 @@ inline void noop(tvm::ffi::TensorView, tvm::ffi::TensorView, tvm::ffi::TensorVie
 }
 """
 
-# Functions with rmsnorm's signature doing one part of its work each: the checks, or a launch of
-# the floor's kernel (writing out's first 32 floats) by the library's LaunchKernel and by <<<>>>.
+# Functions with rmsnorm's signature that launch the floor's kernel (writing out's first 32
+# floats) by the library's LaunchKernel and by <<<>>>.
 _PARTS_SOURCE = r"""
-#include <mllm_kernel/op_args.hpp>
-#include <mllm_kernel/type.cuh>
 #include <mllm_kernel/utils.cuh>
 namespace bench {
 using tvm::ffi::TensorView;
 __global__ void touch(float* p, int n) { if (threadIdx.x < n) p[threadIdx.x] += 1.0f; }
-inline void checks(TensorView out, TensorView x, TensorView w, double, bool) {
-  mllm_kernel::host::NormRowsArgs a("out_row_stride");
-  a.verify<kDLCUDA, mllm_kernel::bf16_t>(x, out, "out", w);
-}
 inline cudaStream_t stream_of(TensorView t) {
   return static_cast<cudaStream_t>(TVMFFIEnvGetStream(t.device().device_type, t.device().device_id));
 }
@@ -114,22 +108,22 @@ def _build_parts(folder: Path):
 
     src = folder / "parts.cuh"
     src.write_text(_PARTS_SOURCE)
-    names = ("checks", "launch", "launch_plain")
+    names = ("launch", "launch_plain")
     return load_cuda_jit("bench_launch_parts", cuda_files=[str(src)],
                          cuda_wrappers=[(n, f"bench::{n}") for n in names])
 
 
-DIRECT, BOUND, NOOP = "mllm_kernel.cuda.jit.rmsnorm", "  bound tvm-ffi function", "  tvm-ffi no-op (same args)"
+DIRECT, NOOP = "mllm_kernel.cuda.jit.rmsnorm", "  tvm-ffi no-op (same args)"
 DIRECT_NO_PDL = "  ... enable_pdl=False"
 OPS, CUSTOM_OP, EAGER = "mllm_kernel.ops.rmsnorm", "torch.ops.mllm_kernel.rmsnorm", "torch.mul(out=) (eager op)"
 FLOOR, CTYPES_NOOP = "ctypes launch floor", "  ctypes no-op"
-CHECKS, LAUNCH = "  ... + rmsnorm's checks", "  ... + LaunchKernel"
+LAUNCH = "  ... + LaunchKernel"
 PLAIN = "  ... + <<<>>> launch"
 
 
 def run(iters: int | None = None) -> list[tuple[str, float]]:
     from mllm_kernel import ops
-    from mllm_kernel.cuda.jit import norm, rmsnorm
+    from mllm_kernel.cuda.jit import rmsnorm
 
     iters = iters or (2000 if harness.ci() else 20000)
     x = torch.randn(1, 4096, device="cuda", dtype=torch.bfloat16)
@@ -137,7 +131,6 @@ def run(iters: int | None = None) -> list[tuple[str, float]]:
     out = torch.empty_like(x)
     y = torch.empty_like(x)
     buf = torch.zeros(32, device="cuda")
-    bound = norm._RMSNORM.lookup(x)
     custom = torch.ops.mllm_kernel.rmsnorm
     with tempfile.TemporaryDirectory() as tmp:
         noop = _build_noop(Path(tmp))
@@ -148,9 +141,7 @@ def run(iters: int | None = None) -> list[tuple[str, float]]:
         cases = [
             (DIRECT, lambda: rmsnorm(x, w, 1e-6, out=out)),
             (DIRECT_NO_PDL, lambda: rmsnorm(x, w, 1e-6, out=out, enable_pdl=False)),
-            (BOUND, lambda: bound(out, x, w, 1e-6, True)),
             (NOOP, lambda: noop(out, x, w, 1e-6, False)),
-            (CHECKS, lambda: parts.checks(out, x, w, 1e-6, False)),
             (LAUNCH, lambda: parts.launch(y, x, w, 1e-6, False)),
             (PLAIN, lambda: parts.launch_plain(y, x, w, 1e-6, False)),
             (OPS, lambda: ops.rmsnorm(x, w, 1e-6, out=out)),
@@ -162,18 +153,23 @@ def run(iters: int | None = None) -> list[tuple[str, float]]:
         return harness.host_us_per_call(cases, iters, sync=torch.cuda.synchronize)
 
 
+def breakdown(results) -> list[str]:
+    """The lines printed after the table: the direct path split into its parts, and the ratios."""
+    t = dict(results)
+    return [
+        f"breakdown: tvm-ffi call {t[NOOP]:.2f} us, LaunchKernel {t[LAUNCH] - t[NOOP]:.2f} us (<<<>>> "
+        f"{t[PLAIN] - t[NOOP]:.2f} us), Python wrapper + checks {t[DIRECT] - t[LAUNCH]:.2f} us; "
+        f"raw launch {t[FLOOR] - t[CTYPES_NOOP]:.2f} us",
+        f"direct / floor = {t[DIRECT] / t[FLOOR]:.2f}x (enable_pdl=False: {t[DIRECT_NO_PDL] / t[FLOOR]:.2f}x), "
+        f"ops / floor = {t[OPS] / t[FLOOR]:.2f}x, direct / eager op = {t[DIRECT] / t[EAGER]:.2f}x",
+    ]
+
+
 def print_results(results) -> None:
     print("\n== host time per eager call, 1-token rmsnorm on cuda (bf16 [1, 4096])")
     for name, us in results:
         print(f"{name:<34} {us:7.2f} us")
-    t = dict(results)
-    print(f"breakdown: Python wrapper {t[DIRECT] - t[BOUND]:.2f} us, C++ checks + launch {t[BOUND] - t[NOOP]:.2f} us, "
-          f"tvm-ffi call {t[NOOP]:.2f} us; raw launch {t[FLOOR] - t[CTYPES_NOOP]:.2f} us")
-    print(f"C++ checks {t[CHECKS] - t[NOOP]:.2f} us, LaunchKernel {t[LAUNCH] - t[NOOP]:.2f} us, "
-          f"<<<>>> {t[PLAIN] - t[NOOP]:.2f} us")
-    print(f"direct / floor = {t[DIRECT] / t[FLOOR]:.2f}x (enable_pdl=False: {t[DIRECT_NO_PDL] / t[FLOOR]:.2f}x), "
-          f"ops / floor = {t[OPS] / t[FLOOR]:.2f}x, "
-          f"direct / eager op = {t[DIRECT] / t[EAGER]:.2f}x")
+    print("\n".join(breakdown(results)))
 
 
 def main() -> None:

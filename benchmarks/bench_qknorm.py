@@ -41,9 +41,16 @@ def run() -> list:
     return rows
 
 
+NOTE = ("qknorm: bf16 q [T, 32, 128] and k [T, 8, 128] normalised per head, in place on both sides "
+        "(ours: one launch for q and k); bytes: q and k read and written once, plus the weights.")
+
+
+def section(rows: list, copy_gbps: float) -> dict:
+    return harness.cuda_section("qknorm", "norms", "qknorm bf16 [T, 32+8, 128]", rows, copy_gbps, [NOTE])
+
+
 def main() -> None:
-    harness.require_cuda()
-    harness.print_table("qknorm bf16", run(), harness.copy_bandwidth_gbps())
+    harness.bench_main(__doc__, "qknorm bf16", run, section)
 
 
 if __name__ == "__main__":

@@ -34,9 +34,16 @@ def run() -> list:
     return rows
 
 
+NOTE = ("rmsnorm: bf16 [T, 4096], out of place on both sides (each call allocates its output); "
+        "bytes: the input read and the output written once, plus the weight.")
+
+
+def section(rows: list, copy_gbps: float) -> dict:
+    return harness.cuda_section("rmsnorm", "norms", "rmsnorm bf16 [T, 4096]", rows, copy_gbps, [NOTE])
+
+
 def main() -> None:
-    harness.require_cuda()
-    harness.print_table("rmsnorm bf16", run(), harness.copy_bandwidth_gbps())
+    harness.bench_main(__doc__, "rmsnorm bf16", run, section)
 
 
 if __name__ == "__main__":

@@ -50,9 +50,17 @@ def run() -> list:
     return rows
 
 
+NOTE = (f"apply_rope: NeoX, full rotary, bf16 q and k of {HQ} + {HK} heads of {D}, int64 positions, fp32 cos/sin "
+        f"cache of {MAX_POS} positions, in place on both sides; bytes: q and k read and written once, the "
+        "positions and the cache rows read once.")
+
+
+def section(rows: list, copy_gbps: float) -> dict:
+    return harness.cuda_section("rope", "rope", "apply_rope neox bf16 [T, 32+8, 128]", rows, copy_gbps, [NOTE])
+
+
 def main() -> None:
-    harness.require_cuda()
-    harness.print_table("apply_rope bf16", run(), harness.copy_bandwidth_gbps())
+    harness.bench_main(__doc__, "apply_rope bf16", run, section)
 
 
 if __name__ == "__main__":

@@ -20,9 +20,12 @@ def run() -> list:
                                 lambda x, pdl: silu_and_mul(x, enable_pdl=pdl), reference)
 
 
+def section(rows: list, copy_gbps: float) -> dict:
+    return gated_activation.section("silu_and_mul", rows, copy_gbps)
+
+
 def main() -> None:
-    harness.require_cuda()
-    harness.print_table("silu_and_mul bf16", run(), harness.copy_bandwidth_gbps())
+    harness.bench_main(__doc__, "silu_and_mul bf16", run, section)
 
 
 if __name__ == "__main__":

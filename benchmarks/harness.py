@@ -32,6 +32,8 @@ import torch
 # Run from a checkout without installing: make `mllm_kernel` importable.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import results  # noqa: E402  (beside this file)
+
 CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 #: Bytes the rotated input sets must exceed so L2 (50 MB on H100) cannot hold them.
 ROTATE_BYTES = 100 * 2**20
@@ -195,6 +197,65 @@ def print_table(title: str, rows: Sequence[Row], copy_gbps: float | None = None)
         print("  * = timed eagerly (CUDA graph capture failed)")
 
 
+#: The columns of a comparison table in the results files (report.py drops the ones no row has).
+COLUMNS = [
+    ("op", "op", "{}"), ("shape", "shape", "{}"), ("mb", "MB", "{:.2f}"),
+    ("ours_us", "ours µs", "{:.2f}"), ("ours_gbps", "GB/s", "{:.0f}"),
+    ("eager_us", "eager µs", "{:.2f}"), ("eager_gbps", "GB/s", "{:.0f}"),
+    ("compile_us", "compile µs", "{:.2f}"), ("compile_gbps", "GB/s", "{:.0f}"),
+    ("vs_eager", "vs eager", "{:.2f}x"), ("vs_compile", "vs compile", "{:.2f}x"),
+    ("no_pdl_us", "no-PDL µs", "{:.2f}"), ("no_pdl_gbps", "GB/s", "{:.0f}"),
+    ("no_pdl_vs_compile", "no-PDL vs compile", "{:.2f}x"),
+]
+
+
+def record(r: Row) -> dict:
+    """A row of a results file: µs and GB/s of each timing the row has, and the speedups."""
+    rec = {"op": r.op, "shape": r.shape, "mb": r.nbytes / 2**20}
+    for key, t in (("ours", r.ours), ("eager", r.eager), ("compile", r.compiled), ("no_pdl", r.ours_no_pdl)):
+        if t is not None:
+            rec[f"{key}_us"], rec[f"{key}_gbps"] = t.us, t.gbps(r.nbytes)
+            if not t.graph:
+                rec[f"{key}_eager_timed"] = True
+    if r.eager:
+        rec["vs_eager"] = r.eager.us / r.ours.us
+    if r.compiled:
+        rec["vs_compile"] = r.compiled.us / r.ours.us
+        if r.ours_no_pdl:
+            rec["no_pdl_vs_compile"] = r.compiled.us / r.ours_no_pdl.us
+    return rec
+
+
+def device_name() -> str:
+    return torch.cuda.get_device_name()
+
+
+def cuda_section(op: str, family: str, title: str, rows: Sequence[Row], copy_gbps: float,
+                 notes: Sequence[str] = ()) -> dict:
+    """The results section ``cuda/<op>`` of a comparison table."""
+    env = f"PyTorch {torch.__version__}, CUDA {torch.version.cuda}"
+    notes = [env, *notes] + (["CI=true: reduced shapes and repetitions, a smoke test only."] if CI else [])
+    if GRAPH_CALLS != 8:
+        notes.append(f"MLLM_BENCH_GRAPH_CALLS={GRAPH_CALLS}.")
+    return results.section(f"cuda/{op}", family, title, device_name(), COLUMNS, [record(r) for r in rows],
+                           copy_gbps=copy_gbps, notes=notes)
+
+
+def bench_main(doc: str, title: str, run: Callable[[], list], section: Callable[[list, float], dict]) -> None:
+    """What a single CUDA benchmark script does: ``run()``, print the table, and with
+    ``--json PATH`` write ``section(rows, copy_gbps)`` into that results file."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    results.add_json_argument(parser)
+    args = parser.parse_args()
+    require_cuda()
+    rows = run()
+    copy = copy_bandwidth_gbps()
+    print_table(title, rows, copy)
+    results.write(args.json, section(rows, copy))
+
+
 def host_us_per_call(cases: Sequence[tuple[str, Callable[[], object]]], iters: int, rounds: int = 5,
                      sync: Callable[[], None] = lambda: None) -> list[tuple[str, float]]:
     """Host time per call of each case, in µs: loops of ``iters`` calls synchronised once at the
@@ -218,72 +279,6 @@ def host_us_per_call(cases: Sequence[tuple[str, Callable[[], object]]], iters: i
 def token_counts() -> list[int]:
     """Token counts every op is measured at: decode-sized batches and a large prefill."""
     return [1, 64, 2048] if CI else [1, 16, 64, 1024, 16384]
-
-
-def print_variant(name: str, timing: Timing, compiled_time: Timing, nbytes: int, width: int,
-                  same: bool = True) -> None:
-    """One row of a tuning sweep: µs, GB/s and the speedup over ``torch.compile``; flags a
-    variant whose output differs from the library's."""
-    print(f"  {name:<{width}} {timing.us:8.2f} us {timing.gbps(nbytes):6.0f} GB/s  "
-          f"{compiled_time.us / timing.us:5.2f}x{'' if same else '  (output differs from the library)'}")
-
-
-def time_variants(cases: dict[str, Callable], sets: Sequence[tuple], compiled_time: Timing, nbytes: int,
-                  width: int, written: Callable[[Callable], torch.Tensor]) -> None:
-    """Times and prints each case of a tuning sweep at one shape (``name -> fn(*input_set)``,
-    the library's first). ``written(fn)`` poisons the outputs of ``sets[0]``, runs ``fn`` on it
-    and returns what it wrote: a case that writes otherwise than the first is flagged."""
-    expected = None
-    for name, fn in cases.items():
-        out = written(fn).clone()
-        if expected is None:
-            expected = out
-        print_variant(name, time_calls(fn, sets), compiled_time, nbytes, width, torch.equal(out, expected))
-
-
-def tuning_tokens(doc: str, default: str) -> list[int]:
-    """The ``--tokens`` list of a tuning script (``doc``: its module docstring), after checking
-    that CUDA is there."""
-    return tuning_options(doc, default)[0]
-
-
-def tuning_options(doc: str, default: str, ops: Sequence[str] = ()) -> tuple[list[int], list[str]]:
-    """``--tokens`` and, where the script has several ``ops``, ``--ops`` (comma-separated, all by
-    default) of a tuning script, after checking that CUDA is there."""
-    import argparse
-
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
-    parser.add_argument("--tokens", default=default, help="comma-separated token counts")
-    if ops:
-        parser.add_argument("--ops", default=",".join(ops), help=f"comma-separated, from: {', '.join(ops)}")
-    args = parser.parse_args()
-    tokens = [int(t) for t in args.tokens.split(",")]
-    chosen = [op.strip() for op in args.ops.split(",")] if ops else []
-    unknown = sorted(set(chosen) - set(ops))
-    if unknown:
-        parser.error(f"unknown ops: {', '.join(unknown)}")
-    require_cuda()
-    return tokens, chosen
-
-
-def profile_range(cases: Sequence[tuple[str, Sequence[Callable[[], object]]]], warmups: int = 1,
-                  repeats: int = 1) -> None:
-    """For Nsight Compute (``ncu --profile-from-start off``): runs every call of every case
-    ``warmups`` times outside the profiler range (JIT builds, autotuning), then, inside one CUDA
-    profiler range, prints each case's label and runs each of its calls ``repeats`` times."""
-    for _, calls in cases:
-        for _ in range(warmups):
-            for call in calls:
-                call()
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStart()
-    for label, calls in cases:
-        print(label, flush=True)
-        for call in calls:
-            for _ in range(repeats):
-                call()
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStop()
 
 
 def require_cuda() -> None:

@@ -1,14 +1,19 @@
-"""The benchmark scripts keep working: the CPU ones run on tiny shapes, every one compiles.
+"""The benchmark scripts keep working: the CPU ones run on tiny shapes, the CUDA ones import without
+a GPU and reach the library through public entry points only, and report.py renders BENCHMARKS.md.
 
 Timings are not checked (speed is measured by the benchmarks, not asserted in tests); what is
-checked is that each script runs to the end and prints a row for every case it was asked for.
+checked is that each script runs to the end, prints a row for every case it was asked for and
+writes its results.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import json
 import os
 import py_compile
+import re
 import subprocess
 import sys
 
@@ -18,35 +23,85 @@ import torch
 from conftest import REPO_ROOT
 
 BENCHMARKS = REPO_ROOT / "benchmarks"
+SCRIPTS = sorted(BENCHMARKS.glob("*.py"))
+CUDA_SCRIPTS = ["bench_rmsnorm", "bench_fused_add_rmsnorm", "bench_qknorm", "bench_silu_and_mul", "bench_gelu_and_mul",
+                "bench_rope", "bench_quant", "bench_kv_cache", "bench_launch_overhead", "run_all_cuda"]
 
 
-def _run(script: str, *args: str) -> str:
+def _run(script: str, *args: str, env: dict | None = None) -> str:
     out = subprocess.run([sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True,
-                         timeout=900)
+                         timeout=900, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout
 
 
-@pytest.mark.parametrize("path", sorted(BENCHMARKS.rglob("*.py")), ids=lambda p: str(p.relative_to(BENCHMARKS)))
+@pytest.fixture
+def bench_path(monkeypatch):
+    """benchmarks/ on sys.path, as it is for a script run from there."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+
+
+def _module(name: str):
+    return importlib.import_module(name)
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
 def test_benchmark_script_compiles(path, tmp_path):
     py_compile.compile(str(path), cfile=str(tmp_path / "out.pyc"), doraise=True)
 
 
-def _bench_module_at(path):
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def test_no_tuning_archive_left():
+    assert not (BENCHMARKS / "tuning").exists()
+    assert sorted(p.name for p in BENCHMARKS.iterdir() if p.is_dir() and p.name != "__pycache__") == ["results"]
 
 
-def _bench_cpu_ops() -> list[str]:
-    return _bench_module_at(BENCHMARKS / "bench_cpu.py").OPS
+# --- public entry points only ------------------------------------------------------------------
+
+#: What the benchmarks may import from the library.
+PUBLIC_MODULES = ("mllm_kernel.ops", "mllm_kernel.cuda.jit", "mllm_kernel.cpu.jit", "mllm_kernel.jit_utils")
+PRIVATE_PATTERNS = [r"_KERNELS", r"_RMSNORM", r"FunctionTable", r"\bpick\(", r"\.module\(", r"csrc",
+                    r"mllm_kernel(\.\w+)*\._\w", r"from mllm_kernel[\w.]* import [^\n]*\b_\w",
+                    r"\b(K|jit|ops|norm|quant|kv_cache)\._\w", r"include <mllm_kernel/(?!utils\.cuh)"]
 
 
-def test_harness_graphs_hold_several_calls_over_two_input_sets_at_least(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
+def test_benchmarks_use_public_entry_points_only(path):
+    source = path.read_text()
+    for pattern in PRIVATE_PATTERNS:
+        assert not re.search(pattern, source), f"{path.name}: private access matching {pattern!r}"
+    imported = re.findall(r"^\s*(?:from|import)\s+(mllm_kernel[\w.]*)", source, re.M)
+    imported += re.findall(r"import_module\(\"(mllm_kernel[\w.]*)\"\)", source)
+    for name in imported:
+        assert name == "mllm_kernel" or name.startswith(PUBLIC_MODULES), f"{path.name} imports {name}"
+
+
+@pytest.mark.parametrize("name", CUDA_SCRIPTS)
+def test_cuda_benchmark_imports_without_a_gpu(name, bench_path):
+    module = _module(name)
+    assert callable(module.main)
+    if name.startswith("bench_") and name != "bench_launch_overhead":
+        assert callable(module.run) and callable(module.section)
+
+
+def test_run_all_cuda_covers_every_cuda_benchmark(bench_path):
+    run_all = _module("run_all_cuda")
+    assert set(run_all.TABLES) == {"rmsnorm", "fused_add_rmsnorm", "qknorm", "silu_and_mul", "gelu_and_mul", "rope",
+                                   "quant", "kv_cache"}
+    assert set(run_all.OTHERS) == {"host_time", "jit_load", "ffi_call"}
+
+
+def test_run_all_cuda_refuses_an_unknown_part():
+    out = subprocess.run([sys.executable, str(BENCHMARKS / "run_all_cuda.py"), "--only", "quant,bogus"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2
+    assert "unknown parts: bogus" in out.stderr
+
+
+# --- the harness --------------------------------------------------------------------------------
+
+def test_harness_graphs_hold_several_calls_over_two_input_sets_at_least(bench_path, monkeypatch):
     monkeypatch.delenv("MLLM_BENCH_GRAPH_CALLS", raising=False)
-    harness = importlib.reload(importlib.import_module("harness"))  # the defaults, whatever was imported before
+    harness = importlib.reload(_module("harness"))  # the defaults, whatever was imported before
     assert harness.GRAPH_CALLS == 8
     assert harness.num_sets(1 << 30) == 2  # a large call: two sets, so no call re-reads the last input
     assert harness.num_sets(1) == harness.MAX_SETS  # a tiny call: as many sets as allowed
@@ -64,31 +119,17 @@ def test_harness_measures_one_call_a_graph_on_request():
     assert out.stdout.split() == ["1", "1", "1"]
 
 
-def test_bench_cpu_prints_a_row_per_op_dtype_and_row_count():
-    stdout = _run("bench_cpu.py", "--rows", "3,1", "--repeats", "1", "--no-compile", "--dtypes", "float32,bfloat16")
-    rows = [line.split() for line in stdout.splitlines() if "|" in line and not line.startswith("op ")]
-    seen = {(r[0], r[1], r[2]) for r in rows}
-    expected = {(op, dtype, n) for op in _bench_cpu_ops() for dtype in ("float32", "bfloat16") for n in ("3", "1")}
-    assert seen == expected, stdout
+def test_harness_records_rows_with_speedups(bench_path):
+    harness = _module("harness")
+    row = harness.Row("op", "[1, 8]", 2**20, harness.Timing(2.0, True), harness.Timing(8.0, True),
+                      harness.Timing(3.0, False), ours_no_pdl=harness.Timing(4.0, True))
+    rec = harness.record(row)
+    assert rec["mb"] == 1.0 and rec["ours_us"] == 2.0 and rec["vs_eager"] == 4.0 and rec["vs_compile"] == 1.5
+    assert rec["no_pdl_vs_compile"] == 0.75 and rec["compile_eager_timed"] is True
+    assert {key for key, _, _ in harness.COLUMNS} >= {k for k in rec if not k.endswith("_eager_timed")}
 
 
-def test_bench_cpu_store_bound_prints_every_case():
-    stdout = _run("bench_cpu_store_bound.py")
-    for dtype in ("float32", "bfloat16"):
-        cases = [line for line in stdout.splitlines() if line.startswith(dtype)]
-        assert len(cases) == 4, stdout
-
-
-def _bench_module(name: str):
-    """A CUDA benchmark script as a module (importing it needs no GPU; `harness` sits beside it)."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        return _bench_module_at(BENCHMARKS / f"{name}.py")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-
-
-def test_cuda_bench_in_place_references_match_the_ops():
+def test_cuda_bench_in_place_references_match_the_ops(bench_path):
     """The in-place references the CUDA benchmarks time against compute what the kernels do
     (checked on CPU tensors against the CPU kernels), and write into their inputs as they do."""
     from mllm_kernel import ops
@@ -96,7 +137,7 @@ def test_cuda_bench_in_place_references_match_the_ops():
     g = torch.Generator().manual_seed(0)
     x, r, w = torch.randn(5, 256, generator=g), torch.randn(5, 256, generator=g), torch.randn(256, generator=g)
     xr, rr = x.clone(), r.clone()
-    assert _bench_module("bench_fused_add_rmsnorm").reference(xr, rr, w) is None
+    assert _module("bench_fused_add_rmsnorm").reference(xr, rr, w) is None
     ops.fused_add_rmsnorm(x, r, w)
     torch.testing.assert_close(rr, r)
     torch.testing.assert_close(xr, x, rtol=1e-5, atol=1e-5)
@@ -104,7 +145,7 @@ def test_cuda_bench_in_place_references_match_the_ops():
     q, k = torch.randn(3, 4, 128, generator=g), torch.randn(3, 2, 128, generator=g)
     qw, kw = torch.randn(128, generator=g), torch.randn(128, generator=g)
     qr, kr = q.clone(), k.clone()
-    _bench_module("bench_qknorm").reference(qr, kr, qw, kw)
+    _module("bench_qknorm").reference(qr, kr, qw, kw)
     ops.qknorm(q, k, qw, kw)
     torch.testing.assert_close(qr, q, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(kr, k, rtol=1e-5, atol=1e-5)
@@ -114,101 +155,108 @@ def test_cuda_bench_in_place_references_match_the_ops():
     freqs = torch.outer(torch.arange(64, dtype=torch.float32), inv_freq)
     cache = torch.cat([freqs.cos(), freqs.sin()], dim=-1)
     qr, kr = q.clone(), k.clone()
-    _bench_module("bench_rope").reference(positions, qr, kr, cache)
+    _module("bench_rope").reference(positions, qr, kr, cache)
     ops.apply_rope(positions, q, k, cache, True)
     torch.testing.assert_close(qr, q, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(kr, k, rtol=1e-5, atol=1e-5)
 
 
-def _tuning_module(name: str):
-    """benchmarks/tuning/<name>.py imported and its kernels built (skips without nvcc)."""
-    from mllm_kernel.jit_utils import toolchain
-    from mllm_kernel.jit_utils.errors import ToolchainNotFoundError
+# --- the CPU benchmarks -------------------------------------------------------------------------
 
-    try:
-        toolchain.find_nvcc()
-    except ToolchainNotFoundError:
-        pytest.skip("nvcc not found")
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        script = _bench_module_at(BENCHMARKS / "tuning" / f"{name}.py")
-        return script, script._module()
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-
-
-def test_norm_tuning_kernels_build():
-    """benchmarks/tuning/tune_norm.py's kernels compile (the sweep itself needs a GPU)."""
-    tune_norm, module = _tuning_module("tune_norm")
-    for threads, items in tune_norm.SHAPES:
-        assert callable(getattr(module, f"rms_{threads}x{items}"))
-        assert callable(getattr(module, f"fused_{threads}x{items}"))
+def test_bench_cpu_runs_every_section_and_writes_its_results(tmp_path):
+    path = tmp_path / "cpu.json"
+    stdout = _run("bench_cpu.py", "--rows", "3,1", "--repeats", "1", "--no-compile", "--json", str(path),
+                  env={**os.environ, "CI": "true"})
+    rows = [line.split() for line in stdout.splitlines() if "|" in line and not line.startswith("op ")]
+    ops = importlib.util.spec_from_file_location("bench_cpu_ops", BENCHMARKS / "bench_cpu.py")
+    module = importlib.util.module_from_spec(ops)
+    ops.loader.exec_module(module)
+    expected = {(op, dtype, n) for op in module.OPS for dtype in ("float32", "bfloat16") for n in ("3", "1")}
+    assert {(r[0], r[1], r[2]) for r in rows} == expected, stdout
+    sections = {s["id"]: s for s in json.loads(path.read_text())["sections"]}
+    assert set(sections) == {f"cpu/kernels/{op}" for op in module.OPS} | {"cpu/host_time", "cpu/jit_load",
+                                                                           "cpu/ffi_call"}
+    assert all(s["date"] and s["device"] and s["command"].startswith("python ") for s in sections.values())
+    assert len(sections["cpu/kernels/rmsnorm"]["rows"]) == 4
+    assert sections["cpu/kernels/rmsnorm"]["copy_gbps"] > 0
+    assert "compile_us" not in sections["cpu/kernels/rmsnorm"]["rows"][0]  # --no-compile
 
 
-def test_act_tuning_kernels_build():
-    """benchmarks/tuning/tune_act.py's kernels compile (the sweep itself needs a GPU)."""
-    tune_act, module = _tuning_module("tune_act")
-    for elems, threads in tune_act.SHAPES:
-        assert callable(getattr(module, f"act_{elems}x{threads}"))
-
-
-def test_kv_tuning_kernels_build():
-    """benchmarks/tuning/tune_kv.py's kernels compile (the sweep itself needs a GPU)."""
-    tune_kv, module = _tuning_module("tune_kv")
-    for threads in tune_kv.THREADS:
-        assert callable(getattr(module, f"kv_{threads}"))
-    for unit_bytes, split in tune_kv.LEAN:
-        assert callable(getattr(module, tune_kv._lean_name(unit_bytes, split)))
-    for threads, items, stream in tune_kv.FP8_LEAN:
-        assert callable(getattr(module, f"fp8_lean_{threads}_{items}_{int(stream)}"))
-    for threads, blocks in tune_kv.FP8_PERSISTENT:
-        assert callable(getattr(module, f"fp8_persistent_{threads}_{blocks}"))
-
-
-def test_quant_tuning_kernels_build():
-    """benchmarks/tuning/tune_quant.py's kernels compile (the timing itself needs a GPU)."""
-    tune_quant, module = _tuning_module("tune_quant")
-    tensor = tune_quant._tensor_module()
-    for items in tune_quant.STATIC_ITEMS:
-        assert callable(getattr(tensor, f"static_items_{items}"))
-    for amax_items, items in tune_quant.TWO_PASS_ITEMS:
-        assert callable(getattr(tensor, f"two_pass_{amax_items}_{items}"))
-    for vec, items in tune_quant.STATIC_VECS:
-        assert callable(getattr(tensor, f"static_vec_{vec}_{items}"))
-    for shape in tune_quant.RESIDENT:
-        assert callable(getattr(tensor, tune_quant._resident_name(*shape)))
-    for chunk, stages in tune_quant.BULK:
-        assert callable(getattr(tensor, f"bulk_{chunk}x{stages}_amax"))
-        assert callable(getattr(tensor, f"bulk_{chunk}x{stages}_quant"))
-    for reverse, keep_mb in tune_quant.ORDERED:
-        assert callable(getattr(tensor, f"ordered_{reverse}_{keep_mb}"))
-    assert callable(tensor.amax_only)
-    for d in tune_quant.DIVISIONS:
-        for threads in tune_quant.STATIC_THREADS:
-            assert callable(getattr(module, f"static_{threads}_{d}"))
-        for threads in tune_quant.TOKEN_THREADS:
-            assert callable(getattr(module, f"token_{threads}_{d}"))
-        for lanes in tune_quant.GROUP_LANES:
-            assert callable(getattr(module, f"group_{lanes}_{d}"))
-
-
-def test_tuning_ops_refuses_an_unknown_op():
-    out = subprocess.run([sys.executable, str(BENCHMARKS / "tuning" / "tune_quant.py"), "--ops", "dynamic,bogus"],
+def test_bench_cpu_refuses_an_unknown_section():
+    out = subprocess.run([sys.executable, str(BENCHMARKS / "bench_cpu.py"), "--sections", "kernels,bogus"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 2
-    assert "unknown ops: bogus" in out.stderr
+    assert "unknown sections: bogus" in out.stderr
 
 
-def test_bench_call_overhead_cpu_prints_every_path():
-    stdout = _run("bench_call_overhead.py", "--device", "cpu", "--iters", "50")
-    for name in ("mllm_kernel.cpu.jit.rmsnorm", "mllm_kernel.ops.rmsnorm", "torch.ops.mllm_kernel.rmsnorm",
-                 "torch.mul(out=) (eager op)"):
+def test_bench_call_overhead_cpu_prints_every_path(tmp_path):
+    path = tmp_path / "r.json"
+    stdout = _run("bench_call_overhead.py", "--device", "cpu", "--iters", "50", "--json", str(path))
+    names = ("mllm_kernel.cpu.jit.rmsnorm", "mllm_kernel.ops.rmsnorm", "torch.ops.mllm_kernel.rmsnorm",
+             "torch.mul(out=) (eager op)")
+    for name in names:
         assert any(line.startswith(name) and line.endswith(" us") for line in stdout.splitlines()), stdout
+    (section,) = json.loads(path.read_text())["sections"]
+    assert section["id"] == "cpu/host_time" and [r["case"] for r in section["rows"]] == list(names)
 
 
-def test_stash_timeline_kernels_build():
-    """benchmarks/tuning/stash_timeline.py's stamped kernels compile (the timing needs a GPU)."""
-    stash_timeline, module = _tuning_module("stash_timeline")
-    assert callable(module.two_pass)
-    for shape in stash_timeline.STASH.values():
-        assert callable(getattr(module, stash_timeline._symbol(shape)))
+# --- results files and report.py ----------------------------------------------------------------
+
+def _section(results, id, family, device, rows, **kw):
+    columns = [("op", "op", "{}"), ("ours_us", "ours µs", "{:.2f}"), ("eager_us", "eager µs", "{:.2f}"),
+               ("vs_compile", "vs compile", "{:.2f}x")]
+    return results.section(id, family, id, device, columns, rows, command="python benchmarks/x.py",
+                           date="2026-01-02", **kw)
+
+
+def test_results_write_replaces_sections_by_id(bench_path, tmp_path):
+    results = _module("results")
+    path = tmp_path / "r.json"
+    results.write(path, _section(results, "cuda/a", "norms", "GPU", [{"op": "a", "ours_us": 1.0}]),
+                  _section(results, "cuda/b", "quant", "GPU", [{"op": "b", "ours_us": 2.0}]))
+    results.write(path, _section(results, "cuda/a", "norms", "GPU", [{"op": "a", "ours_us": 3.0}]))
+    sections = {s["id"]: s for s in results.load(path)}
+    assert sections["cuda/a"]["rows"] == [{"op": "a", "ours_us": 3.0}]
+    assert sections["cuda/b"]["rows"] == [{"op": "b", "ours_us": 2.0}]
+    results.write(None, sections["cuda/a"])  # no --json: nothing to do
+
+
+def test_report_renders_a_table_per_family_and_device(bench_path, tmp_path):
+    results = _module("results")
+    gpu, cpu = tmp_path / "gpu.json", tmp_path / "cpu.json"
+    results.write(gpu, _section(results, "cuda/rmsnorm", "norms", "GPU X", [{"op": "rmsnorm", "ours_us": 1.234}],
+                                copy_gbps=2000.4),
+                  _section(results, "cuda/qknorm", "norms", "GPU X", [{"op": "qknorm", "ours_us": 2.0, "vs_compile": 1.5}]),
+                  _section(results, "cuda/quant", "quant", "GPU X", [{"op": "group", "ours_us": 3.0}],
+                           source="transcribed from somewhere"))
+    results.write(cpu, _section(results, "cpu/kernels/rmsnorm", "cpu_kernels", "CPU Y", [{"op": "rmsnorm", "ours_us": 5.0}]))
+    out = subprocess.run([sys.executable, str(BENCHMARKS / "report.py"), str(gpu), str(cpu)], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings == ["## Norms", "## Quantization", "## CPU kernels"]  # families without results left out
+    assert text.count("### GPU X") == 2 and text.count("### CPU Y") == 1
+    assert "| op | ours µs | vs compile |" in text  # the eager column: no row has it
+    assert "| rmsnorm | 1.23 | - |" in text and "| qknorm | 2.00 | 1.50x |" in text
+    assert "device copy bandwidth: 2000 GB/s" in text and "`python benchmarks/x.py`" in text
+    assert "source: transcribed from somewhere" in text and "2026-01-02" in text
+    only_cpu = subprocess.run([sys.executable, str(BENCHMARKS / "report.py"), str(cpu)], capture_output=True,
+                              text=True, timeout=300).stdout
+    assert [line for line in only_cpu.splitlines() if line.startswith("## ")] == ["## CPU kernels"]
+
+
+def test_benchmarks_md_is_the_rendering_of_the_committed_results():
+    out = subprocess.run([sys.executable, str(BENCHMARKS / "report.py")], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == (REPO_ROOT / "BENCHMARKS.md").read_text(), "run: python benchmarks/report.py -o BENCHMARKS.md"
+
+
+def test_committed_results_say_where_they_come_from(bench_path):
+    results = _module("results")
+    files = sorted(results.RESULTS_DIR.glob("*.json"))
+    assert [f.name for f in files] == ["cpu.json", "cuda.json"]
+    for f in files:
+        for s in results.load(f):
+            assert s["id"].startswith(f.stem + "/") and s["date"] and s["device"] and s["command"], s["id"]
+            assert s["source"] == "measured" or s["source"].startswith("transcribed from BENCHMARKS.md"), s["id"]
