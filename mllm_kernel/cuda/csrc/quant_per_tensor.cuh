@@ -54,6 +54,7 @@ using mllm_kernel::device::load_with_policy;
 using mllm_kernel::device::store_with_policy;
 using mllm_kernel::device::vec_amax;
 using mllm_kernel::host::quant::can_vectorize;
+using mllm_kernel::host::quant::check_tensor;
 using mllm_kernel::host::quant::is_flat;
 
 constexpr int kBlock = 256;
@@ -312,37 +313,6 @@ __global__ void __launch_bounds__(kStashThreads, kStashBlocksPerSM)
 
 // ---------------------------------------------------------------------------------------------
 // Host side.
-
-/// Verifies input (dtype T) and out (float8_e4m3fn) [..., H] as rows [R, H] (free row strides) and the
-/// float32 [1] scale of per-tensor quantization, and fills the parameters.
-template <typename T>
-QuantParams<T, fp8_e4m3_t> check_tensor(tvm::ffi::TensorView out, tvm::ffi::TensorView scale,
-                                        tvm::ffi::TensorView input, DLDevice* device_out) {
-  using namespace mllm_kernel::host;
-  SymbolicSize R{"num_tokens"}, H{"hidden"}, Sin{"input_row_stride"}, Sout{"out_row_stride"};
-  SymbolicDevice device;
-  (void)TensorMatcher({R, H}).with_strides({Sin, 1}).with_device<kDLCUDA>(device).template with_dtype<T>().verify_rows(input,
-                                                                                                          "input");
-  (void)TensorMatcher({R, H}).with_strides({Sout, 1}).with_dtype<fp8_e4m3_t>().with_device(device).verify_rows(out,
-                                                                                                           "out");
-  (void)TensorMatcher({1}).with_dtype<float>().with_device(device).verify(scale, "scale");
-  RuntimeCheck(R.unwrap() > 0 && H.unwrap() > 0, "input must not be empty, got shape [", R.unwrap(), ", ",
-               H.unwrap(), "]");
-  *device_out = device.unwrap();
-  return QuantParams<T, fp8_e4m3_t>{static_cast<const T*>(input.data_ptr()),
-                                    static_cast<fp8_e4m3_t*>(out.data_ptr()),
-                                    static_cast<float*>(scale.data_ptr()),
-                                    R.unwrap(),
-                                    H.unwrap(),
-                                    Sin.unwrap(),
-                                    Sout.unwrap(),
-                                    0,
-                                    0,
-                                    1,
-                                    0.0f,
-                                    false,
-                                    false};
-}
 
 /// Blocks of kBlock threads for a grid-stride kernel: enough for `work_blocks`, at most as many
 /// as the GPU holds at once.
