@@ -12,8 +12,8 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <mllm_kernel/cpu/activation.hpp>
 #include <mllm_kernel/cpu/dispatch.hpp>
-#include <mllm_kernel/cpu/float_dtype.hpp>
 #include <mllm_kernel/cpu/thread_pool.hpp>
+#include <mllm_kernel/cpu/types.hpp>
 
 #include <cstdint>
 

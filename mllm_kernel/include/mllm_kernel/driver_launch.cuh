@@ -1,4 +1,4 @@
-// Kernel launches through the CUDA driver API, the fast path of `LaunchKernel` (utils.cuh).
+// Kernel launches through the CUDA driver API, the fast path of `LaunchKernel` (launch.cuh).
 //
 // cudaLaunchKernelEx resolves the kernel's function on every call; cuLaunchKernelEx with the
 // kernel's CUfunction, looked up once per device, took less host time on the H100 box (a
