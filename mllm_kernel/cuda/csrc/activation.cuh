@@ -90,7 +90,7 @@ void launch_act(ActParams<T> p, DLDevice device, bool enable_pdl) {
 
 /// Threads a block. With 8-byte vectors this is the fastest shape at 1024 and 16384 tokens; at 1
 /// to 64 tokens every shape from 2 to 8 elements a thread and 64 to 256 threads a block takes the
-/// same time (H100, bf16, benchmarks/tuning/tune_act.py).
+/// same time (H100, bf16).
 constexpr int kActThreads = 256;
 
 /// Checks the tensors and launches with the widest usable vector.

@@ -11,9 +11,8 @@
 // q and k run in one launch as two row sets. Rows of at most 128 vectors go to the lane-group
 // path (8/16/32 lanes per row, several rows per block), longer rows to the CTA path (one row
 // per block of up to 512 threads, compiled per block-size bound 128/256/512 so the launch
-// bounds and the cross-warp reduction fit the block). The
-// 16-byte vector kernels run when every pointer, stride and the row length allow it, the scalar
-// kernels otherwise.
+// bounds and the cross-warp reduction fit the block). The 16-byte vector kernels run when every
+// pointer, stride and the row length allow it, the scalar kernels otherwise.
 #pragma once
 
 #include <mllm_kernel/op_args.hpp>
