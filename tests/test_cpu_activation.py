@@ -78,13 +78,13 @@ def test_bad_inputs():
     x = _rand(4, 64, dtype=torch.float32)
     with pytest.raises(ValueError, match=_msg("silu_and_mul: input: last dim must be even (gate and up halves), got 63")):
         silu_and_mul(x[:, :63])
-    with pytest.raises(ValueError, match=_msg("silu_and_mul: out: dim 1 (d) must be 32 as bound by input, got 64")):
+    with pytest.raises(ValueError, match=_msg("silu_and_mul: out: dim 1 (d) must be 32 as bound by input (half its last dim), got 64")):
         silu_and_mul(x, out=torch.empty(4, 64))
     with pytest.raises(ValueError, match=_msg("silu_and_mul: out: dtype must be float32 as bound by input, got float16")):
         silu_and_mul(x, out=torch.empty(4, 32, dtype=torch.float16))
     with pytest.raises(ValueError, match=_msg("gelu_and_mul: input: dtype must be one of float32, float16, bfloat16, got int32")):
         gelu_and_mul(x.int())
-    with pytest.raises(ValueError, match=_msg("gelu_and_mul: input must not be empty")):
+    with pytest.raises(ValueError, match=_msg("gelu_and_mul: input must not be empty, got shape [0, 64]")):
         gelu_and_mul(x[:0])
     with pytest.raises(ValueError, match=_msg("gelu_and_mul: approximate must be 'none' or 'tanh', got 'erf'")):
         gelu_and_mul(x, approximate="erf")

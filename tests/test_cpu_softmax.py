@@ -60,9 +60,9 @@ def test_bad_inputs():
         softmax(x, dim=0)
     with pytest.raises(ValueError, match=_msg("softmax: out: dtype must be float32 as bound by input, got bfloat16")):
         softmax(x, out=torch.empty(4, 64, dtype=torch.bfloat16))
-    with pytest.raises(ValueError, match=_msg("softmax: out: dim 1 (cols) must be 64 as bound by input, got 65")):
+    with pytest.raises(ValueError, match=_msg("softmax: out: dim 1 (hidden) must be 64 as bound by input, got 65")):
         softmax(x, out=torch.empty(4, 65))
-    with pytest.raises(ValueError, match=_msg("softmax: input must not be empty")):
+    with pytest.raises(ValueError, match=_msg("softmax: input must not be empty, got shape [4, 0]")):
         softmax(x[:, :0])
     with pytest.raises(ValueError, match=_msg("softmax: input: dtype must be one of float32, float16, bfloat16, got float64")):
         softmax(x.double())

@@ -12,7 +12,6 @@
 #define HWY_TARGET_INCLUDE "mllm_kernel/cpu/kv_cache.hpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <mllm_kernel/cpu/dispatch.hpp>
-#include <mllm_kernel/cpu/float_dtype.hpp>
 #include <mllm_kernel/cpu/kv_cache.hpp>
 #include <mllm_kernel/cpu/thread_pool.hpp>
 #include <mllm_kernel/cpu/types.hpp>

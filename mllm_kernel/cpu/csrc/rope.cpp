@@ -11,9 +11,9 @@
 #define HWY_TARGET_INCLUDE "mllm_kernel/cpu/rope.hpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <mllm_kernel/cpu/dispatch.hpp>
-#include <mllm_kernel/cpu/float_dtype.hpp>
 #include <mllm_kernel/cpu/rope.hpp>
 #include <mllm_kernel/cpu/thread_pool.hpp>
+#include <mllm_kernel/cpu/types.hpp>
 
 #include <cstdint>
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <mllm_kernel/math.cuh>
+#include <mllm_kernel/op_args.hpp>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/type.cuh>
 #include <mllm_kernel/utils.cuh>
@@ -89,40 +90,25 @@ void launch_act(ActParams<T> p, DLDevice device, bool enable_pdl) {
 
 /// Threads a block. With 8-byte vectors this is the fastest shape at 1024 and 16384 tokens; at 1
 /// to 64 tokens every shape from 2 to 8 elements a thread and 64 to 256 threads a block takes the
-/// same time (H100, bf16, benchmarks/tuning/tune_act.py).
+/// same time (H100, bf16).
 constexpr int kActThreads = 256;
 
 /// Checks the tensors and launches with the widest usable vector.
 template <typename T, typename Act>
 void act_and_mul(tvm::ffi::TensorView out, tvm::ffi::TensorView input, bool enable_pdl) {
   using namespace mllm_kernel::host;
-  SymbolicSize N{"num_tokens"}, D2{"2 * d"}, D{"d"}, in_stride{"input_row_stride"}, out_stride{"out_row_stride"};
-  SymbolicDType dtype;
-  SymbolicDevice device;
-  (void)TensorMatcher({N, D2})  //
-      .with_strides({in_stride, 1})
-      .with_device<kDLCUDA>(device)
-      .with_dtype<T>(dtype)
-      .verify_rows(input, "input");
-  RuntimeCheck(D2.unwrap() % 2 == 0, "input: last dim must be even (gate and up halves), got ", D2.unwrap());
-  D.bind(D2.unwrap() / 2, "input (half its last dim)");
-  (void)TensorMatcher({N, D})  //
-      .with_strides({out_stride, 1})
-      .with_device(device)
-      .with_dtype(dtype)
-      .verify_rows(out, "out");
-  RuntimeCheck(N.unwrap() > 0 && D.unwrap() > 0, "input must not be empty, got shape [", N.unwrap(), ", ",
-               D2.unwrap(), "]");
-  ActParams<T> p{static_cast<T*>(out.data_ptr()), static_cast<const T*>(input.data_ptr()), N.unwrap(), 0,
-                 in_stride.unwrap(), out_stride.unwrap(), D.unwrap(), false};
+  ActAndMulArgs a;
+  a.verify<kDLCUDA, T>(out, input);
+  ActParams<T> p{static_cast<T*>(out.data_ptr()), static_cast<const T*>(input.data_ptr()), a.tokens.unwrap(), 0,
+                 a.in_stride.unwrap(), a.out_stride.unwrap(), a.d.unwrap(), false};
   // 8-byte vectors: half the widest access, faster here than 16 bytes (see kActThreads).
   constexpr int kVec = mllm_kernel::device::kVecElems<T> / 2;
   VectorizeCheck check(kVec, sizeof(T));
   check.pointer(p.in).pointer(p.out).length(p.d).stride(p.in_stride, p.rows).stride(p.out_stride, p.rows);
   if (check.ok()) {
-    launch_act<T, kVec, kActThreads, Act>(p, device.unwrap(), enable_pdl);
+    launch_act<T, kVec, kActThreads, Act>(p, a.device.unwrap(), enable_pdl);
   } else {
-    launch_act<T, 1, kActThreads, Act>(p, device.unwrap(), enable_pdl);
+    launch_act<T, 1, kActThreads, Act>(p, a.device.unwrap(), enable_pdl);
   }
 }
 

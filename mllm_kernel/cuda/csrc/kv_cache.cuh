@@ -63,9 +63,8 @@ struct KVParams {
 
 /// Threads a block: up to kKVBlock, a token's units spread over several blocks, so that a few
 /// tokens still spread over many SMs; up to kKVWideBlock (a whole 32 x 128 token of 16-byte
-/// units) once the grid gives every SM kKVWideBlocksPerSM blocks. H100, [16384, 32, 128] bf16
-/// (benchmarks/tuning/tune_kv.py): the FP8 store in 512-thread blocks 1.2-1.8 us faster than in
-/// 256 in every run (tenth session), the copy 1.3-2.8 us (eleventh).
+/// units) once the grid gives every SM kKVWideBlocksPerSM blocks: 512-thread blocks measured
+/// faster than 256 on H100 for the FP8 store and the copy ([16384, 32, 128] bf16: about 1.5 us).
 constexpr int kKVBlock = 256;
 constexpr int kKVWideBlock = 512;
 constexpr int kKVWideBlocksPerSM = 4;
@@ -95,8 +94,7 @@ __device__ __forceinline__ Ptr head_element(Ptr token, std::int64_t head_stride,
 
 /// Item i of a token's k and of its v, both loads issued here; with packed heads (the usual
 /// layout) before any head arithmetic: a block's time before its loads is time its SM has fewer
-/// bytes in flight (FP8 store on the H100, eleventh session: about 1 us of 138 at [16384, 32,
-/// 128]).
+/// bytes in flight (FP8 store on the H100: about 1 us of 138 at [16384, 32, 128]).
 template <typename U>
 __device__ __forceinline__ void load_token_items(U& kx, U& vx, const U* k_token, const U* v_token,
                                                  std::int64_t k_head_stride, std::int64_t v_head_stride, int per_head,

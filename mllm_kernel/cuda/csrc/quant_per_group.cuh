@@ -55,8 +55,8 @@ constexpr int kBlock = 256;
 // lane holding kItems vectors of kVec; the group's amax is a shuffle reduction over the lanes.
 // Large inputs take kItemsPerLane = 2 (two 16-byte loads in flight per thread); inputs that fit
 // in one wave of threads with one vector per lane take 1, which spreads a few tokens over more
-// threads and SMs (H100, bf16 group 128 at 16384 tokens: 73.5 us with 2 against 75.0 us with 4
-// and 79.1 us with 1; at one token 1.51 us with 1 against 1.71 us with 2; tune_quant.py).
+// threads and SMs (H100, bf16 group 128: at one token 1.51 us with 1 against 1.71 us with 2; at
+// 16384 tokens 2 is fastest).
 
 /// Lanes that share one group of kGroupVecs vectors when each lane holds up to kItemsPerLane.
 template <int kGroupVecs, int kItemsPerLane>
@@ -67,9 +67,8 @@ constexpr int group_lanes() {
 /// kFlat: contiguous rows and row-major scales (the usual layout), where group i of the whole
 /// input (row-major) is at i * kGroup of the input and the output and at i of the scales. Other
 /// layouts split i into (row, group of the row), a division, and address through the strides:
-/// run on the usual layout, that generality executed a quarter more instructions (Nsight Compute,
-/// H100, bf16 [16384, 4096] group 128: 52.0 against 42.7 million for INT8), and INT8 took 4-5 us
-/// more (tune_quant.py, profile_group.py; BENCHMARKS.md, eighth session).
+/// on the usual layout that generality executes a quarter more instructions (H100, bf16
+/// [16384, 4096] group 128, INT8).
 template <typename T, typename Out, int kVec, int kGroup, int kItemsPerLane, bool kUE8M0, bool kFlat>
 __global__ void __launch_bounds__(kBlock) group_quant_kernel(const __grid_constant__ QuantParams<T, Out> p) {
   using namespace mllm_kernel::device;

@@ -54,6 +54,7 @@ using mllm_kernel::device::load_with_policy;
 using mllm_kernel::device::store_with_policy;
 using mllm_kernel::device::vec_amax;
 using mllm_kernel::host::quant::can_vectorize;
+using mllm_kernel::host::quant::check_tensor;
 using mllm_kernel::host::quant::is_flat;
 
 constexpr int kBlock = 256;
@@ -65,10 +66,10 @@ constexpr int kBlock = 256;
 // (kAfterAmax) the quantization walks the tensor from the end backwards, the tail, read last by
 // the amax pass, being still in L2; with a given (static) scale it walks forwards with plain
 // loads and stores (H100, [16384, 4096] bf16: 72 us against 81 us with the backward walk).
-// The amax pass alone reads at 2.9 TB/s (H100, 46 us of the 118 at [16384, 4096]); through the
-// bulk-copy unit it was slower (52-55 us: tensor_variants.cuh, BENCHMARKS.md). These two kernels
-// serve strided rows, mid sizes and GPUs before sm_90; large contiguous tensors on sm_90+ take
-// the one-launch `stash_tensor_quant_kernel` below, which keeps part of the input on chip.
+// The amax pass reads with plain vector loads: through the bulk-copy unit it was slower (H100,
+// [16384, 4096] bf16: 52 against 46 us). These two kernels serve strided rows, mid sizes and
+// GPUs before sm_90; large contiguous tensors on sm_90+ take the one-launch
+// `stash_tensor_quant_kernel` below, which keeps part of the input on chip.
 
 /// Bytes at the end of the input the amax pass asks L2 to keep (evict_last) for the
 /// quantization pass, which reads them first; H100's L2 is 50 MB.
@@ -245,12 +246,10 @@ __global__ void __launch_bounds__(kBlock) tensor_quant_kernel(const __grid_const
 // MB over an H100) and marks the last `keep_tiles` evict_last. Each block writes its amax to
 // `partials`, a grid barrier, and every block reduces them (no memset, no atomics). Pass 2
 // re-reads the other tiles, backwards so that the L2-kept ones come first, then quantizes the
-// stash. H100, [16384, 4096] bf16 (benchmarks/tuning/stash_timeline.py): pass 1 ends 45-49 us
-// after the first block's start, the last block 104 us, against 50 and 116 us for the two
-// kernels; two blocks of 1024 threads an SM (2048, as the amax kernel: with one 1024-thread
-// block pass 1 ended about 2 us later, and 8 us later with the stash copied by cp.async). Tiles
-// kept in registers as well (512-thread blocks) and pass 2 shared out from counters were no
-// faster (BENCHMARKS.md, tenth session): the kernel moves 212 MB in and 67 MB out of DRAM.
+// stash (H100, [16384, 4096] bf16: 104 us against 116 us for the two kernels). Two blocks of
+// 1024 threads an SM, as the amax kernel: one 1024-thread block an SM, copying the stash with
+// cp.async, keeping tiles in registers as well, or sharing pass 2 out from counters was no
+// faster.
 constexpr int kStashThreads = 1024;
 constexpr int kStashBlocksPerSM = 2;
 
@@ -312,37 +311,6 @@ __global__ void __launch_bounds__(kStashThreads, kStashBlocksPerSM)
 
 // ---------------------------------------------------------------------------------------------
 // Host side.
-
-/// Verifies input (dtype T) and out (float8_e4m3fn) [..., H] as rows [R, H] (free row strides) and the
-/// float32 [1] scale of per-tensor quantization, and fills the parameters.
-template <typename T>
-QuantParams<T, fp8_e4m3_t> check_tensor(tvm::ffi::TensorView out, tvm::ffi::TensorView scale,
-                                        tvm::ffi::TensorView input, DLDevice* device_out) {
-  using namespace mllm_kernel::host;
-  SymbolicSize R{"num_tokens"}, H{"hidden"}, Sin{"input_row_stride"}, Sout{"out_row_stride"};
-  SymbolicDevice device;
-  (void)TensorMatcher({R, H}).with_strides({Sin, 1}).with_device<kDLCUDA>(device).template with_dtype<T>().verify_rows(input,
-                                                                                                          "input");
-  (void)TensorMatcher({R, H}).with_strides({Sout, 1}).with_dtype<fp8_e4m3_t>().with_device(device).verify_rows(out,
-                                                                                                           "out");
-  (void)TensorMatcher({1}).with_dtype<float>().with_device(device).verify(scale, "scale");
-  RuntimeCheck(R.unwrap() > 0 && H.unwrap() > 0, "input must not be empty, got shape [", R.unwrap(), ", ",
-               H.unwrap(), "]");
-  *device_out = device.unwrap();
-  return QuantParams<T, fp8_e4m3_t>{static_cast<const T*>(input.data_ptr()),
-                                    static_cast<fp8_e4m3_t*>(out.data_ptr()),
-                                    static_cast<float*>(scale.data_ptr()),
-                                    R.unwrap(),
-                                    H.unwrap(),
-                                    Sin.unwrap(),
-                                    Sout.unwrap(),
-                                    0,
-                                    0,
-                                    1,
-                                    0.0f,
-                                    false,
-                                    false};
-}
 
 /// Blocks of kBlock threads for a grid-stride kernel: enough for `work_blocks`, at most as many
 /// as the GPU holds at once.
@@ -458,10 +426,9 @@ constexpr std::int64_t kStaticNarrowElems = 1LL << 18;
 /// Full vectors below which static quantization takes two a thread.
 constexpr std::int64_t kStaticPairVecs = 1LL << 21;
 
-/// 16-byte vectors from which dynamic quantization of a contiguous tensor takes the stash kernel
-/// (H100, bf16 rows of 4096, benchmarks/tuning/sweep_dynamic.py: level with the two passes at 128
-/// tokens, 6.37 against 6.38 us; 6.90 against 7.30 at 256; 28.3 against 32.8 at 4096 tokens,
-/// 110.1 against 118.9 at 16384).
+/// 16-byte vectors from which dynamic quantization of a contiguous tensor takes the stash kernel:
+/// where it draws level with the two passes (H100, bf16 rows of 4096: at 128 tokens; ahead
+/// beyond, 28.3 against 32.8 us at 4096 tokens).
 constexpr std::int64_t kStashTensorVecs = 1LL << 17;
 
 /// `partials` (`num_partials` floats) is the dynamic path's scratch; unused when static.
@@ -473,14 +440,14 @@ void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is
   RuntimeCheck(div_ceil(total, kBlock) <= 0x7fffffff, "input too large: ", p.rows, " rows of ", p.hidden);
   const bool flat = is_flat(p);
   if (is_static) {
-    // Small inputs: two 2-element vectors a thread, more threads with less work each (H100, bf16,
-    // tune_quant.py: [1, 4096] 1.27 against 1.39 us with 16-byte vectors, [64, 4096] 2.21 against
-    // 2.26 us; at [16384, 4096] 84 against 73 us; fp16 and fp32 follow bf16, unmeasured).
+    // Small inputs: two 2-element vectors a thread, more threads with less work each (H100, bf16
+    // [1, 4096]: 1.27 against 1.39 us with 16-byte vectors; slower on large inputs; fp16 and fp32
+    // follow bf16, unmeasured).
     if constexpr (kVec >= 2) {
       if (p.rows * p.hidden <= kStaticNarrowElems) return launch_static<T, 2, 2>(p, device, flat);
     }
-    // Then two full vectors a thread up to kStaticPairVecs, one beyond (H100, bf16 rows of 4096,
-    // tune_quant.py: 6.9 against 7.6 us at 1024 tokens; 71.3 against 73.4 us at 16384).
+    // Then two full vectors a thread up to kStaticPairVecs, one beyond (H100, bf16 rows of 4096:
+    // two are faster at 1024 tokens, 6.9 against 7.6 us, one at 16384).
     if (total < kStaticPairVecs) return launch_static<T, kVec, 2>(p, device, flat);
     return launch_static<T, kVec, 1>(p, device, flat);
   }
@@ -504,7 +471,7 @@ void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is
     if (flat && total >= kStashTensorVecs && launch_stash<T, kVec>(p, partials, num_partials, device)) return;
   }
   // One load in flight a thread in the amax pass and one vector a thread after it: more loads a
-  // thread made both passes slower (H100, tune_quant.py: 117 against 122 us at 16384 tokens).
+  // thread made both passes slower (H100: 117 against 122 us at 16384 tokens).
   launch_two_pass<T, kVec, 1, 1>(p, device, flat);
 }
 

@@ -1,14 +1,16 @@
-// Compile-time mapping from C++ element types to DLPack dtypes.
+// DLPack dtypes on the host: the compile-time mapping from C++ element types, and a dtype's
+// size, PyTorch name and equality.
 //
-// `dl_dtype<T>::value` is the DLDataType of T. Plain C++ types are mapped here; the device
-// headers add CUDA's `__half`, `__nv_bfloat16` and fp8 types (utils.cuh), and the CPU headers
-// add Highway's float16/bfloat16 types. For host code that has no such type, the storage tags
-// below name those dtypes.
+// `dl_dtype<T>::value` is the DLDataType of T. Plain C++ types are mapped here; each device's
+// element types add their own (CUDA's `__half`, `__nv_bfloat16` and fp8 types in type.cuh,
+// Highway's float16/bfloat16 types in cpu/types.hpp). For host code that has no such type, the
+// storage tags below name those dtypes.
 #pragma once
 
 #include <dlpack/dlpack.h>
 
 #include <cstdint>
+#include <string>
 
 namespace mllm_kernel {
 
@@ -42,3 +44,40 @@ MLLM_KERNEL_DEFINE_DL_DTYPE(fp8_e4m3_storage, kDLFloat8_e4m3fn, 8);
 MLLM_KERNEL_DEFINE_DL_DTYPE(fp8_e5m2_storage, kDLFloat8_e5m2, 8);
 
 }  // namespace mllm_kernel
+
+namespace mllm_kernel::host {
+
+/// Bytes one element of `dtype` occupies (lanes included); 1 for bool.
+constexpr std::int64_t dtype_bytes(DLDataType dtype) {
+  return (static_cast<std::int64_t>(dtype.bits) * dtype.lanes + 7) / 8;
+}
+
+/// The PyTorch name of a DLPack dtype ("float32", "bfloat16", "float8_e4m3fn", ...), so
+/// messages read like PyTorch's own.
+inline std::string dtype_name(DLDataType dtype) {
+  std::string base;
+  switch (dtype.code) {
+    case kDLFloat: base = "float" + std::to_string(dtype.bits); break;
+    case kDLInt: base = "int" + std::to_string(dtype.bits); break;
+    case kDLUInt: base = "uint" + std::to_string(dtype.bits); break;
+    case kDLBfloat: base = dtype.bits == 16 ? "bfloat16" : "bfloat" + std::to_string(dtype.bits); break;
+    case kDLBool: base = "bool"; break;
+    case kDLFloat8_e4m3fn: base = "float8_e4m3fn"; break;
+    case kDLFloat8_e4m3fnuz: base = "float8_e4m3fnuz"; break;
+    case kDLFloat8_e5m2: base = "float8_e5m2"; break;
+    case kDLFloat8_e5m2fnuz: base = "float8_e5m2fnuz"; break;
+    case kDLFloat8_e8m0fnu: base = "float8_e8m0fnu"; break;
+    case kDLComplex: base = "complex" + std::to_string(dtype.bits); break;
+    default: base = "dtype(code=" + std::to_string(dtype.code) + ", bits=" + std::to_string(dtype.bits) + ")";
+  }
+  if (dtype.lanes != 1) base += "x" + std::to_string(dtype.lanes);
+  return base;
+}
+
+/// Whether two DLPack dtypes are the same (named, not an operator, to stay clear of the
+/// comparison operators other libraries declare for DLPack's structs).
+constexpr bool same_dtype(DLDataType a, DLDataType b) {
+  return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
+}
+
+}  // namespace mllm_kernel::host

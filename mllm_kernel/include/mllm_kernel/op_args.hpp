@@ -1,8 +1,14 @@
-// Argument checks for the ops that have both a CPU and a CUDA kernel: the row norms' input,
-// output or residual and weight; the q/k pair of qknorm; apply_rope's q/k/positions/cache; and
-// store_kv_cache's k, v, caches and slot mapping. Both backends accept the same layouts and say
-// the same things about bad ones; only the device type and the dtypes differ, so those are
-// template arguments. The symbols stay bound after `verify`, for the kernel to read:
+// Argument checks for the ops that have both a CPU and a CUDA kernel, so both backends accept
+// the same layouts and say the same things about bad ones; only the device type and the dtypes
+// differ, so those are template arguments:
+//   RowsArgs        an op from rows to rows (softmax), the base of the two below
+//   ActAndMulArgs   the gated activations' input [..., 2 * d] and out [..., d]
+//   QuantRowsArgs   the quantizers' input, out and scales (per token group, per token, per tensor)
+//   NormRowsArgs    the row norms' input, output or residual and weight
+//   QKArgs          the q/k pair of qknorm
+//   RopeArgs        apply_rope's q/k/positions/cache
+//   KVStoreArgs     store_kv_cache's k, v, caches and slot mapping
+// The symbols stay bound after `verify`, for the kernel to read:
 //
 //   QKArgs a;
 //   a.verify<kDLCUDA, bf16_t>(q, k);        // binds tokens, heads, head_dim, strides, dtype, device
@@ -19,6 +25,114 @@
 #include <cstdint>
 
 namespace mllm_kernel::host {
+
+/// An op from rows to rows: input [..., H] seen as rows [N, H] (leading dims merged,
+/// verify_rows) with a free row stride and dense rows, and out [..., H_out] seen the same way
+/// with its own row stride; one device, nothing empty. `verify` checks out [N, H] of the input's
+/// dtype (softmax); the op structs below check other outputs with the pieces.
+struct RowsArgs {
+  SymbolicSize tokens{"num_tokens"}, hidden, in_stride{"input_row_stride"}, out_stride{"out_row_stride"};
+  SymbolicDType dtype;
+  SymbolicDevice device;
+
+  /// `hidden_name` names the input's last dim in messages (a string literal).
+  explicit RowsArgs(const char* hidden_name = "hidden") : hidden(hidden_name) {}
+
+  /// Checks input and out [N, H], one dtype of Ts... (at least one), device type kDevice.
+  template <DLDeviceType kDevice, typename... Ts>
+  void verify(tvm::ffi::TensorView out, tvm::ffi::TensorView input) {
+    verify_input<kDevice, Ts...>(input);
+    verify_out(out, hidden);
+    check_not_empty();
+  }
+
+  /// Checks input [N, H]: dtypes Ts... (at least one), device type kDevice.
+  template <DLDeviceType kDevice, typename... Ts>
+  void verify_input(tvm::ffi::TensorView input) {
+    (void)TensorMatcher({tokens, hidden})
+        .with_strides({in_stride, 1})
+        .template with_dtype<Ts...>(dtype)
+        .template with_device<kDevice>(device)
+        .verify_rows(input, "input");
+  }
+
+  /// Checks out [N, cols] on the input's device, of dtype Out, or of the input's dtype when Out
+  /// is not given.
+  template <typename... Out>
+  void verify_out(tvm::ffi::TensorView out, SymbolicSize& cols) {
+    static_assert(sizeof...(Out) <= 1, "verify_out: at most one output dtype");
+    if constexpr (sizeof...(Out) == 0) {
+      (void)TensorMatcher({tokens, cols}).with_strides({out_stride, 1}).with_dtype(dtype).with_device(device).verify_rows(
+          out, "out");
+    } else {
+      (void)TensorMatcher({tokens, cols})
+          .with_strides({out_stride, 1})
+          .template with_dtype<Out...>()
+          .with_device(device)
+          .verify_rows(out, "out");
+    }
+  }
+
+  /// After verify_input: rejects an empty input.
+  void check_not_empty() const {
+    RuntimeCheck(tokens.unwrap() > 0 && hidden.unwrap() > 0, "input must not be empty, got shape [", tokens.unwrap(),
+                 ", ", hidden.unwrap(), "]");
+  }
+};
+
+/// A gated activation's arguments: input [..., 2 * d] (the gate half, then the up half) and out
+/// [..., d] as RowsArgs; one dtype.
+struct ActAndMulArgs : RowsArgs {
+  SymbolicSize d{"d"};
+
+  ActAndMulArgs() : RowsArgs("2 * d") {}
+
+  /// Checks input and out; dtypes Ts... (at least one), device type kDevice.
+  template <DLDeviceType kDevice, typename... Ts>
+  void verify(tvm::ffi::TensorView out, tvm::ffi::TensorView input) {
+    verify_input<kDevice, Ts...>(input);
+    RuntimeCheck(hidden.unwrap() % 2 == 0, "input: last dim must be even (gate and up halves), got ", hidden.unwrap());
+    d.bind(hidden.unwrap() / 2, "input (half its last dim)");
+    verify_out(out, d);
+    check_not_empty();
+  }
+};
+
+/// A quantizer's arguments: input [..., H] and out [..., H] of dtype Out as RowsArgs, and either
+/// scales float32 [N, H / group_size] with free strides (`verify`: one scale per group of a row;
+/// group_size = H for one per row) or scale float32 [1] (`verify_tensor`).
+struct QuantRowsArgs : RowsArgs {
+  SymbolicSize groups{"num_groups"}, scales_s0{"scales_row_stride"}, scales_s1{"scales_group_stride"};
+
+  /// Checks the arguments of quantization per group of `group_size` elements; input dtypes Ts...
+  /// (at least one), device type kDevice.
+  template <DLDeviceType kDevice, typename Out, typename... Ts>
+  void verify(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
+              std::int64_t group_size, double eps) {
+    verify_input<kDevice, Ts...>(input);
+    verify_out<Out>(out, hidden);
+    check_not_empty();
+    RuntimeCheck(group_size > 0, "group_size must be positive, got ", group_size);
+    RuntimeCheck(hidden.unwrap() % group_size == 0, "hidden size ", hidden.unwrap(), " is not divisible by group_size ",
+                 group_size);
+    RuntimeCheck(eps >= 0.0, "eps must be non-negative, got ", eps);
+    groups.bind(hidden.unwrap() / group_size, "hidden / group_size");
+    (void)TensorMatcher({tokens, groups})
+        .with_strides({scales_s0, scales_s1})
+        .with_dtype<float>()
+        .with_device(device)
+        .verify(scales, "scales");
+  }
+
+  /// Checks the arguments of quantization with one scale for the whole tensor.
+  template <DLDeviceType kDevice, typename Out, typename... Ts>
+  void verify_tensor(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi::TensorView input) {
+    verify_input<kDevice, Ts...>(input);
+    verify_out<Out>(out, hidden);
+    (void)TensorMatcher({1}).with_dtype<float>().with_device(device).verify(scale, "scale");
+    check_not_empty();
+  }
+};
 
 /// A row norm's arguments: input [..., D] and a second tensor of that shape (the output, or the
 /// residual: `second_name`), each seen as rows [N, D] (leading dims merged, verify_rows) with a

@@ -1,4 +1,5 @@
-// Element type traits and conversions for device code.
+// CUDA element types: their names (fp32_t, fp16_t, bf16_t, fp8_e4m3_t, fp8_e5m2_t, the ones
+// `make_cpp_args` produces), their DLPack dtypes, and traits and conversions for device code.
 //
 //   dtype_trait<bf16_t>::packed_t      -> nv_bfloat162 (two lanes in one register)
 //   packed_t<fp16_t>                   -> half2
@@ -10,7 +11,8 @@
 // adding a new element type only needs its conversions to and from float.
 #pragma once
 
-#include <mllm_kernel/utils.cuh>
+#include <mllm_kernel/dtype.hpp>
+#include <mllm_kernel/host_device.hpp>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -18,7 +20,33 @@
 
 #include <type_traits>
 
+namespace mllm_kernel {
+
+/// CUDA's element types under the names the kernels and `make_cpp_args` use.
+using fp32_t = float;
+using fp16_t = __half;
+using bf16_t = __nv_bfloat16;
+using fp8_e4m3_t = __nv_fp8_e4m3;
+using fp8_e5m2_t = __nv_fp8_e5m2;
+
+template <>
+struct dl_dtype<__half> : dl_dtype<fp16_storage> {};
+template <>
+struct dl_dtype<__nv_bfloat16> : dl_dtype<bf16_storage> {};
+template <>
+struct dl_dtype<__nv_fp8_e4m3> : dl_dtype<fp8_e4m3_storage> {};
+template <>
+struct dl_dtype<__nv_fp8_e5m2> : dl_dtype<fp8_e5m2_storage> {};
+
+}  // namespace mllm_kernel
+
 namespace mllm_kernel::device {
+
+using mllm_kernel::bf16_t;
+using mllm_kernel::fp16_t;
+using mllm_kernel::fp32_t;
+using mllm_kernel::fp8_e4m3_t;
+using mllm_kernel::fp8_e5m2_t;
 
 /// Per-element-type facts: `packed_t` holds two lanes (the unit of paired arithmetic
 /// intrinsics), `kBytes` is the element size. Undefined for unsupported types.

@@ -1,4 +1,4 @@
-// Warp-wide reductions with register shuffles (no shared memory, no barriers).
+// Warps: their size, and reductions with register shuffles (no shared memory, no barriers).
 //
 //   float total = warp::reduce_sum(partial);         // every lane gets the warp's sum
 //   float m = warp::reduce_max<16>(x);               // over aligned groups of 16 lanes
@@ -6,7 +6,16 @@
 // Every lane named by `mask` must call the function (the default is the full warp).
 #pragma once
 
-#include <mllm_kernel/utils.cuh>
+#include <mllm_kernel/host_device.hpp>
+
+namespace mllm_kernel::device {
+
+/// Threads in a warp.
+inline constexpr int kWarpThreads = 32;
+/// Shuffle mask with every lane of a warp taking part.
+inline constexpr unsigned kFullMask = 0xffffffffu;
+
+}  // namespace mllm_kernel::device
 
 namespace mllm_kernel::device::warp {
 

@@ -8,7 +8,8 @@
 //     (<= 32 * kItems vectors), including per-head norms.
 //   - CTA path (`device::norm::rms_cta_row`): the whole block shares one row through a
 //     shared-memory reduction. For large hidden sizes.
-// `host::norm::plan` picks the path and block shape for a row length.
+// The launch plan that picks the path and block shape for a row length lives with its kernels'
+// launch switch (cuda/csrc/norm.cuh).
 //
 // The optional fused residual add (flashinfer/sglang semantics): r = x + r is computed in fp32,
 // rounded to T and stored, and the *rounded* r is what gets normalised.
@@ -166,59 +167,3 @@ MLLM_DEVICE void rms_cta_row_bounded(const Row<T>& row, float eps, float* scratc
 }
 
 }  // namespace mllm_kernel::device::norm
-
-namespace mllm_kernel::host::norm {
-
-/// Vectors each lane holds on the group path with full-warp groups.
-inline constexpr int kGroupItems = 4;
-/// Threads per block on the group path.
-inline constexpr int kGroupBlockThreads = 128;
-/// Most threads per block on the CTA path.
-inline constexpr int kCtaMaxThreads = 512;
-/// Vectors per thread on the CTA path when that is enough (rows up to kCtaMaxThreads *
-/// kCtaItemsSmall vectors); longer rows use a larger count chosen by the caller per vector
-/// width (`large_items`). 2 puts a 4096-wide bf16 row on 256 threads with ~50 registers: all of
-/// the row's and the weight's loads are in flight at once. Measured on an H100 under CUDA
-/// graphs, 1 token: 1.85 us vs 2.05 us with 4 items x 128 threads (83 registers) and 2.50 us
-/// with 4 items capped at 64 registers (the cap serialised the loads).
-inline constexpr int kCtaItemsSmall = 2;
-/// Register budget per thread on the CTA path with kCtaItemsSmall items (launch bounds): 64
-/// keeps 2048 threads of an SM resident.
-inline constexpr int kCtaSmallRegisters = 64;
-
-/// How to run a row length: group path with `group_width` lanes per row (8, 16 or 32), or the
-/// CTA path (`group_width == 0`) with `cta_threads` threads per row, each holding `cta_items`
-/// vectors, compiled for blocks of at most `cta_max_threads` (128, 256 or 512).
-struct Plan {
-  int group_width = 0;
-  int cta_threads = 0;
-  int cta_items = 0;
-  int cta_max_threads = 0;
-  /// Rows handled by one block.
-  int rows_per_block() const { return group_width ? kGroupBlockThreads / group_width : 1; }
-  /// Threads per block.
-  int block_threads() const { return group_width ? kGroupBlockThreads : cta_threads; }
-};
-
-/// The plan for rows of `num_vecs` vectors; rows of more than kCtaMaxThreads * large_items
-/// vectors do not fit (a ValueError).
-inline Plan plan(std::int64_t num_vecs, int large_items) {
-  Plan p;
-  if (num_vecs <= 8) {
-    p.group_width = 8;
-  } else if (num_vecs <= 16) {
-    p.group_width = 16;
-  } else if (num_vecs <= kGroupItems * 32) {
-    p.group_width = 32;
-  } else {
-    p.cta_items = num_vecs <= kCtaMaxThreads * kCtaItemsSmall ? kCtaItemsSmall : large_items;
-    const std::int64_t threads = div_ceil(div_ceil(num_vecs, p.cta_items), 32) * 32;
-    RuntimeCheck(threads <= kCtaMaxThreads, "row of ", num_vecs, " vectors does not fit one block");
-    p.cta_threads = static_cast<int>(threads);
-    // Large-item rows always take the 512 bound (they need many threads anyway).
-    p.cta_max_threads = p.cta_items != kCtaItemsSmall ? kCtaMaxThreads : threads <= 128 ? 128 : threads <= 256 ? 256 : 512;
-  }
-  return p;
-}
-
-}  // namespace mllm_kernel::host::norm

@@ -6,9 +6,11 @@
 // free strides (so the column-major layout of block-scaled GEMMs is a transposed view).
 #pragma once
 
+#include <mllm_kernel/op_args.hpp>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.cuh>
 #include <mllm_kernel/utils.hpp>
+#include <mllm_kernel/type.cuh>
 #include <mllm_kernel/vec.cuh>
 
 #include <dlpack/dlpack.h>
@@ -42,39 +44,50 @@ namespace mllm_kernel::host::quant {
 
 using device::quant::QuantParams;
 
-/// Verifies input and out [..., H] as rows [R, H] (dtypes T and Out), scales float32 [R, G] and
-/// fills the parameters (G = H / group_size).
+/// Verifies input and out [..., H] as rows [R, H] (dtypes T and Out), scales float32 [R, G]
+/// (G = H / group_size; QuantRowsArgs) and fills the parameters.
 template <typename T, typename Out>
 QuantParams<T, Out> check(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
                           std::int64_t group_size, double eps, DLDevice* device_out) {
-  SymbolicSize R{"num_tokens"}, H{"hidden"}, G{"num_groups"};
-  SymbolicSize Sin{"input_row_stride"}, Sout{"out_row_stride"}, Ss0{"scales_row_stride"}, Ss1{"scales_group_stride"};
-  SymbolicDevice device;
-  (void)TensorMatcher({R, H}).with_strides({Sin, 1}).with_device<kDLCUDA>(device).template with_dtype<T>().verify_rows(input,
-                                                                                                          "input");
-  (void)TensorMatcher({R, H}).with_strides({Sout, 1}).with_device(device).template with_dtype<Out>().verify_rows(out, "out");
-  RuntimeCheck(R.unwrap() > 0 && H.unwrap() > 0, "input must not be empty, got shape [", R.unwrap(), ", ",
-               H.unwrap(), "]");
-  RuntimeCheck(H.unwrap() % group_size == 0, "hidden size ", H.unwrap(), " is not divisible by group_size ",
-               group_size);
-  RuntimeCheck(eps >= 0.0, "eps must be non-negative, got ", eps);
-  G.bind(H.unwrap() / group_size, "hidden / group_size");
-  (void)TensorMatcher({R, G}).with_strides({Ss0, Ss1}).with_dtype<float>().with_device(device).verify(scales,
-                                                                                                      "scales");
-  *device_out = device.unwrap();
+  QuantRowsArgs a;
+  a.verify<kDLCUDA, Out, T>(out, scales, input, group_size, eps);
+  *device_out = a.device.unwrap();
   return QuantParams<T, Out>{static_cast<const T*>(input.data_ptr()),
                              static_cast<Out*>(out.data_ptr()),
                              static_cast<float*>(scales.data_ptr()),
-                             R.unwrap(),
-                             H.unwrap(),
-                             Sin.unwrap(),
-                             Sout.unwrap(),
-                             Ss0.unwrap(),
-                             Ss1.unwrap(),
-                             G.unwrap(),
+                             a.tokens.unwrap(),
+                             a.hidden.unwrap(),
+                             a.in_stride.unwrap(),
+                             a.out_stride.unwrap(),
+                             a.scales_s0.unwrap(),
+                             a.scales_s1.unwrap(),
+                             a.groups.unwrap(),
                              static_cast<float>(eps),
                              false,
                              false};
+}
+
+/// Verifies input [..., H] (dtype T), out [..., H] (float8_e4m3fn) as rows [R, H] and the
+/// float32 [1] scale of per-tensor quantization (QuantRowsArgs), and fills the parameters.
+template <typename T>
+QuantParams<T, fp8_e4m3_t> check_tensor(tvm::ffi::TensorView out, tvm::ffi::TensorView scale,
+                                        tvm::ffi::TensorView input, DLDevice* device_out) {
+  QuantRowsArgs a;
+  a.verify_tensor<kDLCUDA, fp8_e4m3_t, T>(out, scale, input);
+  *device_out = a.device.unwrap();
+  return QuantParams<T, fp8_e4m3_t>{static_cast<const T*>(input.data_ptr()),
+                                    static_cast<fp8_e4m3_t*>(out.data_ptr()),
+                                    static_cast<float*>(scale.data_ptr()),
+                                    a.tokens.unwrap(),
+                                    a.hidden.unwrap(),
+                                    a.in_stride.unwrap(),
+                                    a.out_stride.unwrap(),
+                                    0,
+                                    0,
+                                    1,
+                                    0.0f,
+                                    false,
+                                    false};
 }
 
 /// Input and output contiguous (or one row): the kernels' kFlat addressing applies.
