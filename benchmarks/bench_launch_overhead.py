@@ -59,6 +59,7 @@ inline void noop(tvm::ffi::TensorView, tvm::ffi::TensorView, tvm::ffi::TensorVie
 # floats) by the library's LaunchKernel and by <<<>>>.
 _PARTS_SOURCE = r"""
 #include <mllm_kernel/utils.cuh>
+#include <tvm/ffi/container/tensor.h>
 namespace bench {
 using tvm::ffi::TensorView;
 __global__ void touch(float* p, int n) { if (threadIdx.x < n) p[threadIdx.x] += 1.0f; }
