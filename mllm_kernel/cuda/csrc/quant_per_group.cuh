@@ -10,7 +10,7 @@
 //   int8: round_half_even(clamp(q, -128, 127))
 // all in fp32, as the CPU kernels and the tests' PyTorch reference; a zero scale writes zeros.
 // enable_pdl: launch with programmatic dependent launch (sm_90+; each kernel waits for the
-// previous one before touching memory before touching memory).
+// previous one before touching memory).
 // Tensor layouts and checks: mllm_kernel/impl/quant.cuh. 16-byte vector kernels run when
 // pointers and strides allow it, element-wise kernels otherwise.
 #pragma once
