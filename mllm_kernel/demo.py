@@ -84,7 +84,7 @@ def _cases(device: str) -> list[DemoCase]:
                                   lambda c=c: add_constant(x, c), lambda c=c: x + c))
         cases.append(DemoCase("add_constant_runtime [1048576]", "cpu", ("add_constant_runtime", ()),
                               lambda: add_constant_runtime(x, 3.14159), lambda: x + torch.tensor(3.14159)))
-        where = {k: (f"cpu_{k}", ()) for k in ("norm", "activation", "rope")}
+        where = {k: (f"cpu_{k}", ()) for k in ("rmsnorm", "silu_and_mul", "rope")}
     else:
         from mllm_kernel.cuda.jit import add_constant
 
@@ -92,13 +92,13 @@ def _cases(device: str) -> list[DemoCase]:
         for c in (1, 16):
             cases.append(DemoCase(f"add_constant<{c}> int32 [1048576]", "cuda", ("add_constant", (str(c),)),
                                   lambda c=c: add_constant(xi, c), lambda c=c: xi + c))
-        where = {k: (k, ("bf16_t",)) for k in ("norm", "activation", "rope")}
+        where = {k: (k, ("bf16_t",)) for k in ("rmsnorm", "silu_and_mul", "rope")}
     name = str(dtype).removeprefix("torch.")
     hidden, w = rand(64, 4096), rand(4096)
-    cases.append(DemoCase(f"rmsnorm {name} [64, 4096]", device, where["norm"], lambda: ops.rmsnorm(hidden, w),
+    cases.append(DemoCase(f"rmsnorm {name} [64, 4096]", device, where["rmsnorm"], lambda: ops.rmsnorm(hidden, w),
                           lambda: _rms_ref(hidden, w), tol))
     gate_up = rand(64, 2 * 4096)
-    cases.append(DemoCase(f"silu_and_mul {name} [64, 8192]", device, where["activation"],
+    cases.append(DemoCase(f"silu_and_mul {name} [64, 8192]", device, where["silu_and_mul"],
                           lambda: ops.silu_and_mul(gate_up), lambda: _silu_ref(gate_up), tol))
     q, k = rand(64, 32, 128), rand(64, 8, 128)
     positions = torch.randint(0, 4096, (64,), device=device, generator=gen)

@@ -68,9 +68,9 @@ PYTHON = sys.executable
 
 
 def grid_sum_module():
-    """tests/cuda_kernels/grid_sum.cuh built through the JIT (a cooperative launch with a grid
+    """tests/user_kernels/grid_sum.cuh built through the JIT (a cooperative launch with a grid
     barrier; used by the CUDA compile and integration tests)."""
     from mllm_kernel.jit_utils import load_cuda_jit
 
-    return load_cuda_jit("test_grid_sum", cuda_files=[Path(__file__).resolve().parent / "cuda_kernels" / "grid_sum.cuh"],
+    return load_cuda_jit("test_grid_sum", cuda_files=[Path(__file__).resolve().parent / "user_kernels" / "grid_sum.cuh"],
                          cuda_wrappers=[("grid_sum", "grid_sum")])

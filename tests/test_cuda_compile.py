@@ -45,7 +45,7 @@ def test_every_cuda_module_builds(record):
 
 def test_every_op_family_has_cuda_modules():
     names = {r.name for r in _cuda_modules()}
-    assert {"norm", "activation", "rope", "add_constant", "kv_cache", "quant_per_tensor", "quant_per_token",
+    assert {"rmsnorm", "fused_add_rmsnorm", "qknorm", "qknorm_across_heads", "silu_and_mul", "gelu_and_mul", "rope", "add_constant", "kv_cache", "quant_per_tensor", "quant_per_token",
             "quant_per_group"} <= names
 
 

@@ -128,7 +128,7 @@ def test_first_kernel_compile_inside_a_compiled_region(tmp_path):
     out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=600,
                          env=subprocess_env(MLLM_KERNEL_CACHE_DIR=str(tmp_path / "cache")))
     assert out.returncode == 0 and "OK" in out.stdout, out.stdout + out.stderr
-    assert list((tmp_path / "cache").glob("cpu_cpu_norm_*/manifest.json"))
+    assert list((tmp_path / "cache").glob("cpu_cpu_rmsnorm_*/manifest.json"))
 
 
 def test_fp8_kv_store_under_compile_matches_eager():

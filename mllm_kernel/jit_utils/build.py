@@ -7,6 +7,7 @@ and the CUDA side through nvcc, then both are linked into a shared library again
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -15,17 +16,22 @@ import re
 import shlex
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mllm_kernel.jit_utils import toolchain
 from mllm_kernel.jit_utils.errors import JitCompileError
-from mllm_kernel.jit_utils.paths import CPU_INCLUDE_DIR, INCLUDE_DIR
+from mllm_kernel.jit_utils.paths import CPU_INCLUDE_DIR, INCLUDE_DIR, PACKAGE_DIR
 
 logger = logging.getLogger("mllm_kernel")
 
 #: Bumped when the layout of a build or of the cache changes, so old entries are never reused.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
+#: Manifests and keys name the package's own files relative to the package folder.
+PACKAGE_PREFIX = "mllm_kernel:"
+#: The folder of a prebuilt directory that holds shared libraries its modules link (Highway).
+BUNDLED_LIB_DIR = "lib"
 VERBOSE_ENV = "MLLM_KERNEL_VERBOSE"
 
 CXX_FLAGS = ("-std=c++20", "-O3", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wno-unused-function")
@@ -53,6 +59,21 @@ class TranslationUnit:
         return "\n".join(lines) + "\n"
 
 
+def key_path(path: Path | str) -> str:
+    """How a file is named in keys and manifests: relative to the package for its own files
+    (``mllm_kernel:include/mllm_kernel/tensor.hpp``), so a build made from one copy of the
+    package is recognised by another (a prebuilt folder on a deployment machine); absolute
+    otherwise."""
+    real = os.path.realpath(path)
+    package = str(PACKAGE_DIR) + os.sep
+    return PACKAGE_PREFIX + real[len(package):] if real.startswith(package) else real
+
+
+def resolve_key_path(name: str) -> str:
+    """The file a manifest entry names, in this copy of the package."""
+    return str(PACKAGE_DIR / name[len(PACKAGE_PREFIX):]) if name.startswith(PACKAGE_PREFIX) else name
+
+
 @dataclass(frozen=True)
 class BuildSpec:
     """Everything that decides the binary of one module variant."""
@@ -67,14 +88,33 @@ class BuildSpec:
     extra_include_paths: tuple[str, ...] = ()
     cuda_archs: tuple[str, ...] = ()
     highway: toolchain.HighwayConfig | None = None
-    _key: list = field(default_factory=list, compare=False, repr=False)
+    #: CPU modules: toolchain.PORTABLE_CPU_TARGET or the id of the CPU they are built for.
+    cpu_target: str = toolchain.PORTABLE_CPU_TARGET
+    #: Built for a prebuilt folder: also looks for shared libraries in the folder's lib/.
+    bundled_libs: bool = False
+    _keys: dict = field(default_factory=dict, init=False, compare=False, repr=False)
+
+    @property
+    def readable_name(self) -> str:
+        """``cpu_add_constant_16``: the start of every folder of this module variant."""
+        readable = "_".join([self.device, self.name, *self.args])
+        return re.sub(r"[^A-Za-z0-9_.+-]", "_", readable)[:96]
 
     @property
     def folder_name(self) -> str:
-        """``cpu_add_constant_16_<hash>``: readable, and unique per binary."""
-        readable = "_".join([self.device, self.name, *self.args])
-        readable = re.sub(r"[^A-Za-z0-9_.+-]", "_", readable)[:96]
-        return f"{readable}_{self.key()[:16]}"
+        """The folder of this build in the user cache: readable, and unique per binary."""
+        return f"{self.readable_name}_{self.key()[:16]}"
+
+    @property
+    def prebuilt_folder_name(self) -> str:
+        """The folder of this build in a prebuilt directory (no toolchain in its key)."""
+        return f"{self.readable_name}_{self.portable_key()[:16]}"
+
+    def prebuilt_variant(self) -> BuildSpec:
+        """This module as ``prebuild --output`` builds it: for every CPU target, with its
+        libraries in the prebuilt folder (CUDA architectures are checked from the manifest)."""
+        target = toolchain.PORTABLE_CPU_TARGET if self.device == "cpu" else self.cpu_target
+        return dataclasses.replace(self, cpu_target=target, bundled_libs=True)
 
     def include_dirs(self) -> list[str]:
         tvm_includes, _ = toolchain.tvm_ffi_paths()
@@ -84,40 +124,63 @@ class BuildSpec:
             dirs += list(self.highway.include_dirs)
         return list(dict.fromkeys(dirs))
 
+    def cxx_flags(self) -> list[str]:
+        flags = list(CXX_FLAGS)
+        if self.device == "cpu":
+            flags += toolchain.cpu_target_flags(self.cpu_target)
+        return flags
+
+    def portable_key(self) -> str:
+        """Hash of what decides the binary and needs no compiler to compute: the sources (by
+        name and content), exported functions, flags, tvm-ffi version and CPU target. A
+        prebuilt module is found by this key on a machine without a toolchain; the headers
+        are checked against the build's manifest."""
+        if "portable" not in self._keys:
+            files = sorted({f for u in self.units for f in u.files})
+            description = {
+                "format": CACHE_FORMAT,
+                "name": self.name,
+                "device": self.device,
+                "args": self.args,
+                "units": [[u.language, [key_path(f) if key_path(f).startswith(PACKAGE_PREFIX) else Path(f).name
+                                        for f in u.files], u.wrappers] for u in self.units],
+                "sources": [hashlib.sha256(f.read_bytes()).hexdigest() for f in files],
+                "flags": [self.cxx_flags(), NVCC_FLAGS, self.extra_cflags, self.extra_cuda_cflags,
+                          self.extra_ldflags],
+                "tvm_ffi": toolchain.tvm_ffi_version(),
+                "cpu_target": self.cpu_target if self.device == "cpu" else None,
+                "bundled_libs": self.bundled_libs,
+            }
+            self._keys["portable"] = _digest(description)
+        return self._keys["portable"]
+
     def key(self) -> str:
-        """Hash of the sources, flags, include paths, compiler and tool versions and CUDA
-        architectures. Headers are covered by the dependency manifest of each build (cache.py)."""
-        if self._key:
-            return self._key[0]
-        h = hashlib.sha256()
-        files = sorted({f for u in self.units for f in u.files})
-        if self.highway is not None:
-            files += [Path(s) for s in self.highway.sources]
-        compilers = [toolchain.file_identity(toolchain.find_cxx())]
-        if self.device == "cuda":
-            compilers += [toolchain.file_identity(toolchain.find_nvcc()), str(toolchain.cuda_toolkit_version())]
-        description = {
-            "format": CACHE_FORMAT,
-            "name": self.name,
-            "device": self.device,
-            "args": self.args,
-            "units": [u.source_text() for u in self.units],
-            "sources": {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files},
-            "flags": [CXX_FLAGS, NVCC_FLAGS, self.extra_cflags, self.extra_cuda_cflags, self.extra_ldflags],
-            "include_dirs": self.include_dirs(),
-            "highway": None if self.highway is None else [self.highway.library_dirs, self.highway.libraries],
-            "compilers": compilers,
-            "tvm_ffi": toolchain.tvm_ffi_version(),
-            "cuda_archs": self.cuda_archs,
-        }
-        h.update(json.dumps(description, sort_keys=True, default=str).encode())
-        self._key.append(h.hexdigest())
-        return self._key[0]
+        """The user cache's key: the portable key plus this machine's toolchain (compiler and
+        tool versions, include paths, Highway) and CUDA architectures. Headers are covered by
+        the dependency manifest of each build (cache.py)."""
+        if "local" not in self._keys:
+            compilers = [toolchain.file_identity(toolchain.find_cxx())]
+            if self.device == "cuda":
+                compilers += [toolchain.file_identity(toolchain.find_nvcc()), str(toolchain.cuda_toolkit_version())]
+            description = {
+                "portable": self.portable_key(),
+                "include_dirs": self.include_dirs(),
+                "highway": None if self.highway is None else [self.highway.library_dirs, self.highway.libraries,
+                                                              self.highway.sources],
+                "compilers": compilers,
+                "cuda_archs": self.cuda_archs,
+            }
+            self._keys["local"] = _digest(description)
+        return self._keys["local"]
 
     @property
     def label(self) -> str:
         """``add_constant[16]`` for log lines and messages."""
         return f"{self.name}[{', '.join(self.args)}]" if self.args else self.name
+
+
+def _digest(description: dict) -> str:
+    return hashlib.sha256(json.dumps(description, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _run(spec: BuildSpec, command: list[str], build_dir: Path) -> None:
@@ -151,11 +214,26 @@ def parse_depfile(path: Path) -> list[str]:
     return deps
 
 
-def compile_module(spec: BuildSpec, build_dir: Path) -> tuple[Path, list[str]]:
-    """Builds ``spec`` inside ``build_dir``; returns the library and every file it depends on."""
-    start = time.perf_counter()
-    tvm_includes, tvm_lib_dir = toolchain.tvm_ffi_paths()
+def _unit_command(spec: BuildSpec, unit: TranslationUnit, source: Path, obj: Path, dep: Path) -> list[str]:
     includes = [f"-I{d}" for d in spec.include_dirs()]
+    if unit.language == "cuda":
+        return [toolchain.find_nvcc(), *NVCC_FLAGS, *toolchain.gencode_flags(spec.cuda_archs), *includes,
+                *spec.extra_cuda_cflags, "-MD", "-MF", str(dep), "-c", str(source), "-o", str(obj)]
+    cuda_inc = []
+    if spec.device == "cuda" and toolchain.find_cuda_home():
+        cuda_inc = [f"-I{toolchain.find_cuda_home() / 'include'}"]
+    return [toolchain.find_cxx(), *spec.cxx_flags(), *includes, *cuda_inc, *spec.extra_cflags,
+            "-MD", "-MF", str(dep), "-c", str(source), "-o", str(obj)]
+
+
+def compile_module(spec: BuildSpec, build_dir: Path) -> tuple[Path, list[str]]:
+    """Builds ``spec`` inside ``build_dir``; returns the library and every file it depends on.
+
+    The translation units (a CUDA unit, a host C++ unit, Highway sources) are independent
+    compiler runs, so they run at the same time; the link waits for all of them."""
+    start = time.perf_counter()
+    _, tvm_lib_dir = toolchain.tvm_ffi_paths()
+    commands: list[list[str]] = []
     objects: list[str] = []
     depfiles: list[Path] = []
     for index, unit in enumerate(spec.units):
@@ -164,27 +242,28 @@ def compile_module(spec: BuildSpec, build_dir: Path) -> tuple[Path, list[str]]:
         source.write_text(unit.source_text())
         obj = build_dir / f"{spec.name}_{index}.o"
         dep = build_dir / f"{spec.name}_{index}.d"
-        if unit.language == "cuda":
-            command = [toolchain.find_nvcc(), *NVCC_FLAGS, *toolchain.gencode_flags(spec.cuda_archs), *includes,
-                       *spec.extra_cuda_cflags, "-MD", "-MF", str(dep), "-c", str(source), "-o", str(obj)]
-        else:
-            cuda_inc = []
-            if spec.device == "cuda" and toolchain.find_cuda_home():
-                cuda_inc = [f"-I{toolchain.find_cuda_home() / 'include'}"]
-            command = [toolchain.find_cxx(), *CXX_FLAGS, *includes, *cuda_inc, *spec.extra_cflags,
-                       "-MD", "-MF", str(dep), "-c", str(source), "-o", str(obj)]
-        _run(spec, command, build_dir)
+        commands.append(_unit_command(spec, unit, source, obj, dep))
         objects.append(str(obj))
         depfiles.append(dep)
     if spec.highway is not None:
+        includes = [f"-I{d}" for d in spec.include_dirs()]
         for index, hwy_source in enumerate(spec.highway.sources):
             obj = build_dir / f"hwy_{index}.o"
-            _run(spec, [toolchain.find_cxx(), *CXX_FLAGS, *includes, "-c", hwy_source, "-o", str(obj)], build_dir)
+            commands.append([toolchain.find_cxx(), *spec.cxx_flags(), *includes, "-c", hwy_source, "-o", str(obj)])
             objects.append(str(obj))
+    if len(commands) == 1:
+        _run(spec, commands[0], build_dir)
+    else:
+        with ThreadPoolExecutor(max_workers=len(commands)) as pool:
+            for future in [pool.submit(_run, spec, c, build_dir) for c in commands]:
+                future.result()
 
     library = build_dir / f"{spec.name}.so"
     link = [toolchain.find_cxx(), "-shared", *objects, "-o", str(library), f"-L{tvm_lib_dir}", "-ltvm_ffi",
             f"-Wl,-rpath,{tvm_lib_dir}"]
+    if spec.bundled_libs:
+        # A prebuilt folder carries the shared libraries its modules need in its lib/ folder.
+        link.append("-Wl,-rpath,$ORIGIN/../" + BUNDLED_LIB_DIR)
     if spec.device == "cuda":
         cuda_lib = toolchain.cuda_library_dir()
         link += [f"-L{cuda_lib}", "-lcudart", f"-Wl,-rpath,{cuda_lib}"]

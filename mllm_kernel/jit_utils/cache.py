@@ -1,4 +1,9 @@
-"""The on-disk module cache: one folder per module variant, safe across processes.
+"""The on-disk module caches: prebuilt folders (read-only) and the user cache.
+
+A module is looked up, in order, in every folder of ``$MLLM_KERNEL_PREBUILT_PATH`` (by its
+portable key: no toolchain needed, see ``BuildSpec.portable_key``), then in the user cache (by
+its full key), and only then built into the user cache. With ``$MLLM_KERNEL_DISABLE_JIT`` set
+a miss raises ``JitDisabledError`` instead of starting a compiler.
 
 Folder ``<cache root>/<device>_<name>_<args>_<key>/`` holds:
   ``manifest.json``   the commit point: the library's file name and every file it was built
@@ -28,9 +33,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from mllm_kernel.jit_utils.build import BuildSpec, compile_module
-from mllm_kernel.jit_utils.errors import JitCompileError
-from mllm_kernel.jit_utils.paths import cache_root
+from mllm_kernel.jit_utils import toolchain
+from mllm_kernel.jit_utils.build import (BUNDLED_LIB_DIR, PACKAGE_PREFIX, BuildSpec, compile_module, key_path,
+                                         resolve_key_path)
+from mllm_kernel.jit_utils.errors import JitCompileError, JitDisabledError, ToolchainNotFoundError
+from mllm_kernel.jit_utils.paths import cache_root, jit_disabled, prebuilt_dirs
 
 logger = logging.getLogger("mllm_kernel")
 
@@ -49,13 +56,18 @@ def _sha256(path: str) -> str:
 
 def _dependency_record(path: str) -> list:
     st = os.stat(path)
-    return [path, st.st_size, st.st_mtime_ns, _sha256(path)]
+    return [key_path(path), st.st_size, st.st_mtime_ns, _sha256(path)]
 
 
-def _dependencies_unchanged(records: list) -> bool:
+def _dependencies_unchanged(records: list, package_only: bool = False) -> bool:
     """Cheap check by size and mtime; a file whose stat changed is hashed before it counts as
-    edited (a `git checkout` that rewrites the same bytes does not force a rebuild)."""
-    for path, size, mtime_ns, digest in records:
+    edited (a `git checkout` that rewrites the same bytes does not force a rebuild).
+    ``package_only`` checks the package's own files alone (a prebuilt module on another
+    machine, whose toolchain headers are not there)."""
+    for name, size, mtime_ns, digest in records:
+        if package_only and not name.startswith(PACKAGE_PREFIX):
+            continue
+        path = resolve_key_path(name)
         try:
             st = os.stat(path)
         except OSError:
@@ -68,14 +80,35 @@ def _dependencies_unchanged(records: list) -> bool:
     return True
 
 
+def read_manifest(folder: Path) -> dict | None:
+    try:
+        return json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def cached_library(folder: Path) -> Path | None:
     """The library a valid manifest in ``folder`` names, or None when it must be (re)built."""
-    try:
-        manifest = json.loads((folder / MANIFEST).read_text())
-    except (OSError, ValueError):
+    manifest = read_manifest(folder)
+    if manifest is None:
         return None
     library = folder / manifest.get("library", "")
     if not library.is_file() or not _dependencies_unchanged(manifest.get("dependencies", [])):
+        return None
+    return library
+
+
+def _usable_build(folder: Path, spec: BuildSpec) -> Path | None:
+    """The library of a build found by its portable key (a prebuilt folder, or the user cache
+    when no toolchain is there to compute the full key): same portable key, built for the
+    GPUs here, the package's own files unchanged."""
+    manifest = read_manifest(folder)
+    if manifest is None or manifest.get("portable_key") != spec.portable_key():
+        return None
+    if spec.device == "cuda" and not toolchain.archs_cover(tuple(manifest.get("cuda_archs", ())), spec.cuda_archs):
+        return None
+    library = folder / manifest.get("library", "")
+    if not library.is_file() or not _dependencies_unchanged(manifest.get("dependencies", []), package_only=True):
         return None
     return library
 
@@ -127,7 +160,12 @@ def build_and_publish(spec: BuildSpec, folder: Path) -> Path:
         os.replace(built, library)
         manifest = {
             "module": spec.label,
+            "name": spec.name,
             "device": spec.device,
+            "args": list(spec.args),
+            "portable_key": spec.portable_key(),
+            "cuda_archs": list(spec.cuda_archs),
+            "cpu_target": spec.cpu_target if spec.device == "cpu" else None,
             "library": library.name,
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "dependencies": [_dependency_record(d) for d in dependencies],
@@ -142,10 +180,112 @@ def build_and_publish(spec: BuildSpec, folder: Path) -> Path:
         return library
 
 
+def find_prebuilt(spec: BuildSpec) -> Path | None:
+    """The library of ``spec`` in a folder of ``$MLLM_KERNEL_PREBUILT_PATH``, if one has it."""
+    directories = prebuilt_dirs()
+    if not directories:
+        return None
+    prebuilt = spec.prebuilt_variant()
+    for directory in directories:
+        library = _usable_build(directory / prebuilt.prebuilt_folder_name, prebuilt)
+        if library is not None:
+            return library
+    return None
+
+
+def _cached_without_compiler(spec: BuildSpec) -> Path | None:
+    """A user-cache build of ``spec`` found by its portable key, for a process that may not
+    start a compiler (or has none, so the full key cannot be computed)."""
+    try:
+        library = cached_library(cache_root() / spec.folder_name)
+        if library is not None:
+            return library
+    except ToolchainNotFoundError:
+        pass
+    root = cache_root()
+    if not root.is_dir():
+        return None
+    for folder in sorted(root.glob(spec.readable_name + "_*")):
+        library = _usable_build(folder, spec)
+        if library is not None:
+            return library
+    return None
+
+
+def find_library(spec: BuildSpec) -> Path:
+    """The library of ``spec``: prebuilt, cached, or (unless JIT is disabled) built now."""
+    library = find_prebuilt(spec)
+    if library is not None:
+        return library
+    if jit_disabled():
+        library = _cached_without_compiler(spec)
+        if library is None:
+            raise JitDisabledError(spec.name, spec.args, spec.device, [str(d) for d in prebuilt_dirs()])
+        return library
+    folder = cache_root() / spec.folder_name
+    return cached_library(folder) or build_and_publish(spec, folder)
+
+
 def load_module(spec: BuildSpec):
-    """Loads the module of ``spec`` from the cache, building it first when needed."""
+    """Loads the module of ``spec``: prebuilt, cached, or built first when needed."""
     import tvm_ffi
 
-    folder = cache_root() / spec.folder_name
-    library = cached_library(folder) or build_and_publish(spec, folder)
-    return tvm_ffi.load_module(str(library))
+    return tvm_ffi.load_module(str(find_library(spec)))
+
+
+def bundle_libraries(spec: BuildSpec, directory: Path) -> None:
+    """Copies the shared libraries ``spec`` links besides tvm-ffi and CUDA (Highway) into the
+    prebuilt ``directory``'s lib/ folder, which its modules search (``bundled_libs``)."""
+    if spec.highway is None:
+        return
+    target = directory / BUNDLED_LIB_DIR
+    target.mkdir(parents=True, exist_ok=True)
+    for lib_dir in spec.highway.library_dirs:
+        for lib in spec.highway.libraries:
+            for path in Path(lib_dir).glob(f"lib{lib}.so*"):
+                if not (target / path.name).exists():
+                    shutil.copy2(path.resolve(), target / path.name)
+
+
+def _idle(folder: Path) -> bool:
+    """Whether no process is building in ``folder`` right now (its lock is free)."""
+    try:
+        with open(folder / "lock", "a+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+        return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def clear_cache(names: list[str] | None = None) -> list[Path]:
+    """Removes cached builds from the user cache and returns the folders removed: those of the
+    modules ``names`` (with any device and variant), or every one when ``names`` is None.
+    Either way the leftovers of builds that died (``.build-*`` folders, failed builds) go too.
+    A folder where a build is running is left alone."""
+    root = cache_root()
+    removed: list[Path] = []
+    if not root.is_dir():
+        return removed
+    wanted = set(names or ())
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        if not _idle(folder):
+            logger.info("mllm_kernel: %s is being built by another process; left alone", folder)
+            continue
+        manifest = read_manifest(folder) or {}
+        name = manifest.get("name")
+        if name is None:  # a build that never finished: match the folder name
+            matches = any(folder.name.startswith(f"{d}_{n}_") for n in wanted for d in ("cpu", "cuda"))
+        else:
+            matches = name in wanted
+        if names is None or matches:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+            continue
+        for leftover in [*folder.glob(TEMP_PREFIX + "*"), folder / FAILED_BUILD]:
+            if leftover.exists():
+                shutil.rmtree(leftover, ignore_errors=True)
+                removed.append(leftover)
+    return removed

@@ -27,3 +27,21 @@ class JitCompileError(RuntimeError):
 
 class ToolchainNotFoundError(RuntimeError):
     """A compiler, CUDA toolkit or library that a kernel needs is missing; says what to install."""
+
+
+class JitDisabledError(RuntimeError):
+    """A module is neither prebuilt nor cached and ``MLLM_KERNEL_DISABLE_JIT`` forbids compiling it.
+
+    Names the module, its variant and the command that prebuilds it."""
+
+    def __init__(self, module: str, variant: tuple[str, ...], device: str, searched: list[str]) -> None:
+        self.module = module
+        self.variant = variant
+        self.device = device
+        where = ", ".join(searched) if searched else "none (MLLM_KERNEL_PREBUILT_PATH is not set)"
+        super().__init__(
+            f"JIT module {module!r}, variant [{', '.join(variant)}] for {device}, is neither prebuilt nor "
+            f"cached, and MLLM_KERNEL_DISABLE_JIT is set, so it is not compiled. Build it ahead of time with "
+            f"`python -m mllm_kernel prebuild --output DIR --device {device}` and set "
+            f"MLLM_KERNEL_PREBUILT_PATH=DIR. Prebuilt folders searched: {where}"
+        )

@@ -3,7 +3,7 @@
 Every kernel wrapper, CPU and CUDA, finds its function the same way: one dict lookup keyed by
 the variant (usually the input's dtype), with the module built or loaded on the first miss::
 
-    _MODULES = {dtype: jit_module("norm", args=make_cpp_args(dtype), device="cuda", ...)
+    _MODULES = {dtype: jit_module("rmsnorm", args=make_cpp_args(dtype), device="cuda", ...)
                 for dtype in FLOAT_DTYPES}
     _RMSNORM = KernelTable("rmsnorm", _MODULES, arg="input")
 
@@ -41,6 +41,11 @@ class KernelTable(dict):
         self.arg = arg
         self.export = export or op
         self._modules = modules
+
+    def modules(self) -> list[JitModule]:
+        """Every module this table may load (for ``precompile``)."""
+        modules = self._modules
+        return [modules] if isinstance(modules, JitModule) else list(dict.fromkeys(modules.values()))
 
     def __missing__(self, key: Hashable) -> Callable:
         modules = self._modules

@@ -53,6 +53,68 @@ def _highway_or_none() -> toolchain.HighwayConfig | None:
         return None
 
 
+def cpu_build_spec(
+    name: str,
+    *args: object,
+    cpp_files: Sequence[str | Path],
+    cpp_wrappers: Wrappers,
+    extra_cflags: Sequence[str] | None = None,
+    extra_ldflags: Sequence[str] | None = None,
+    extra_include_paths: Sequence[str | Path] | None = None,
+) -> BuildSpec:
+    """The build of a CPU module (see ``load_cpu_jit``), for the JIT's CPU target
+    (``toolchain.jit_cpu_target()``: this CPU only, unless overridden)."""
+    files = tuple(resolve_source(f, [CPU_CSRC_DIR]) for f in cpp_files)
+    if not files:
+        raise ValueError(f"load_cpu_jit({name!r}): cpp_files is empty")
+    return BuildSpec(
+        name=name,
+        device="cpu",
+        args=_variant_args(args),
+        units=(TranslationUnit("cpp", files, _check_wrappers(cpp_wrappers, "cpp_wrappers")),),
+        extra_cflags=tuple(extra_cflags or ()),
+        extra_ldflags=tuple(extra_ldflags or ()),
+        extra_include_paths=tuple(str(p) for p in extra_include_paths or ()),
+        highway=_highway_or_none(),
+        cpu_target=toolchain.jit_cpu_target(),
+    )
+
+
+def cuda_build_spec(
+    name: str,
+    *args: object,
+    cuda_files: Sequence[str | Path],
+    cuda_wrappers: Wrappers,
+    cpp_files: Sequence[str | Path] | None = None,
+    cpp_wrappers: Wrappers | None = None,
+    extra_cflags: Sequence[str] | None = None,
+    extra_cuda_cflags: Sequence[str] | None = None,
+    extra_ldflags: Sequence[str] | None = None,
+    extra_include_paths: Sequence[str | Path] | None = None,
+    cuda_archs: Sequence[str] | None = None,
+) -> BuildSpec:
+    """The build of a CUDA module (see ``load_cuda_jit``); ``cuda_archs`` defaults to
+    ``toolchain.cuda_arch_list()``."""
+    cuda = tuple(resolve_source(f, [CUDA_CSRC_DIR]) for f in cuda_files)
+    if not cuda:
+        raise ValueError(f"load_cuda_jit({name!r}): cuda_files is empty")
+    units = [TranslationUnit("cuda", cuda, _check_wrappers(cuda_wrappers, "cuda_wrappers"))]
+    if cpp_files:
+        cpp = tuple(resolve_source(f, [CUDA_CSRC_DIR, CPU_CSRC_DIR]) for f in cpp_files)
+        units.append(TranslationUnit("cpp", cpp, _check_wrappers(cpp_wrappers or (), "cpp_wrappers")))
+    return BuildSpec(
+        name=name,
+        device="cuda",
+        args=_variant_args(args),
+        units=tuple(units),
+        extra_cflags=tuple(extra_cflags or ()),
+        extra_cuda_cflags=tuple(extra_cuda_cflags or ()),
+        extra_ldflags=tuple(extra_ldflags or ()),
+        extra_include_paths=tuple(str(p) for p in extra_include_paths or ()),
+        cuda_archs=tuple(cuda_archs) if cuda_archs else toolchain.cuda_arch_list(),
+    )
+
+
 def load_cpu_jit(
     name: str,
     *args: object,
@@ -68,21 +130,12 @@ def load_cpu_jit(
     ``cpp_files`` are resolved against ``mllm_kernel/cpu/csrc`` unless absolute;
     ``cpp_wrappers`` pairs each Python name with the C++ function it calls:
     ``[("add_constant", "mllm_kernel::cpu::add_constant<16>")]`` gives ``module.add_constant``.
+    The module is built for this CPU (Highway's best target here) unless
+    ``$MLLM_KERNEL_CPU_TARGET=portable``; prebuilt folders are searched first (cache.py).
     """
-    files = tuple(resolve_source(f, [CPU_CSRC_DIR]) for f in cpp_files)
-    if not files:
-        raise ValueError(f"load_cpu_jit({name!r}): cpp_files is empty")
-    spec = BuildSpec(
-        name=name,
-        device="cpu",
-        args=_variant_args(args),
-        units=(TranslationUnit("cpp", files, _check_wrappers(cpp_wrappers, "cpp_wrappers")),),
-        extra_cflags=tuple(extra_cflags or ()),
-        extra_ldflags=tuple(extra_ldflags or ()),
-        extra_include_paths=tuple(str(p) for p in extra_include_paths or ()),
-        highway=_highway_or_none(),
-    )
-    return load_module(spec)
+    return load_module(cpu_build_spec(name, *args, cpp_files=cpp_files, cpp_wrappers=cpp_wrappers,
+                                      extra_cflags=extra_cflags, extra_ldflags=extra_ldflags,
+                                      extra_include_paths=extra_include_paths))
 
 
 def load_cuda_jit(
@@ -101,26 +154,10 @@ def load_cuda_jit(
 
     ``cuda_files`` (``.cuh``/``.cu``) resolve against ``mllm_kernel/cuda/csrc`` and are built by
     nvcc with ``cuda_wrappers`` exported; optional host-only ``cpp_files`` go through the C++
-    compiler with ``cpp_wrappers``. The target architectures come from
-    ``toolchain.cuda_arch_list()`` (visible GPUs, overrides, or the no-GPU default).
+    compiler with ``cpp_wrappers``, at the same time as nvcc. The target architectures come
+    from ``toolchain.cuda_arch_list()`` (visible GPUs, overrides, or the no-GPU default).
     """
-    cuda = tuple(resolve_source(f, [CUDA_CSRC_DIR]) for f in cuda_files)
-    if not cuda:
-        raise ValueError(f"load_cuda_jit({name!r}): cuda_files is empty")
-    units = [TranslationUnit("cuda", cuda, _check_wrappers(cuda_wrappers, "cuda_wrappers"))]
-    if cpp_files:
-        cpp = tuple(resolve_source(f, [CUDA_CSRC_DIR, CPU_CSRC_DIR]) for f in cpp_files)
-        units.append(TranslationUnit("cpp", cpp, _check_wrappers(cpp_wrappers or (), "cpp_wrappers")))
-    toolchain.find_nvcc()  # a clear message before anything else when CUDA is missing
-    spec = BuildSpec(
-        name=name,
-        device="cuda",
-        args=_variant_args(args),
-        units=tuple(units),
-        extra_cflags=tuple(extra_cflags or ()),
-        extra_cuda_cflags=tuple(extra_cuda_cflags or ()),
-        extra_ldflags=tuple(extra_ldflags or ()),
-        extra_include_paths=tuple(str(p) for p in extra_include_paths or ()),
-        cuda_archs=toolchain.cuda_arch_list(),
-    )
-    return load_module(spec)
+    return load_module(cuda_build_spec(name, *args, cuda_files=cuda_files, cuda_wrappers=cuda_wrappers,
+                                       cpp_files=cpp_files, cpp_wrappers=cpp_wrappers, extra_cflags=extra_cflags,
+                                       extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
+                                       extra_include_paths=extra_include_paths))

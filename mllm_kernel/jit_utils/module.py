@@ -10,7 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from mllm_kernel.jit_utils.load import Wrappers, load_cpu_jit, load_cuda_jit
+from mllm_kernel.jit_utils.build import BuildSpec
+from mllm_kernel.jit_utils.cache import load_module
+from mllm_kernel.jit_utils.load import Wrappers, cpu_build_spec, cuda_build_spec
 from mllm_kernel.jit_utils.registry import KernelRecord, register
 
 _DEVICES = ("auto", "cpu", "cuda")
@@ -36,26 +38,29 @@ class JitModule:
         files = [*(build.get("cpp_files") or ()), *(build.get("cuda_files") or ())]
         register(KernelRecord(name, devices, args, tuple(str(f) for f in files), kernel=self))
 
-    def module(self, device: str):
-        """The compiled module for ``device`` ("cpu" or "cuda"), built on first use."""
-        module = self._modules.get(device)
-        if module is not None:
-            return module
+    def spec(self, device: str, *, cuda_archs: Sequence[str] | None = None) -> BuildSpec:
+        """The build of the ``device`` module as the JIT makes it (this CPU; the visible GPUs
+        unless ``cuda_archs`` is given); ``prebuild --output`` builds its ``prebuilt_variant()``."""
         b = self._build
         if device not in self.devices:
             raise ValueError(f"{self.name}: no {device} sources (this kernel runs on {', '.join(self.devices)})")
+        common = dict(extra_cflags=b["extra_cflags"], extra_ldflags=b["extra_ldflags"],
+                      extra_include_paths=b["extra_include_paths"])
         if device == "cpu":
-            module = load_cpu_jit(self.name, *self.args, cpp_files=b["cpp_files"], cpp_wrappers=b["cpp_wrappers"],
-                                  extra_cflags=b["extra_cflags"], extra_ldflags=b["extra_ldflags"],
-                                  extra_include_paths=b["extra_include_paths"])
-        else:
-            with_cpp = self.device == "cuda"  # "auto" kernels keep their C++ files for the CPU module
-            module = load_cuda_jit(self.name, *self.args, cuda_files=b["cuda_files"], cuda_wrappers=b["cuda_wrappers"],
-                                   cpp_files=b["cpp_files"] if with_cpp else None,
-                                   cpp_wrappers=b["cpp_wrappers"] if with_cpp else None,
-                                   extra_cflags=b["extra_cflags"], extra_cuda_cflags=b["extra_cuda_cflags"],
-                                   extra_ldflags=b["extra_ldflags"], extra_include_paths=b["extra_include_paths"])
-        self._modules[device] = module
+            return cpu_build_spec(self.name, *self.args, cpp_files=b["cpp_files"], cpp_wrappers=b["cpp_wrappers"],
+                                  **common)
+        with_cpp = self.device == "cuda"  # "auto" kernels keep their C++ files for the CPU module
+        return cuda_build_spec(self.name, *self.args, cuda_files=b["cuda_files"], cuda_wrappers=b["cuda_wrappers"],
+                               cpp_files=b["cpp_files"] if with_cpp else None,
+                               cpp_wrappers=b["cpp_wrappers"] if with_cpp else None,
+                               extra_cuda_cflags=b["extra_cuda_cflags"], cuda_archs=cuda_archs, **common)
+
+    def module(self, device: str):
+        """The compiled module for ``device`` ("cpu" or "cuda"): prebuilt, cached, or built now."""
+        module = self._modules.get(device)
+        if module is None:
+            module = load_module(self.spec(device))
+            self._modules[device] = module
         return module
 
     def exports(self, device: str) -> list[str]:

@@ -41,13 +41,65 @@ def file_identity(path: str | Path) -> str:
 
 @functools.lru_cache(maxsize=None)
 def find_cxx() -> str:
-    """The host C++ compiler: ``$CXX`` or ``c++``/``g++``/``clang++`` on PATH."""
-    for candidate in (os.environ.get("CXX"), "c++", "g++", "clang++"):
-        if candidate and (path := shutil.which(candidate)):
+    """The host C++ compiler: ``$CXX`` when set (and nothing else then), else ``c++``, ``g++``
+    or ``clang++`` on PATH."""
+    chosen = os.environ.get("CXX")
+    if chosen:
+        if path := shutil.which(chosen):
+            return path
+        raise ToolchainNotFoundError(f"CXX={chosen} is not an executable compiler; fix or unset CXX")
+    for candidate in ("c++", "g++", "clang++"):
+        if path := shutil.which(candidate):
             return path
     raise ToolchainNotFoundError(
         "no C++ compiler found: install g++ (`apt-get install g++`) or set CXX to a C++20 compiler"
     )
+
+
+CPU_TARGET_ENV = "MLLM_KERNEL_CPU_TARGET"
+#: The CPU target of a build that runs anywhere: every Highway target, chosen at run time.
+PORTABLE_CPU_TARGET = "portable"
+
+
+@functools.lru_cache(maxsize=None)
+def native_cpu_target() -> str:
+    """An id of this machine's CPU (architecture and feature flags, read from /proc/cpuinfo
+    without a subprocess), or PORTABLE_CPU_TARGET where the compiler has no native switch."""
+    import hashlib
+    import platform
+
+    machine = platform.machine().lower()
+    if machine not in ("x86_64", "amd64", "aarch64", "arm64"):
+        return PORTABLE_CPU_TARGET
+    features = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            key = line.split(":", 1)[0].strip().lower()
+            if key in ("flags", "features", "model name", "cpu part"):
+                features += line
+    except OSError:
+        features = platform.processor()
+    return f"native-{machine}-{hashlib.sha256(features.encode()).hexdigest()[:12]}"
+
+
+def jit_cpu_target() -> str:
+    """The CPU target of JIT builds: the running CPU alone (a JIT build runs where it is built),
+    unless ``$MLLM_KERNEL_CPU_TARGET=portable``."""
+    choice = os.environ.get(CPU_TARGET_ENV, "native").strip().lower()
+    if choice == PORTABLE_CPU_TARGET:
+        return PORTABLE_CPU_TARGET
+    if choice not in ("", "native"):
+        raise ValueError(f"{CPU_TARGET_ENV} must be 'native' or 'portable', got {choice!r}")
+    return native_cpu_target()
+
+
+def cpu_target_flags(target: str) -> list[str]:
+    """Compiler flags for a CPU target: a native target compiles Highway's static target only
+    (the best one this CPU runs), a portable one every target with run-time dispatch."""
+    if target == PORTABLE_CPU_TARGET:
+        return []
+    native = "-mcpu=native" if "aarch64" in target or "arm64" in target else "-march=native"
+    return [native, "-DHWY_COMPILE_ONLY_STATIC=1"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -101,7 +153,7 @@ def cuda_toolkit_version() -> str | None:
         return None
 
 
-def _parse_arch_list(text: str) -> tuple[str, ...]:
+def parse_arch_list(text: str) -> tuple[str, ...]:
     archs = tuple(a for a in re.split(r"[\s;,]+", text.strip()) if a)
     for arch in archs:
         if not re.fullmatch(r"\d+\.\d+[af]?", arch):
@@ -115,7 +167,7 @@ def cuda_arch_list() -> tuple[str, ...]:
     the visible GPUs, and DEFAULT_CUDA_ARCHS when no GPU is visible."""
     for env in (CUDA_ARCH_ENV, TVM_FFI_CUDA_ARCH_ENV):
         if os.environ.get(env, "").strip():
-            return _parse_arch_list(os.environ[env])
+            return parse_arch_list(os.environ[env])
     return _visible_gpu_archs() or DEFAULT_CUDA_ARCHS
 
 
@@ -130,6 +182,32 @@ def _visible_gpu_archs() -> tuple[str, ...]:
     except Exception:  # noqa: BLE001 - a broken CUDA setup means "no GPU visible"
         pass
     return ()
+
+
+def _arch_parts(arch: str) -> tuple[int, int, str]:
+    major, minor = arch.split(".")
+    suffix = minor.lstrip("0123456789")
+    return int(major), int(minor[: len(minor) - len(suffix)]), suffix
+
+
+def archs_cover(built: tuple[str, ...], needed: tuple[str, ...]) -> bool:
+    """Whether a module built for ``built`` runs on every GPU of ``needed``: the same
+    architecture, an older minor of the same major (SASS is compatible within a major), or
+    the PTX of the newest built architecture, which the driver compiles for newer GPUs."""
+    if not built:
+        return False
+    parts = [_arch_parts(a) for a in built]
+    newest = parts[-1]
+    for arch in needed:
+        major, minor, suffix = _arch_parts(arch)
+        if any(a == (major, minor, suffix) for a in parts):
+            continue
+        if any(m == major and n <= minor and not s for m, n, s in parts):
+            continue
+        if not newest[2] and (newest[0], newest[1]) <= (major, minor):
+            continue
+        return False
+    return True
 
 
 def gencode_flags(archs: tuple[str, ...]) -> list[str]:

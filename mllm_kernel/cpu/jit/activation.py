@@ -2,7 +2,7 @@
 
 ``input [..., 2d]`` holds the gate then the up projection; the result is
 ``act(input[..., :d]) * input[..., d:]`` of shape ``[..., d]``, computed in float32 for float32,
-float16 and bfloat16. One module serves every dtype.
+float16 and bfloat16. One module per op serves every dtype.
 """
 
 from __future__ import annotations
@@ -11,15 +11,22 @@ import torch
 
 from mllm_kernel.cpu.jit._threads import num_threads
 from mllm_kernel.jit_utils import KernelTable, jit_module
+from mllm_kernel.jit_utils import precompile as jit_precompile
 from mllm_kernel.op_args import row_shape
 
-# One module for every dtype: the kernels check the tensors and pick the element type.
-_MODULE = jit_module("cpu_activation", device="cpu", cpp_files=["activation.cpp"],
-                     cpp_wrappers=[(n, f"mllm_kernel::cpu::{n}")
-                                   for n in ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul")])
-_SILU_AND_MUL = KernelTable("silu_and_mul", _MODULE)
-_GELU_AND_MUL = KernelTable("gelu_and_mul", _MODULE)
-_GELU_TANH_AND_MUL = KernelTable("gelu_and_mul", _MODULE, export="gelu_tanh_and_mul")
+# One module per op, for every dtype (the kernels check the tensors and pick the element type).
+_SILU_MODULE = jit_module("cpu_silu_and_mul", device="cpu", cpp_files=["activation.cpp"],
+                          cpp_wrappers=[("silu_and_mul", "mllm_kernel::cpu::silu_and_mul")])
+_GELU_MODULE = jit_module("cpu_gelu_and_mul", device="cpu", cpp_files=["activation.cpp"],
+                          cpp_wrappers=[(n, f"mllm_kernel::cpu::{n}") for n in ("gelu_and_mul", "gelu_tanh_and_mul")])
+_SILU_AND_MUL = KernelTable("silu_and_mul", _SILU_MODULE)
+_GELU_AND_MUL = KernelTable("gelu_and_mul", _GELU_MODULE)
+_GELU_TANH_AND_MUL = KernelTable("gelu_and_mul", _GELU_MODULE, export="gelu_tanh_and_mul")
+
+
+def precompile(*, wait: bool = True):
+    """Builds (or loads) every module of the family now; see ``jit_utils.precompile``."""
+    return jit_precompile(_SILU_AND_MUL, _GELU_AND_MUL, wait=wait)
 
 
 def _run(table: KernelTable, input: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:

@@ -5,7 +5,13 @@ from __future__ import annotations
 import torch
 
 from mllm_kernel.jit_utils import KernelTable, jit_module, make_cpp_args
+from mllm_kernel.jit_utils import precompile as jit_precompile
 from mllm_kernel.op_args import ADD_CONSTANTS, check_add_constant
+
+
+def precompile(*, wait: bool = True):
+    """Builds (or loads) every module of the family now; see ``jit_utils.precompile``."""
+    return jit_precompile(_ADD_CONSTANT, _ADD_CONSTANT_RUNTIME, wait=wait)
 
 
 def _module(constant: int):

@@ -7,6 +7,7 @@ import torch
 
 from mllm_kernel.cpu.jit._threads import num_threads
 from mllm_kernel.jit_utils import KernelTable, jit_module
+from mllm_kernel.jit_utils import precompile as jit_precompile
 from mllm_kernel.op_args import wants_fp8_store
 
 _OP = "store_kv_cache"
@@ -16,6 +17,11 @@ _MODULE = jit_module("cpu_kv_cache", device="cpu", cpp_files=["kv_cache.cpp"],
                                    ("store_kv_cache__fp8", "mllm_kernel::cpu::store_kv_cache_fp8")])
 _STORE = KernelTable(_OP, _MODULE, arg="k")
 _STORE_FP8 = KernelTable(_OP, _MODULE, arg="k", export="store_kv_cache__fp8")
+
+
+def precompile(*, wait: bool = True):
+    """Builds (or loads) every module of the family now; see ``jit_utils.precompile``."""
+    return jit_precompile(_STORE, _STORE_FP8, wait=wait)
 
 
 def store_kv_cache(

@@ -1,7 +1,7 @@
 """CPU RMSNorm family: ``rmsnorm``, ``fused_add_rmsnorm``, ``qknorm``, ``qknorm_across_heads``.
 
-float32, float16 and bfloat16, computed in float32; one module (compiled on first use) serves
-every dtype. Bad arguments raise ValueError naming the op and the tensor.
+float32, float16 and bfloat16, computed in float32; one module per op (compiled on first use)
+serves every dtype. Bad arguments raise ValueError naming the op and the tensor.
 """
 
 from __future__ import annotations
@@ -10,12 +10,21 @@ import torch
 
 from mllm_kernel.cpu.jit._threads import num_threads
 from mllm_kernel.jit_utils import KernelTable, jit_module
+from mllm_kernel.jit_utils import precompile as jit_precompile
 
 _OPS = ("rmsnorm", "fused_add_rmsnorm", "qknorm", "qknorm_across_heads")
-# One module for every dtype: the kernels check the tensors and pick the element type.
-_MODULE = jit_module("cpu_norm", device="cpu", cpp_files=["norm.cpp"],
-                     cpp_wrappers=[(op, f"mllm_kernel::cpu::{op}") for op in _OPS])
-_RMSNORM, _FUSED_ADD_RMSNORM, _QKNORM, _QKNORM_ACROSS_HEADS = (KernelTable(op, _MODULE) for op in _OPS)
+# One module per op, for every dtype (the kernel checks the tensors and picks the element
+# type): a first call compiles only its op.
+_RMSNORM, _FUSED_ADD_RMSNORM, _QKNORM, _QKNORM_ACROSS_HEADS = _TABLES = tuple(
+    KernelTable(op, jit_module(f"cpu_{op}", device="cpu", cpp_files=["norm.cpp"],
+                               cpp_wrappers=[(op, f"mllm_kernel::cpu::{op}")]))
+    for op in _OPS
+)
+
+
+def precompile(*, wait: bool = True):
+    """Builds (or loads) every module of the family now; see ``jit_utils.precompile``."""
+    return jit_precompile(*_TABLES, wait=wait)
 
 
 def rmsnorm(input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: torch.Tensor | None = None) -> torch.Tensor:

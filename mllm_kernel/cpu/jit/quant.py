@@ -13,21 +13,28 @@ import torch
 
 from mllm_kernel.cpu.jit._threads import num_threads
 from mllm_kernel.jit_utils import KernelTable, jit_module
+from mllm_kernel.jit_utils import precompile as jit_precompile
 from mllm_kernel.op_args import group_scales, row_shape
 
 FP8_E4M3_MAX = 448.0
 INT8_MAX = 127.0
 
 
-# One module for every dtype, one C++ entry per format, exported under each public name so
-# errors name the op called; the kernels check the tensors and pick the element type.
-_MODULE = jit_module("cpu_quant", device="cpu", cpp_files=["quant.cpp"],
-                     cpp_wrappers=[("per_token_quant_int8", "mllm_kernel::cpu::quant_int8"),
-                                   ("per_token_group_quant_int8", "mllm_kernel::cpu::quant_int8"),
-                                   ("per_token_group_quant_fp8", "mllm_kernel::cpu::quant_fp8")])
-_PER_TOKEN_INT8 = KernelTable("per_token_quant_int8", _MODULE)
-_GROUP_INT8 = KernelTable("per_token_group_quant_int8", _MODULE)
-_GROUP_FP8 = KernelTable("per_token_group_quant_fp8", _MODULE)
+def precompile(*, wait: bool = True):
+    """Builds (or loads) every module of the family now; see ``jit_utils.precompile``."""
+    return jit_precompile(_PER_TOKEN_INT8, _GROUP_INT8, _GROUP_FP8, wait=wait)
+
+
+def _table(op: str, entry: str) -> KernelTable:
+    # One module per op for every dtype (the kernels check the tensors and pick the element
+    # type); the C++ entry of its format is exported under the op's name, so errors name it.
+    return KernelTable(op, jit_module(f"cpu_{op}", device="cpu", cpp_files=["quant.cpp"],
+                                      cpp_wrappers=[(op, f"mllm_kernel::cpu::{entry}")]))
+
+
+_PER_TOKEN_INT8 = _table("per_token_quant_int8", "quant_int8")
+_GROUP_INT8 = _table("per_token_group_quant_int8", "quant_int8")
+_GROUP_FP8 = _table("per_token_group_quant_fp8", "quant_fp8")
 
 
 def _check_group_size(op: str, group_size: object) -> int:

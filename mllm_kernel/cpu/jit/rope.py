@@ -6,11 +6,17 @@ import torch
 
 from mllm_kernel.cpu.jit._threads import num_threads
 from mllm_kernel.jit_utils import KernelTable, jit_module
+from mllm_kernel.jit_utils import precompile as jit_precompile
 
 # One module for every dtype: the kernel checks the tensors and picks the element type.
 _APPLY_ROPE = KernelTable("apply_rope", jit_module("cpu_rope", device="cpu", cpp_files=["rope.cpp"],
                                                    cpp_wrappers=[("apply_rope", "mllm_kernel::cpu::apply_rope")]),
                           arg="q")
+
+
+def precompile(*, wait: bool = True):
+    """Builds (or loads) every module of the family now; see ``jit_utils.precompile``."""
+    return jit_precompile(_APPLY_ROPE, wait=wait)
 
 
 def apply_rope(

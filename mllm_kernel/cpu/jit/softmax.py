@@ -6,10 +6,16 @@ import torch
 
 from mllm_kernel.cpu.jit._threads import num_threads
 from mllm_kernel.jit_utils import KernelTable, jit_module
+from mllm_kernel.jit_utils import precompile as jit_precompile
 
 # One module for every dtype: the kernel checks the tensors and picks the element type.
 _SOFTMAX = KernelTable("softmax", jit_module("cpu_softmax", device="cpu", cpp_files=["softmax.cpp"],
                                              cpp_wrappers=[("softmax", "mllm_kernel::cpu::softmax")]))
+
+
+def precompile(*, wait: bool = True):
+    """Builds (or loads) every module of the family now; see ``jit_utils.precompile``."""
+    return jit_precompile(_SOFTMAX, wait=wait)
 
 
 def softmax(input: torch.Tensor, dim: int = -1, out: torch.Tensor | None = None) -> torch.Tensor:

@@ -1,8 +1,8 @@
 """CUDA gated activations: ``silu_and_mul`` and ``gelu_and_mul``.
 
 ``input`` is [..., 2d]; the result is [..., d] = act(input[..., :d]) * input[..., d:], computed
-in fp32 and rounded once. One compiled module per dtype (float32, float16, bfloat16) holds all
-variants (``mllm_kernel/cuda/csrc/activation.cuh``). ``enable_pdl``: programmatic dependent
+in fp32 and rounded once. One compiled module per op and dtype (float32, float16, bfloat16), both
+from ``mllm_kernel/cuda/csrc/activation.cuh``. ``enable_pdl``: programmatic dependent
 launch, on by default (``None``; see ``mllm_kernel.op_args.resolve_pdl``).
 """
 
@@ -11,21 +11,26 @@ from __future__ import annotations
 import torch
 
 from mllm_kernel.jit_utils import KernelTable, jit_module, make_cpp_args
+from mllm_kernel.jit_utils import precompile as jit_precompile
 from mllm_kernel.op_args import FLOAT_DTYPES, resolve_pdl
 
 _OPS = ("silu_and_mul", "gelu_and_mul")
 _GELU_APPROXIMATIONS = ("none", "tanh")
 
 
-def _module(dtype: torch.dtype):
+def precompile(*, wait: bool = True):
+    """Builds (or loads) every module of the family now; see ``jit_utils.precompile``."""
+    return jit_precompile(_SILU_AND_MUL, _GELU_AND_MUL, wait=wait)
+
+
+def _module(op: str, dtype: torch.dtype):
     args = make_cpp_args(dtype)
-    return jit_module("activation", args=args, device="cuda", cuda_files=["activation.cuh"],
-                      cuda_wrappers=[(op, f"{op}<{args}>") for op in _OPS])
+    return jit_module(op, args=args, device="cuda", cuda_files=["activation.cuh"],
+                      cuda_wrappers=[(op, f"{op}<{args}>")])
 
 
-_MODULES = {dtype: _module(dtype) for dtype in FLOAT_DTYPES}
-_SILU_AND_MUL = KernelTable("silu_and_mul", _MODULES)
-_GELU_AND_MUL = KernelTable("gelu_and_mul", _MODULES)
+# One module per op and dtype: a first call compiles only the kernels it runs.
+_SILU_AND_MUL, _GELU_AND_MUL = (KernelTable(op, {dtype: _module(op, dtype) for dtype in FLOAT_DTYPES}) for op in _OPS)
 
 
 def _run(table: KernelTable, input: torch.Tensor, out: torch.Tensor | None, *flags: bool) -> torch.Tensor:

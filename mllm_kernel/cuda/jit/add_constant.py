@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from mllm_kernel.jit_utils import KernelTable, jit_module, make_cpp_args
+from mllm_kernel.jit_utils import precompile as jit_precompile
 from mllm_kernel.op_args import ADD_CONSTANTS, check_add_constant
 
 
@@ -15,6 +16,11 @@ def _module(constant: int):
 
 
 _ADD_CONSTANT = KernelTable("add_constant", {c: _module(c) for c in ADD_CONSTANTS}, arg="constant")
+
+
+def precompile(*, wait: bool = True):
+    """Builds (or loads) every module of the family now; see ``jit_utils.precompile``."""
+    return jit_precompile(_ADD_CONSTANT, wait=wait)
 
 
 def add_constant(src: torch.Tensor, constant: int) -> torch.Tensor:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from mllm_kernel.jit_utils import KernelTable, jit_module
+from mllm_kernel.jit_utils import precompile as jit_precompile
 from mllm_kernel.op_args import resolve_pdl, wants_fp8_store
 
 _OP = "store_kv_cache"
@@ -20,6 +21,11 @@ _MODULE = jit_module("kv_cache", device="cuda", cuda_files=["kv_cache.cuh"],
                      cuda_wrappers=[(_OP, "store_kv_cache"), ("store_kv_cache__fp8", "store_kv_cache_fp8")])
 _STORE = KernelTable(_OP, _MODULE, arg="k")
 _STORE_FP8 = KernelTable(_OP, _MODULE, arg="k", export="store_kv_cache__fp8")
+
+
+def precompile(*, wait: bool = True):
+    """Builds (or loads) every module of the family now; see ``jit_utils.precompile``."""
+    return jit_precompile(_STORE, _STORE_FP8, wait=wait)
 
 
 def _check_slots(slot_mapping: torch.Tensor, k_cache: torch.Tensor) -> None:

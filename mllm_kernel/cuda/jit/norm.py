@@ -1,7 +1,7 @@
 """CUDA RMSNorm family: ``rmsnorm``, ``fused_add_rmsnorm``, ``qknorm``, ``qknorm_across_heads``.
 
-One compiled module per dtype (float32, float16, bfloat16) holds all four ops
-(``mllm_kernel/cuda/csrc/norm.cuh``). Every argument is checked in C++; errors are ValueErrors
+One compiled module per op and dtype (float32, float16, bfloat16), all from
+``mllm_kernel/cuda/csrc/norm.cuh``. Every argument is checked in C++; errors are ValueErrors
 that start with the op name and name the tensor, e.g.
 ``"rmsnorm: weight: dim 0 (hidden) must be 4096 as bound by input, got 4095"``.
 ``enable_pdl`` (every CUDA op has it): programmatic dependent launch, on by default (``None``);
@@ -13,21 +13,27 @@ from __future__ import annotations
 import torch
 
 from mllm_kernel.jit_utils import KernelTable, jit_module, make_cpp_args
+from mllm_kernel.jit_utils import precompile as jit_precompile
 from mllm_kernel.op_args import FLOAT_DTYPES, resolve_pdl
 
 _OPS = ("rmsnorm", "fused_add_rmsnorm", "qknorm", "qknorm_across_heads")
 
 
-def _module(dtype: torch.dtype):
+def _module(op: str, dtype: torch.dtype):
     args = make_cpp_args(dtype)
-    return jit_module("norm", args=args, device="cuda", cuda_files=["norm.cuh"],
-                      cuda_wrappers=[(op, f"{op}<{args}>") for op in _OPS])
+    return jit_module(op, args=args, device="cuda", cuda_files=["norm.cuh"], cuda_wrappers=[(op, f"{op}<{args}>")])
 
 
-_MODULES = {dtype: _module(dtype) for dtype in FLOAT_DTYPES}
-_RMSNORM, _FUSED_ADD_RMSNORM, _QKNORM, _QKNORM_ACROSS_HEADS = (
-    KernelTable(op, _MODULES, arg="q" if op.startswith("qknorm") else "input") for op in _OPS
+# One module per op and dtype: a first call compiles only the kernels it runs.
+_RMSNORM, _FUSED_ADD_RMSNORM, _QKNORM, _QKNORM_ACROSS_HEADS = _TABLES = tuple(
+    KernelTable(op, {dtype: _module(op, dtype) for dtype in FLOAT_DTYPES}, arg="q" if op.startswith("qknorm") else "input")
+    for op in _OPS
 )
+
+
+def precompile(*, wait: bool = True):
+    """Builds (or loads) every module of the family now; see ``jit_utils.precompile``."""
+    return jit_precompile(*_TABLES, wait=wait)
 
 
 def rmsnorm(

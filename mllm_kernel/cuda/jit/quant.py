@@ -25,6 +25,7 @@ from __future__ import annotations
 import torch
 
 from mllm_kernel.jit_utils import KernelTable, jit_module, make_cpp_args
+from mllm_kernel.jit_utils import precompile as jit_precompile
 from mllm_kernel.op_args import FLOAT_DTYPES, group_scales, require_tensor, resolve_pdl, row_shape
 
 FP8_E4M3_MAX = 448.0
@@ -56,6 +57,11 @@ _PER_TOKEN_FP8 = KernelTable("per_token_quant_fp8", _MODULES["quant_per_token"])
 _PER_TOKEN_INT8 = KernelTable("per_token_quant_int8", _MODULES["quant_per_token"])
 _GROUP_FP8 = KernelTable("per_token_group_quant_fp8", _MODULES["quant_per_group"])
 _GROUP_INT8 = KernelTable("per_token_group_quant_int8", _MODULES["quant_per_group"])
+
+
+def precompile(*, wait: bool = True):
+    """Builds (or loads) every module of the family now; see ``jit_utils.precompile``."""
+    return jit_precompile(_PER_TENSOR_FP8, _PER_TOKEN_FP8, _PER_TOKEN_INT8, _GROUP_FP8, _GROUP_INT8, wait=wait)
 
 
 def _check_group_size(op: str, group_size: object, hidden: int) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from mllm_kernel.jit_utils import KernelTable, jit_module, make_cpp_args
+from mllm_kernel.jit_utils import precompile as jit_precompile
 from mllm_kernel.op_args import FLOAT_DTYPES, resolve_pdl
 
 
@@ -21,6 +22,11 @@ def _module(dtype: torch.dtype):
 
 
 _APPLY_ROPE = KernelTable("apply_rope", {dtype: _module(dtype) for dtype in FLOAT_DTYPES}, arg="q")
+
+
+def precompile(*, wait: bool = True):
+    """Builds (or loads) every module of the family now; see ``jit_utils.precompile``."""
+    return jit_precompile(_APPLY_ROPE, wait=wait)
 
 
 def apply_rope(

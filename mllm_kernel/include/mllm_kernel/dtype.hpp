@@ -14,6 +14,11 @@
 
 namespace mllm_kernel {
 
+/// The float element types under the names `make_cpp_args` spells; each device's header names
+/// its half-precision and fp8 types (type.cuh for CUDA, cpu/types.hpp for the CPU).
+using fp32_t = float;
+using fp64_t = double;
+
 /// Storage tags for dtypes with no portable host C++ type (usable in `with_dtype<...>()`).
 struct fp16_storage {};
 struct bf16_storage {};
@@ -37,6 +42,9 @@ MLLM_KERNEL_DEFINE_DL_DTYPE(std::int16_t, kDLInt, 16);
 MLLM_KERNEL_DEFINE_DL_DTYPE(std::int32_t, kDLInt, 32);
 MLLM_KERNEL_DEFINE_DL_DTYPE(std::int64_t, kDLInt, 64);
 MLLM_KERNEL_DEFINE_DL_DTYPE(std::uint8_t, kDLUInt, 8);
+MLLM_KERNEL_DEFINE_DL_DTYPE(std::uint16_t, kDLUInt, 16);
+MLLM_KERNEL_DEFINE_DL_DTYPE(std::uint32_t, kDLUInt, 32);
+MLLM_KERNEL_DEFINE_DL_DTYPE(std::uint64_t, kDLUInt, 64);
 MLLM_KERNEL_DEFINE_DL_DTYPE(bool, kDLBool, 8);
 MLLM_KERNEL_DEFINE_DL_DTYPE(fp16_storage, kDLFloat, 16);
 MLLM_KERNEL_DEFINE_DL_DTYPE(bf16_storage, kDLBfloat, 16);
@@ -44,6 +52,11 @@ MLLM_KERNEL_DEFINE_DL_DTYPE(fp8_e4m3_storage, kDLFloat8_e4m3fn, 8);
 MLLM_KERNEL_DEFINE_DL_DTYPE(fp8_e5m2_storage, kDLFloat8_e5m2, 8);
 
 }  // namespace mllm_kernel
+
+// Also at global scope, where the JIT's generated export lines name template arguments
+// (`MLLM_KERNEL_FFI_EXPORT(run, MyKernel<fp32_t>::run)` follows the kernel's own namespaces).
+using mllm_kernel::fp32_t;
+using mllm_kernel::fp64_t;
 
 namespace mllm_kernel::host {
 

@@ -22,8 +22,8 @@
 
 namespace mllm_kernel {
 
-/// CUDA's element types under the names the kernels and `make_cpp_args` use.
-using fp32_t = float;
+/// CUDA's element types under the names the kernels and `make_cpp_args` use (fp32_t and
+/// fp64_t: dtype.hpp).
 using fp16_t = __half;
 using bf16_t = __nv_bfloat16;
 using fp8_e4m3_t = __nv_fp8_e4m3;
@@ -39,6 +39,12 @@ template <>
 struct dl_dtype<__nv_fp8_e5m2> : dl_dtype<fp8_e5m2_storage> {};
 
 }  // namespace mllm_kernel
+
+// At global scope too, for the generated export lines (see dtype.hpp).
+using mllm_kernel::bf16_t;
+using mllm_kernel::fp16_t;
+using mllm_kernel::fp8_e4m3_t;
+using mllm_kernel::fp8_e5m2_t;
 
 namespace mllm_kernel::device {
 

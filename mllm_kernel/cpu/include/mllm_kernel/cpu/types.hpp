@@ -18,9 +18,11 @@
 namespace mllm_kernel {
 
 /// Highway's storage types for half precision: converted with PromoteTo/DemoteTo in kernels.
-using fp32_t = float;
 using fp16_t = hwy::float16_t;
 using bf16_t = hwy::bfloat16_t;
+/// fp8 has no CPU arithmetic type: the names are dtype.hpp's storage tags (for `with_dtype`).
+using fp8_e4m3_t = fp8_e4m3_storage;
+using fp8_e5m2_t = fp8_e5m2_storage;
 
 template <>
 struct dl_dtype<hwy::float16_t> : dl_dtype<fp16_storage> {};
@@ -28,6 +30,12 @@ template <>
 struct dl_dtype<hwy::bfloat16_t> : dl_dtype<bf16_storage> {};
 
 }  // namespace mllm_kernel
+
+// At global scope too, for the generated export lines (see dtype.hpp).
+using mllm_kernel::bf16_t;
+using mllm_kernel::fp16_t;
+using mllm_kernel::fp8_e4m3_t;
+using mllm_kernel::fp8_e5m2_t;
 
 namespace mllm_kernel::cpu {
 
