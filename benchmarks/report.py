@@ -29,6 +29,7 @@ FAMILIES = {
     "cpu_kernels": "CPU kernels",
     "host_time": "Host time per eager call",
     "jit_load": "JIT: cached module load",
+    "jit_cold": "JIT: cold builds",
     "ffi_call": "tvm-ffi: passing torch tensors",
 }
 

@@ -109,7 +109,7 @@ def cmd_prebuild(args: argparse.Namespace) -> int:
     from mllm_kernel.jit_utils.cache import build_and_publish, bundle_libraries, find_library
     from mllm_kernel.jit_utils.errors import ToolchainNotFoundError
 
-    for package in KERNEL_PACKAGES:
+    for package in (*KERNEL_PACKAGES, *args.imports):
         importlib.import_module(package)
     devices = ["cpu", "cuda"] if args.device == "all" else [args.device]
     if args.device == "all":
@@ -175,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=["cpu", "cuda", "all"], default="all",
                    help="which kernels to build (default: all; CUDA ones only where nvcc exists)")
     p.add_argument("--jobs", type=int, default=0, help="parallel builds (default: the CPU count)")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first (repeatable), so the kernels it declares are built too")
     p.add_argument("--output", default=None, metavar="DIR",
                    help="build into DIR, a self-contained folder for MLLM_KERNEL_PREBUILT_PATH on other machines "
                         "(CPU modules for every SIMD target) instead of warming this machine's cache")

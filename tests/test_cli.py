@@ -39,14 +39,41 @@ def test_show_config_lists_kernels_and_cache_state(tmp_path):
     assert warm.returncode == 0, warm.stderr
     out = run_cli("show-config", "--no-probe", cwd=tmp_path, MLLM_KERNEL_CACHE_DIR=str(cache))
     assert out.returncode == 0, out.stderr
-    assert f"cache root {cache}" in out.stdout
+    assert f"user cache: {cache}" in out.stdout
+    assert "prebuilt folders (MLLM_KERNEL_PREBUILT_PATH): none" in out.stdout
+    assert "compiling: on first call" in out.stdout
     lines = out.stdout.splitlines()
     cpu_start = lines.index(next(line for line in lines if line.strip().startswith("cpu:")))
     cuda_start = lines.index(next(line for line in lines if line.strip().startswith("cuda:")))
     cpu_rows = lines[cpu_start + 1:cuda_start]
     assert any("add_constant[2]" in r and "cached (1 build" in r for r in cpu_rows), cpu_rows
-    assert any("add_constant[16]" in r and "not compiled yet" in r for r in cpu_rows), cpu_rows
+    assert any("add_constant[16]" in r and "not cached" in r for r in cpu_rows), cpu_rows
     assert any("add_constant[8]" in r for r in lines[cuda_start:])
+
+
+def test_show_config_tells_prebuilt_from_cached(tmp_path):
+    """A module prebuilt into a folder shows as prebuilt (with its size and folder); a module
+    built by the JIT as cached; with MLLM_KERNEL_DISABLE_JIT the header says so."""
+    cache, prebuilt = tmp_path / "cache", tmp_path / "prebuilt"
+    code = ("import torch; from mllm_kernel.cpu.jit import add_constant;"
+            "from mllm_kernel.jit_utils.cache import build_and_publish;"
+            "m = __import__('importlib').import_module('mllm_kernel.cpu.jit.add_constant');"
+            "spec = m._ADD_CONSTANT.modules()[0].spec('cpu').prebuilt_variant();"
+            f"build_and_publish(spec, __import__('pathlib').Path({str(prebuilt)!r}) / spec.prebuilt_folder_name);"
+            "add_constant(torch.ones(4), 2)")
+    warm = subprocess.run([PYTHON, "-c", code], env=subprocess_env(MLLM_KERNEL_CACHE_DIR=str(cache)),
+                          capture_output=True, text=True)
+    assert warm.returncode == 0, warm.stderr
+    out = run_cli("show-config", "--no-probe", cwd=tmp_path, MLLM_KERNEL_CACHE_DIR=str(cache),
+                  MLLM_KERNEL_PREBUILT_PATH=str(prebuilt), MLLM_KERNEL_DISABLE_JIT="1")
+    assert out.returncode == 0, out.stderr
+    assert f"prebuilt folders (MLLM_KERNEL_PREBUILT_PATH): {prebuilt}" in out.stdout
+    assert "compiling: disabled (MLLM_KERNEL_DISABLE_JIT)" in out.stdout
+    rows = [r for r in out.stdout.splitlines() if r.strip().startswith("add_constant[")]
+    one = next(r for r in rows if r.strip().startswith("add_constant[1] "))
+    assert "prebuilt (" in one and str(prebuilt) in one and "not cached" in one, one
+    two = next(r for r in rows if r.strip().startswith("add_constant[2] "))
+    assert "not prebuilt, cached (1 build" in two, two
 
 
 def test_clangd_config_written_once(tmp_path):
@@ -71,7 +98,7 @@ def test_prebuild_builds_every_registered_cpu_kernel():
     out = run_cli("prebuild", "--device", "cpu", "--jobs", "2")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[-1].startswith("prebuild: 12 modules ready"), lines[-3:]
+    assert lines[-1].startswith("prebuild: 18 modules ready"), lines[-3:]
     assert any(line.startswith("cpu   add_constant[16]") for line in lines)
 
 

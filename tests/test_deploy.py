@@ -4,26 +4,40 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, subprocess_env
+from conftest import PYTHON, requires_cuda, subprocess_env
 
 KERNELS = Path(__file__).resolve().parent / "user_kernels"
 
 
+USER_MODULE = f"""
+from mllm_kernel.jit_utils import jit_module
+COPY = jit_module("my_copy", device="cpu", cpp_files=[{str(KERNELS / 'seed_copy.cpp')!r}],
+                  cpp_wrappers=[("copy_int16", "SeedCopy<int16_t>::run")])
+"""
+
+
 @pytest.fixture(scope="module")
 def prebuilt_cpu(tmp_path_factory) -> Path:
-    """Every CPU module, prebuilt into a folder by the CLI (in a scratch cache of its own)."""
+    """Every CPU module, and a user's module (``--import``), prebuilt into a folder by the CLI
+    in a scratch cache of its own. The user's module is importable as ``my_kernels`` from
+    the folder's parent."""
     root = tmp_path_factory.mktemp("deploy")
-    out = subprocess.run([PYTHON, "-m", "mllm_kernel", "prebuild", "--output", str(root / "prebuilt"), "--device",
-                          "cpu", "--jobs", "2"], capture_output=True, text=True, timeout=1800,
-                         env=subprocess_env(MLLM_KERNEL_CACHE_DIR=str(root / "build-cache")))
+    (root / "my_kernels.py").write_text(USER_MODULE)
+    env = subprocess_env(MLLM_KERNEL_CACHE_DIR=str(root / "build-cache"))
+    env["PYTHONPATH"] += f"{os.pathsep}{root}"
+    out = subprocess.run([PYTHON, "-m", "mllm_kernel", "prebuild", "--import", "my_kernels", "--output",
+                          str(root / "prebuilt"), "--device", "cpu", "--jobs", "2"], capture_output=True, text=True,
+                         timeout=1800, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "modules ready in" in out.stdout
+    assert any(line.startswith("cpu   my_copy[]") for line in out.stdout.splitlines()), out.stdout
     return root / "prebuilt"
 
 
@@ -100,7 +114,7 @@ def test_user_kernel_not_prebuilt_raises_jit_disabled(prebuilt_cpu, tmp_path):
 
 def test_prebuilt_folder_is_self_contained(prebuilt_cpu):
     manifests = list(prebuilt_cpu.glob("*/manifest.json"))
-    assert len(manifests) >= 18
+    assert len(manifests) >= 19
     for path in manifests:
         manifest = json.loads(path.read_text())
         assert manifest["cpu_target"] == "portable"
@@ -182,3 +196,74 @@ def test_clear_cache_by_name_and_all(tmp_path, isolated_cache):
     assert (isolated_cache / "cpu_other_0123456789abcdef").is_dir(), "other modules stay"
     out = subprocess.run([PYTHON, "-m", "mllm_kernel", "clear-cache", "--all"], capture_output=True, text=True, env=env)
     assert out.returncode == 0 and not any(isolated_cache.iterdir())
+
+
+
+def test_users_prebuilt_kernel_loads_without_a_compiler(prebuilt_cpu, tmp_path):
+    code = textwrap.dedent("""
+        import torch, my_kernels
+        x = torch.arange(1, 6, dtype=torch.int16); y = torch.full_like(x, -1)
+        my_kernels.COPY.load().copy_int16(x, y)
+        assert torch.equal(x, y)
+        print("OK")
+    """)
+    env = _no_compiler_env(tmp_path, prebuilt_cpu)
+    env["PYTHONPATH"] += f"{os.pathsep}{prebuilt_cpu.parent}"
+    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 0 and "OK" in out.stdout, out.stdout + out.stderr
+
+
+EVERY_CUDA_OP = textwrap.dedent("""
+    import torch
+    from mllm_kernel import ops
+    from mllm_kernel.cuda.jit import add_constant
+    from mllm_kernel.jit_utils import registered_kernels
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for dt in (torch.float32, torch.float16, torch.bfloat16):
+        def r(*shape, dtype=dt):
+            return torch.randn(*shape, generator=g, device="cuda").to(dtype)
+        x, w = r(3, 256), r(256)
+        ref = (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6) * w.float()).to(dt)
+        torch.testing.assert_close(ops.rmsnorm(x, w), ref, rtol=2e-2, atol=2e-2)
+        ops.fused_add_rmsnorm(x.clone(), r(3, 256), w)
+        q, k = r(2, 4, 64), r(2, 2, 64)
+        ops.qknorm(q, k, r(64), r(64)); ops.qknorm_across_heads(q, k, r(256), r(128))
+        gu = r(3, 128)
+        ops.silu_and_mul(gu); ops.gelu_and_mul(gu)
+        ops.apply_rope(torch.tensor([1, 5], device="cuda"), q, k, r(16, 64, dtype=torch.float32))
+        ops.per_tensor_quant_fp8(x); ops.per_token_quant_fp8(x); ops.per_token_quant_int8(x)
+        ops.per_token_group_quant_fp8(x, 128); ops.per_token_group_quant_int8(x, 128)
+        kc, vc = r(8, 2, 64), r(8, 2, 64)
+        ops.store_kv_cache(k, k, kc, vc, torch.tensor([3, 6], device="cuda"))
+    k8 = torch.zeros(8, 2, 64, dtype=torch.float8_e4m3fn, device="cuda")
+    one = torch.ones(1, device="cuda")
+    ops.store_kv_cache(k.float(), k.float(), k8, k8.clone(), torch.tensor([3, 6], device="cuda"), one, one)
+    xi = torch.arange(1000, dtype=torch.int32, device="cuda")
+    for c in (1, 2, 4, 8, 16):
+        assert torch.equal(add_constant(xi, c), xi + c)
+    torch.cuda.synchronize()
+    missing = [f"{k.name}{list(k.args)}" for k in registered_kernels()
+               if "cuda" in k.devices and "cuda" not in k.kernel._modules]
+    assert not missing, f"CUDA modules never loaded: {missing}"
+    print("EVERY CUDA OP RAN")
+""")
+
+
+@requires_cuda
+def test_every_cuda_op_runs_from_prebuilt_without_a_compiler(tmp_path):
+    """prebuild --output for two architectures (the GPU's among them), then every CUDA op in a
+    process with no nvcc, no C++ compiler and JIT off."""
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    archs = ";".join(sorted({"8.0", f"{major}.{minor}"}))
+    out = subprocess.run([PYTHON, "-m", "mllm_kernel", "prebuild", "--output", str(tmp_path / "prebuilt"), "--device",
+                          "cuda", "--cuda-arch-list", archs], capture_output=True, text=True, timeout=1800,
+                         env=subprocess_env(MLLM_KERNEL_CACHE_DIR=str(tmp_path / "build-cache")))
+    assert out.returncode == 0, out.stdout + out.stderr
+    env = _no_compiler_env(tmp_path, tmp_path / "prebuilt", CUDA_HOME=str(tmp_path / "no-cuda"))
+    out = subprocess.run([PYTHON, "-c", EVERY_CUDA_OP], capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 0 and "EVERY CUDA OP RAN" in out.stdout, out.stdout + out.stderr
+    cache = tmp_path / "empty-cache"
+    assert not cache.exists() or not any(cache.iterdir()), "nothing may be built or cached"

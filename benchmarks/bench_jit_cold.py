@@ -1,0 +1,268 @@
+"""Cold JIT builds: how long a first call waits for the compiler, and where that time goes.
+
+Every figure is a fresh process with an empty cache (torch import not counted):
+  - ``nvcc -c`` of a one-line kernel (the floor any CUDA build pays);
+  - a user's small kernel written in the seed style (a template in an anonymous namespace, a
+    host ``run()`` with TensorMatcher and LaunchKernel) through ``load_cuda_jit``, with nvcc's
+    phase times;
+  - the first ``ops.rmsnorm`` call on CUDA (bf16), when a GPU is there;
+  - each library CUDA module alone (bf16 where a module has a dtype);
+  - the CPU rmsnorm module, beside the module the same op compiled before it was built for this
+    CPU only and split per op (every Highway target, the four norm ops in one module).
+
+    python benchmarks/bench_jit_cold.py [--half cpu|cuda] [--all-modules] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import results
+
+REPO = Path(__file__).resolve().parent.parent
+
+SEED_KERNEL = """
+#pragma once
+#include <mllm_kernel/tensor.hpp>
+#include <mllm_kernel/utils.cuh>
+#include <mllm_kernel/utils.hpp>
+#include <dlpack/dlpack.h>
+#include <tvm/ffi/container/tensor.h>
+#include <cstdint>
+
+namespace {
+
+template <typename T>
+__global__ void scale_kernel(T* __restrict__ out, const T* __restrict__ in, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = static_cast<T>(static_cast<float>(in[i]) * 2.0f);
+}
+
+template <typename T>
+struct ScaleKernel {
+  static void run(tvm::ffi::TensorView input, tvm::ffi::TensorView output) {
+    using namespace mllm_kernel::host;
+    SymbolicSize n{"num_elements"};
+    SymbolicDevice device;
+    (void)TensorMatcher({n}).template with_dtype<T>().template with_device<kDLCUDA>(device).verify(input, "input");
+    (void)TensorMatcher({n}).template with_dtype<T>().with_device(device).verify(output, "output");
+    RuntimeCheck(n.unwrap() > 0, "num_elements must be positive, got ", n.unwrap());
+    LaunchKernel(static_cast<int>(div_ceil(n.unwrap(), 256)), 256, device.unwrap())(
+        scale_kernel<T>, static_cast<T*>(output.data_ptr()), static_cast<const T*>(input.data_ptr()), n.unwrap());
+  }
+};
+
+}  // namespace
+"""
+
+TRIVIAL_KERNEL = "__global__ void one_line(float* x) { x[0] = 1.0f; }\n"
+
+#: The modules timed one by one (bf16 where the module has a dtype); --all-modules times all.
+CUDA_MODULES = ("rmsnorm", "fused_add_rmsnorm", "qknorm", "qknorm_across_heads", "silu_and_mul", "gelu_and_mul",
+                "rope", "quant_per_tensor", "quant_per_token", "quant_per_group", "kv_cache", "add_constant")
+
+
+def _env(cache: Path, **extra: str) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["MLLM_KERNEL_CACHE_DIR"] = str(cache)
+    env.pop("MLLM_KERNEL_PREBUILT_PATH", None)
+    env.pop("MLLM_KERNEL_DISABLE_JIT", None)
+    env.update(extra)
+    return env
+
+
+def _child(code: str, cache: Path, **extra: str) -> dict:
+    """Runs ``code`` in a fresh Python with an empty cache; its last line is a JSON dict."""
+    shutil.rmtree(cache, ignore_errors=True)
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=_env(cache, **extra),
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"benchmark child failed:\n{out.stdout}\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def trivial_nvcc(work: Path, arch: str) -> float:
+    from mllm_kernel.jit_utils import toolchain
+
+    source = work / "one_line.cu"
+    source.write_text(TRIVIAL_KERNEL)
+    num = arch.replace(".", "")
+    start = time.perf_counter()
+    subprocess.run([toolchain.find_nvcc(), "-std=c++20", "-O3", f"-gencode=arch=compute_{num},code=sm_{num}", "-c",
+                    str(source), "-o", str(work / "one_line.o")], check=True)
+    return time.perf_counter() - start
+
+
+def seed_kernel(work: Path) -> tuple[float, dict[str, float]]:
+    """The seed-style kernel through load_cuda_jit, and nvcc's phases (ms) in that build."""
+    (work / "scale.cuh").write_text(SEED_KERNEL)
+    timing = work / "nvcc_time.csv"
+    timing.unlink(missing_ok=True)
+    r = _child(f"""
+        import json, time, torch
+        from mllm_kernel.jit_utils import load_cuda_jit, make_cpp_args
+        t = time.perf_counter()
+        load_cuda_jit("bench_seed_scale", cuda_files=[{str(work / 'scale.cuh')!r}],
+                      cuda_wrappers=[("run", f"ScaleKernel<{{make_cpp_args(torch.bfloat16)}}>::run")],
+                      extra_cuda_cflags=["--time", {str(timing)!r}])
+        print(json.dumps({{"seconds": time.perf_counter() - t}}))
+    """, work / "cache-seed")
+    phases: dict[str, float] = {}
+    with open(timing) as f:
+        for row in csv.reader(f):
+            try:
+                ms = float(row[-2])
+            except (IndexError, ValueError):  # the header row
+                continue
+            name = row[1].strip()
+            phases[name] = phases.get(name, 0.0) + ms
+    return r["seconds"], phases
+
+
+def first_rmsnorm_cuda(work: Path) -> float:
+    return _child("""
+        import json, time, torch
+        from mllm_kernel import ops
+        x = torch.randn(8, 4096, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        ops.rmsnorm(x, w)
+        torch.cuda.synchronize()
+        print(json.dumps({"seconds": time.perf_counter() - t}))
+    """, work / "cache-rmsnorm")["seconds"]
+
+
+def cuda_modules(work: Path, every: bool) -> dict[str, float]:
+    """Build seconds of each library CUDA module, one after the other in one process."""
+    names = "None" if every else repr(CUDA_MODULES)
+    return _child(f"""
+        import json, time
+        import mllm_kernel.cuda.jit
+        from mllm_kernel.jit_utils import precompile, registered_kernels
+        wanted = {names}
+        times = {{}}
+        for record in registered_kernels():
+            if "cuda" not in record.devices or record.name.startswith("test_"):
+                continue
+            if wanted is not None and (record.name not in wanted or record.args not in ((), ("bf16_t",), ("16",))):
+                continue
+            t = time.perf_counter()
+            assert precompile(record.kernel, device="cuda", jobs=1), record.name
+            times[record.name + "[" + ", ".join(record.args) + "]"] = time.perf_counter() - t
+        print(json.dumps(times))
+    """, work / "cache-modules")
+
+
+def cpu_rmsnorm(work: Path) -> tuple[float, float]:
+    """First CPU rmsnorm call now, and the same op's module as it was built before (every
+    Highway target, all four norm ops: the family module)."""
+    now = _child("""
+        import json, time, torch
+        from mllm_kernel import ops
+        x, w = torch.randn(8, 4096), torch.randn(4096)
+        t = time.perf_counter()
+        ops.rmsnorm(x, w)
+        print(json.dumps({"seconds": time.perf_counter() - t}))
+    """, work / "cache-cpu")["seconds"]
+    before = _child("""
+        import json, time
+        from mllm_kernel.jit_utils import load_cpu_jit
+        ops = ("rmsnorm", "fused_add_rmsnorm", "qknorm", "qknorm_across_heads")
+        t = time.perf_counter()
+        load_cpu_jit("bench_cpu_norm_family", cpp_files=["norm.cpp"],
+                     cpp_wrappers=[(op, f"mllm_kernel::cpu::{op}") for op in ops])
+        print(json.dumps({"seconds": time.perf_counter() - t}))
+    """, work / "cache-cpu-before", MLLM_KERNEL_CPU_TARGET="portable")["seconds"]
+    return now, before
+
+
+def measure(half: str, every: bool, samples: int) -> list[dict]:
+    import torch
+
+    from mllm_kernel.jit_utils import toolchain
+
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="mllm-jit-cold-") as tmp:
+        work = Path(tmp)
+        try:
+            toolchain.find_nvcc()
+            has_nvcc = True
+        except Exception:  # noqa: BLE001 - no CUDA toolkit: the CPU rows only
+            has_nvcc = False
+        if has_nvcc:
+            arch = toolchain.cuda_arch_list()[-1]
+            trivial = statistics.median(trivial_nvcc(work, arch) for _ in range(samples))
+            rows.append({"what": "nvcc -c, one-line kernel", "seconds": trivial})
+            seed = [seed_kernel(work) for _ in range(samples)]
+            seed_s = statistics.median(s for s, _ in seed)
+            rows.append({"what": "seed-style user kernel, load_cuda_jit", "seconds": seed_s,
+                         "ratio": seed_s / trivial, "target": "<= 3x nvcc -c"})
+            phases = seed[0][1]
+            for name, ms in phases.items():
+                if ms >= 10:
+                    rows.append({"what": f"  nvcc phase: {name}", "seconds": ms / 1e3})
+            if torch.cuda.is_available():
+                rows.append({"what": "first ops.rmsnorm, CUDA bf16, new process", "seconds": first_rmsnorm_cuda(work),
+                             "target": "< 3 s (H100 host)"})
+            modules = cuda_modules(work, every)
+            for name, seconds in modules.items():
+                rows.append({"what": f"  module {name}", "seconds": seconds})
+            rows.append({"what": "slowest library CUDA module", "seconds": max(modules.values()),
+                         "target": "< 5 s (H100 host)"})
+        now, before = cpu_rmsnorm(work)
+        rows.append({"what": "CPU rmsnorm, before: all targets, 4-op module", "seconds": before})
+        rows.append({"what": "first ops.rmsnorm, CPU, new process", "seconds": now, "ratio": before / now,
+                     "target": ">= 3x faster"})
+    return rows
+
+
+def section(half: str, device: str, rows: list[dict]) -> dict:
+    return results.section(f"{half}/jit_cold", "jit_cold", "cold JIT builds (empty cache, new process)", device,
+                           [("what", "build", "{}"), ("seconds", "seconds", "{:.2f}"), ("ratio", "ratio", "{:.2f}x"),
+                            ("target", "target", "{}")], rows,
+                           notes=["Ratios: the user kernel over nvcc -c of a one-line kernel; the CPU module "
+                                  "before over now. Phases from nvcc --time in the user kernel's build."])
+
+
+def print_rows(rows: list[dict]) -> None:
+    print("cold JIT builds (empty cache, new process):")
+    for r in rows:
+        ratio = f"{r['ratio']:6.2f}x" if "ratio" in r else " " * 7
+        print(f"  {r['what']:<52} {r['seconds']:7.2f} s {ratio}  {r.get('target', '')}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--half", choices=("cpu", "cuda"), default=None,
+                        help="which results half the table belongs to (default: cuda when a GPU is there)")
+    parser.add_argument("--all-modules", action="store_true", help="time every CUDA module, not one per family")
+    parser.add_argument("--samples", type=int, default=1, help="runs of the cheap builds (median)")
+    results.add_json_argument(parser)
+    args = parser.parse_args()
+    import torch
+
+    half = args.half or ("cuda" if torch.cuda.is_available() else "cpu")
+    rows = measure(half, args.all_modules, args.samples)
+    print_rows(rows)
+    device = results.cpu_name()
+    if torch.cuda.is_available():
+        device = f"{torch.cuda.get_device_name()} box: {device}"
+    if args.json:
+        results.write(args.json, section(half, device, rows))
+
+
+if __name__ == "__main__":
+    main()
