@@ -113,6 +113,33 @@ def test_flag_change_rebuilds(isolated_cache, user_kernel):
     assert len(list(isolated_cache.iterdir())) == 2
 
 
+def test_cpu_target_change_rebuilds(isolated_cache, user_kernel, monkeypatch):
+    """A JIT CPU build is for this CPU; a portable build (every Highway target) is another
+    variant with its own folder, and the CPU target is in the manifest."""
+    assert run_scale(load_scale(user_kernel)) == [1.0, 3.0, 5.0, 7.0, 9.0]
+    monkeypatch.setenv("MLLM_KERNEL_CPU_TARGET", "portable")
+    assert run_scale(load_scale(user_kernel)) == [1.0, 3.0, 5.0, 7.0, 9.0]
+    folders = sorted(isolated_cache.iterdir())
+    assert len(folders) == 2
+    targets = {json.loads((f / "manifest.json").read_text())["cpu_target"] for f in folders}
+    assert "portable" in targets and any(t.startswith("native-") for t in targets), targets
+    monkeypatch.setenv("MLLM_KERNEL_CPU_TARGET", "fastest")
+    with pytest.raises(ValueError, match=r"^MLLM_KERNEL_CPU_TARGET must be 'native' or 'portable', got 'fastest'$"):
+        load_scale(user_kernel)
+
+
+def test_cached_load_starts_no_subprocess(isolated_cache, user_kernel, monkeypatch):
+    load_scale(user_kernel)
+    import subprocess as sp
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"a cached load started a subprocess: {args}")
+
+    monkeypatch.setattr(sp, "run", refuse)
+    monkeypatch.setattr(sp, "Popen", refuse)
+    assert run_scale(load_scale(user_kernel)) == [1.0, 3.0, 5.0, 7.0, 9.0]
+
+
 def test_processes_racing_compile_once(isolated_cache, user_kernel):
     code = LOAD_SNIPPET.format(file=str(user_kernel / "scale.cpp"), include=str(user_kernel / "include"))
     env = subprocess_env(MLLM_KERNEL_CACHE_DIR=str(isolated_cache))
