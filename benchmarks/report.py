@@ -26,6 +26,7 @@ FAMILIES = {
     "softmax": "Softmax",
     "quant": "Quantization",
     "kv_cache": "KV-cache store",
+    "serving": "Serving helpers",
     "cpu_kernels": "CPU kernels",
     "host_time": "Host time per eager call",
     "jit_load": "JIT: cached module load",

@@ -27,6 +27,7 @@ import bench_call_overhead  # noqa: E402
 import bench_ffi_call  # noqa: E402
 import bench_fused_add_rmsnorm  # noqa: E402
 import bench_gelu_and_mul  # noqa: E402
+import bench_create_kv_indices  # noqa: E402
 import bench_jit_load  # noqa: E402
 import bench_kv_cache  # noqa: E402
 import bench_launch_overhead  # noqa: E402
@@ -48,6 +49,7 @@ TABLES = {
     "rope": bench_rope,
     "quant": bench_quant,
     "kv_cache": bench_kv_cache,
+    "create_kv_indices": bench_create_kv_indices,
 }
 JIT_LOAD_SAMPLES = 3 if harness.ci() else 10
 

@@ -78,3 +78,11 @@ def wants_fp8_store(op: str, k: torch.Tensor, k_cache: torch.Tensor, k_scale, v_
         raise ValueError(f"{op}: a float8_e4m3fn cache of {str(k_dtype).removeprefix('torch.')} k and v needs "
                          "k_scale and v_scale (float32 [1] tensors: the cache holds k / k_scale)")
     return False
+
+
+def start_or_empty(kv_start_idx, page_kernel_lens):
+    """create_kv_indices' ``kv_start_idx``, or for None an empty view of ``page_kernel_lens``
+    (no allocation), which the kernels read as "every request starts at 0"."""
+    if kv_start_idx is None and isinstance(page_kernel_lens, torch.Tensor):
+        return page_kernel_lens[:0]
+    return kv_start_idx

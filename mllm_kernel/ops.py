@@ -131,4 +131,13 @@ def store_kv_cache(k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor, slot_
     With k_scale and v_scale (float32 [1]) the caches are float8_e4m3fn holding k / k_scale, v / v_scale."""
 
 
+# --- serving helpers -----------------------------------------------------------------------------------------
+@register_op(kernels={"cpu": cpu.create_kv_indices, "cuda": cuda.create_kv_indices}, mutates=("kv_indices",),
+             dispatch="kv_indices")
+def create_kv_indices(req_to_token: Tensor, req_pool_indices: Tensor, page_kernel_lens: Tensor, kv_indptr: Tensor,
+                      kv_start_idx: Tensor | None, kv_indices: Tensor) -> None:
+    """kv_indices[kv_indptr[i] + j] = req_to_token[req_pool_indices[i], start_i + j] for j < page_kernel_lens[i]
+    (start_i = kv_start_idx[i], or 0 when it is None or empty); all int32."""
+
+
 __all__ = sorted(REGISTERED_OPS)

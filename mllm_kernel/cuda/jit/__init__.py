@@ -2,6 +2,7 @@
 
 from mllm_kernel.cuda.jit.activation import gelu_and_mul, silu_and_mul
 from mllm_kernel.cuda.jit.add_constant import add_constant
+from mllm_kernel.cuda.jit.create_kv_indices import create_kv_indices
 from mllm_kernel.cuda.jit.kv_cache import store_kv_cache
 from mllm_kernel.cuda.jit.norm import fused_add_rmsnorm, qknorm, qknorm_across_heads, rmsnorm
 from mllm_kernel.cuda.jit.quant import (
@@ -16,6 +17,7 @@ from mllm_kernel.cuda.jit.rope import apply_rope
 __all__ = [
     "add_constant",
     "apply_rope",
+    "create_kv_indices",
     "fused_add_rmsnorm",
     "gelu_and_mul",
     "per_tensor_quant_fp8",
