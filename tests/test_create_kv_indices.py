@@ -18,7 +18,7 @@ def _case(batch: int, pool: int, context: int, device: str, *, with_start: bool,
     entries between requests so writes outside a request's run are caught."""
     g = torch.Generator().manual_seed(seed)
     width = context + 5 if strided else context
-    table = torch.randint(0, 1 << 30, (pool, width), generator=g, dtype=torch.int32)[:, :context]
+    table = torch.randint(0, 1 << 30, (pool, width), generator=g, dtype=torch.int32).to(device)[:, :context]
     rows = torch.randperm(pool, generator=g)[:batch].to(torch.int32) if batch <= pool else \
         torch.randint(0, pool, (batch,), generator=g, dtype=torch.int32)
     lens = torch.randint(0, context + 1, (batch,), generator=g, dtype=torch.int32)

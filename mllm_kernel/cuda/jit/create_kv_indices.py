@@ -30,7 +30,7 @@ def _check_requests(req_to_token, req_pool_indices, page_kernel_lens, kv_indptr,
     tensors = (req_to_token, req_pool_indices, page_kernel_lens, kv_indptr, kv_start_idx, kv_indices)
     if not all(isinstance(t, torch.Tensor) and t.dtype == torch.int32 for t in tensors):
         return
-    if len({t.device for t in tensors}) != 1 or req_to_token.dim() != 2:
+    if len({t.device for t in tensors}) != 1 or req_to_token.dim() != 2 or req_to_token.stride(1) != 1:
         return
     batch = req_pool_indices.numel()
     if any(t.dim() != 1 for t in tensors[1:]) or page_kernel_lens.numel() != batch or kv_indptr.numel() < batch:
