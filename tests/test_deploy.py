@@ -76,6 +76,11 @@ EVERY_CPU_OP = textwrap.dedent("""
     ops.store_kv_cache(k.bfloat16(), k.bfloat16(), kc, vc, torch.tensor([3, 6]))
     k8, v8 = torch.zeros(8, 2, 64, dtype=torch.float8_e4m3fn), torch.zeros(8, 2, 64, dtype=torch.float8_e4m3fn)
     ops.store_kv_cache(k, k, k8, v8, torch.tensor([3, 6]), torch.tensor([0.5]), torch.tensor([0.5]))
+    table = torch.arange(40, dtype=torch.int32).reshape(4, 10)
+    kv = torch.full((8,), -1, dtype=torch.int32)
+    ops.create_kv_indices(table, torch.tensor([2], dtype=torch.int32), torch.tensor([3], dtype=torch.int32),
+                          torch.tensor([1, 4], dtype=torch.int32), None, kv)
+    assert kv.tolist() == [-1, 20, 21, 22, -1, -1, -1, -1]
     v = r(1000)
     for c in (1, 2, 4, 8, 16):
         torch.testing.assert_close(add_constant(v, c), v + c)
@@ -114,7 +119,7 @@ def test_user_kernel_not_prebuilt_raises_jit_disabled(prebuilt_cpu, tmp_path):
 
 def test_prebuilt_folder_is_self_contained(prebuilt_cpu):
     manifests = list(prebuilt_cpu.glob("*/manifest.json"))
-    assert len(manifests) >= 19
+    assert len(manifests) >= 20
     for path in manifests:
         manifest = json.loads(path.read_text())
         assert manifest["cpu_target"] == "portable"
@@ -239,6 +244,11 @@ EVERY_CUDA_OP = textwrap.dedent("""
     k8 = torch.zeros(8, 2, 64, dtype=torch.float8_e4m3fn, device="cuda")
     one = torch.ones(1, device="cuda")
     ops.store_kv_cache(k.float(), k.float(), k8, k8.clone(), torch.tensor([3, 6], device="cuda"), one, one)
+    table = torch.arange(40, dtype=torch.int32, device="cuda").reshape(4, 10)
+    kv = torch.full((8,), -1, dtype=torch.int32, device="cuda")
+    i32 = lambda *v: torch.tensor(v, dtype=torch.int32, device="cuda")
+    ops.create_kv_indices(table, i32(2), i32(3), i32(1, 4), None, kv)
+    assert kv.tolist() == [-1, 20, 21, 22, -1, -1, -1, -1]
     xi = torch.arange(1000, dtype=torch.int32, device="cuda")
     for c in (1, 2, 4, 8, 16):
         assert torch.equal(add_constant(xi, c), xi + c)
