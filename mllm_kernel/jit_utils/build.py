@@ -69,6 +69,13 @@ def key_path(path: Path | str) -> str:
     return PACKAGE_PREFIX + real[len(package):] if real.startswith(package) else real
 
 
+def _portable_name(path: Path) -> str:
+    """A source as a portable key names it: relative to the package, or by its file name (its
+    content is hashed separately), so the key does not depend on where the file lies."""
+    name = key_path(path)
+    return name if name.startswith(PACKAGE_PREFIX) else Path(path).name
+
+
 def resolve_key_path(name: str) -> str:
     """The file a manifest entry names, in this copy of the package."""
     return str(PACKAGE_DIR / name[len(PACKAGE_PREFIX):]) if name.startswith(PACKAGE_PREFIX) else name
@@ -142,8 +149,7 @@ class BuildSpec:
                 "name": self.name,
                 "device": self.device,
                 "args": self.args,
-                "units": [[u.language, [key_path(f) if key_path(f).startswith(PACKAGE_PREFIX) else Path(f).name
-                                        for f in u.files], u.wrappers] for u in self.units],
+                "units": [[u.language, [_portable_name(f) for f in u.files], u.wrappers] for u in self.units],
                 "sources": [hashlib.sha256(f.read_bytes()).hexdigest() for f in files],
                 "flags": [self.cxx_flags(), NVCC_FLAGS, self.extra_cflags, self.extra_cuda_cflags,
                           self.extra_ldflags],

@@ -15,6 +15,7 @@ from typing import Iterable
 
 from mllm_kernel.jit_utils.kernel_table import KernelTable
 from mllm_kernel.jit_utils.module import JitModule
+from mllm_kernel.jit_utils.registry import registered_kernels
 
 logger = logging.getLogger("mllm_kernel")
 
@@ -71,3 +72,11 @@ def precompile(*items: KernelTable | JitModule, device: str | None = None, wait:
 
     threading.Thread(target=run, name="mllm_kernel-precompile", daemon=True).start()
     return future
+
+
+def precompile_library(device: str, *, wait: bool = True) -> bool | Future:
+    """``precompile`` of every registered module of the package itself for ``device`` (the
+    package's modules name their sources relative to its csrc folders, users' absolutely)."""
+    modules = [record.kernel for record in registered_kernels()
+               if device in record.devices and not any(os.path.isabs(f) for f in record.files)]
+    return precompile(*modules, device=device, wait=wait)

@@ -71,12 +71,19 @@ def native_cpu_target() -> str:
     machine = platform.machine().lower()
     if machine not in ("x86_64", "amd64", "aarch64", "arm64"):
         return PORTABLE_CPU_TARGET
+    # x86 cores of one machine share their flags, so the first processor's block is read alone
+    # (the kernel generates /proc/cpuinfo as it is read, slowly on many-core hosts); ARM
+    # boards may mix core types, so every core's part counts there.
+    first_only = machine in ("x86_64", "amd64")
     features = ""
     try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            key = line.split(":", 1)[0].strip().lower()
-            if key in ("flags", "features", "model name", "cpu part"):
-                features += line
+        with open("/proc/cpuinfo", errors="replace") as cpuinfo:
+            for line in cpuinfo:
+                if first_only and not line.strip() and features:
+                    break
+                key = line.split(":", 1)[0].strip().lower()
+                if key in ("flags", "features", "model name", "cpu part"):
+                    features += line.rstrip("\n")
     except OSError:
         features = platform.processor()
     return f"native-{machine}-{hashlib.sha256(features.encode()).hexdigest()[:12]}"

@@ -38,12 +38,6 @@ def precompile(*, wait: bool = True):
     """Builds (or loads) every CUDA module of the package now, several at a time: for an
     engine's start-up, so no first call waits for a compiler. Returns True when all are ready
     (False, with a warning per failure, otherwise); ``wait=False`` returns a Future of that."""
-    from pathlib import Path
+    from mllm_kernel.jit_utils.precompile import precompile_library
 
-    from mllm_kernel.jit_utils import precompile as jit_precompile
-    from mllm_kernel.jit_utils import registered_kernels
-
-    # The package's modules name their sources relative to its csrc folders; users' are absolute.
-    modules = [k.kernel for k in registered_kernels()
-               if "cuda" in k.devices and not any(Path(f).is_absolute() for f in k.files)]
-    return jit_precompile(*modules, device="cuda", wait=wait)
+    return precompile_library("cuda", wait=wait)
