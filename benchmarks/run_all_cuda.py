@@ -36,6 +36,7 @@ import bench_quant  # noqa: E402
 import bench_rmsnorm  # noqa: E402
 import bench_rope  # noqa: E402
 import bench_silu_and_mul  # noqa: E402
+import bench_store_cache  # noqa: E402
 import harness  # noqa: E402
 import results  # noqa: E402
 
@@ -50,6 +51,7 @@ TABLES = {
     "quant": bench_quant,
     "kv_cache": bench_kv_cache,
     "create_kv_indices": bench_create_kv_indices,
+    "store_cache": bench_store_cache,
 }
 JIT_LOAD_SAMPLES = 3 if harness.ci() else 10
 

@@ -7,7 +7,9 @@ wrapper needs a value before the kernel does.
 
 from __future__ import annotations
 
+import logging
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -86,3 +88,68 @@ def start_or_empty(kv_start_idx, page_kernel_lens):
     if kv_start_idx is None and isinstance(page_kernel_lens, torch.Tensor):
         return page_kernel_lens[:0]
     return kv_start_idx
+
+
+def store_cache_row_bytes(row_bytes: object) -> bool:
+    """Whether ``store_cache`` supports rows of ``row_bytes`` bytes: a positive multiple of 4
+    (an int, not a bool)."""
+    return isinstance(row_bytes, int) and not isinstance(row_bytes, bool) and row_bytes > 0 and row_bytes % 4 == 0
+
+
+def can_use_store_cache_with(row_bytes: object, build: Callable[[], bool]) -> bool:
+    """``can_use_store_cache`` of a device whose module ``build`` builds (or loads): never
+    raises; an unsupported row size or a failed build is logged as a warning and gives False."""
+    if not store_cache_row_bytes(row_bytes):
+        logging.getLogger("mllm_kernel").warning(
+            "store_cache: rows of %r bytes are not supported (a positive multiple of 4 is)", row_bytes)
+        return False
+    return bool(build())
+
+
+def store_cache_views(op: str, k, v, k_cache, v_cache, indices, row_bytes, num_split, validate: bool):
+    """``store_cache``'s arguments checked and seen as bytes: (k, v, k_cache, v_cache) as uint8
+    ``[rows, 1, row_bytes]`` views for the byte copy of ``store_kv_cache``, or None when the
+    batch is empty (nothing to store).
+
+    k, v ``[batch, row]`` with dense rows (row stride free); caches ``[slots, row]`` contiguous;
+    all four of one dtype, any dtype; ``indices`` ``[batch]`` int32/int64, every index in
+    ``[0, slots)``. ``validate`` reads the smallest and largest index back to the host (one
+    sync) to say which is out of range; without it a bad index is skipped by the kernel."""
+    for name, t in (("k", k), ("v", v), ("k_cache", k_cache), ("v_cache", v_cache), ("indices", indices)):
+        require_tensor(t, op, name)
+    if k.dim() != 2 or v.shape != k.shape:
+        raise ValueError(f"{op}: k and v must be [batch, row] of one shape, got {tuple(k.shape)} and {tuple(v.shape)}")
+    if k_cache.dim() != 2 or v_cache.shape != k_cache.shape or k_cache.shape[1] != k.shape[1]:
+        raise ValueError(f"{op}: k_cache and v_cache must be [slots, {k.shape[1]}], got {tuple(k_cache.shape)} "
+                         f"and {tuple(v_cache.shape)}")
+    if len({k.dtype, v.dtype, k_cache.dtype, v_cache.dtype}) != 1:
+        raise ValueError(f"{op}: k, v, k_cache and v_cache must have one dtype, got {k.dtype}, {v.dtype}, "
+                         f"{k_cache.dtype} and {v_cache.dtype}")
+    if len({k.device, v.device, k_cache.device, v_cache.device, indices.device}) != 1:
+        raise ValueError(f"{op}: all tensors must be on one device, got k on {k.device}, v on {v.device}, "
+                         f"k_cache on {k_cache.device}, v_cache on {v_cache.device}, indices on {indices.device}")
+    if indices.dim() != 1 or indices.shape[0] != k.shape[0] or indices.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"{op}: indices must be [{k.shape[0]}] int32 or int64, got {tuple(indices.shape)} "
+                         f"{indices.dtype}")
+    actual = k.shape[1] * k.element_size()
+    if isinstance(row_bytes, bool) or not isinstance(row_bytes, int) or row_bytes not in (0, actual):
+        raise ValueError(f"{op}: row_bytes must be 0 or the row size of k ({actual} bytes), got {row_bytes!r}")
+    if isinstance(num_split, bool) or not isinstance(num_split, int) or num_split < 0:
+        raise ValueError(f"{op}: num_split must be an int >= 0, got {num_split!r}")
+    if not store_cache_row_bytes(actual):
+        raise ValueError(f"{op}: rows of {actual} bytes are not supported (a positive multiple of 4 is; "
+                         "see can_use_store_cache)")
+    for name, t in (("k", k), ("v", v), ("k_cache", k_cache), ("v_cache", v_cache)):
+        if t.shape[0] > 0 and t.stride(1) != 1:
+            raise ValueError(f"{op}: {name}: rows must be dense (stride 1 along the row), got strides {t.stride()}")
+    if k.shape[0] == 0:
+        return None
+    if validate and not (indices.is_cuda and torch.cuda.is_current_stream_capturing()):
+        low, high = torch.stack([indices.min(), indices.max()]).tolist()
+        if low < 0 or high >= k_cache.shape[0]:
+            bad = (indices < 0) | (indices >= k_cache.shape[0])
+            first = int(torch.nonzero(bad)[0, 0])
+            raise ValueError(f"{op}: indices[{first}] = {int(indices[first])} is out of range for a cache of "
+                             f"{k_cache.shape[0]} slots")
+    as_rows = lambda t: t.view(torch.uint8).unsqueeze(1)  # noqa: E731
+    return as_rows(k), as_rows(v), as_rows(k_cache), as_rows(v_cache)

@@ -167,12 +167,15 @@ def register_op(
         }
         declared = []
         for p in params:
+            if p.kind is inspect.Parameter.KEYWORD_ONLY and "*" not in declared:
+                declared.append("*")
             if p.default is inspect.Parameter.empty:
                 declared.append(p.name)
             else:
                 namespace[f"_default_{p.name}"] = p.default
                 declared.append(f"{p.name}=_default_{p.name}")
-        args = ", ".join(names)
+        # Keyword-only parameters are passed on by name.
+        args = ", ".join(f"{p.name}={p.name}" if p.kind is inspect.Parameter.KEYWORD_ONLY else p.name for p in params)
         returns_tuple = typing.get_origin(signature.return_annotation) is tuple
 
         # The custom op: what torch.compile's graphs call.
@@ -192,7 +195,7 @@ def register_op(
         grad = " or ".join(f"{n}.requires_grad" if kinds[n] == "tensor" else f"({n} is not None and {n}.requires_grad)"
                            for n in tensors)
         keywords = ", ".join(f"{n}={n}" for n in names + (["out"] if out else []))
-        kernel_args = args + (", out" if out else "")
+        kernel_args = args + ((", out=out" if "*" in declared else ", out") if out else "")
         traced = f"_into(out, _custom({args}))" if out else f"_custom({args})"
         source = (
             f"def {name}({', '.join(declared + (['out=None'] if out else []))}):\n"

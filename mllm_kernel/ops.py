@@ -131,6 +131,13 @@ def store_kv_cache(k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor, slot_
     With k_scale and v_scale (float32 [1]) the caches are float8_e4m3fn holding k / k_scale, v / v_scale."""
 
 
+@register_op(kernels={"cpu": cpu.store_cache, "cuda": cuda.store_cache}, mutates=("k_cache", "v_cache"))
+def store_cache(k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor, indices: Tensor, *, row_bytes: int = 0,
+                num_split: int = 0) -> None:
+    """Scatter rows k, v [batch, row] into the caches [slots, row] at indices [batch] (int32/int64,
+    each in [0, slots)); any dtype, rows a multiple of 4 bytes (see ``can_use_store_cache``)."""
+
+
 # --- serving helpers -----------------------------------------------------------------------------------------
 @register_op(kernels={"cpu": cpu.create_kv_indices, "cuda": cuda.create_kv_indices}, mutates=("kv_indices",),
              dispatch="kv_indices")

@@ -59,12 +59,13 @@ inline void copy_heads(std::uint8_t* dst, const std::uint8_t* src, std::int64_t 
 
 /// k_cache[slot_mapping[t]] = k[t] and v_cache[slot_mapping[t]] = v[t] for every token t with a
 /// non-negative slot. k, v: [T, H, D] (token and head strides free); caches: [num_slots, H, D]
-/// contiguous, same dtype; slot_mapping: [T] int32 or int64.
+/// contiguous, same dtype (float32, float16, bfloat16, or uint8: store_cache views rows of any
+/// dtype as bytes); slot_mapping: [T] int32 or int64.
 inline void store_kv_cache(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
                            tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping, std::int64_t num_threads) {
   using namespace host;
   KVStoreArgs a;
-  a.verify<kDLCPU, float, fp16_t, bf16_t>(k, v, k_cache, v_cache, slot_mapping);
+  a.verify<kDLCPU, float, fp16_t, bf16_t, std::uint8_t>(k, v, k_cache, v_cache, slot_mapping);
   const std::int64_t T = a.tokens.unwrap();
   const bool int64_slots = detail::check_slot_mapping(a, slot_mapping);
 

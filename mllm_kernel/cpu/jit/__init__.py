@@ -7,12 +7,14 @@ from mllm_kernel.cpu.jit.kv_cache import store_kv_cache
 from mllm_kernel.cpu.jit.norm import fused_add_rmsnorm, qknorm, qknorm_across_heads, rmsnorm
 from mllm_kernel.cpu.jit.quant import per_token_group_quant_fp8, per_token_group_quant_int8, per_token_quant_int8
 from mllm_kernel.cpu.jit.rope import apply_rope
+from mllm_kernel.cpu.jit.store_cache import can_use_store_cache, store_cache
 from mllm_kernel.cpu.jit.softmax import softmax
 
 __all__ = [
     "add_constant",
     "add_constant_runtime",
     "apply_rope",
+    "can_use_store_cache",
     "create_kv_indices",
     "fused_add_rmsnorm",
     "gelu_and_mul",
@@ -25,6 +27,7 @@ __all__ = [
     "rmsnorm",
     "silu_and_mul",
     "softmax",
+    "store_cache",
     "store_kv_cache",
 ]
 

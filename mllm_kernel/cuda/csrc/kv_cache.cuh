@@ -4,8 +4,8 @@
 //   store_kv_cache_fp8(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale, enable_pdl)
 //       the same into float8_e4m3fn caches of k / k_scale and v / v_scale (quantize.cuh)
 // k, v: [T, H, D] with free token and head strides (slices of a fused QKV projection need no
-// copy); caches: contiguous [num_slots, H, D] of k's dtype (float32, float16, bfloat16 or
-// float8_e4m3fn), or float8_e4m3fn for the quantizing store of float32/float16/bfloat16 k;
+// copy); caches: contiguous [num_slots, H, D] of k's dtype (float32, float16, bfloat16,
+// float8_e4m3fn, or uint8: store_cache views rows of any dtype as bytes), or float8_e4m3fn for the quantizing store of float32/float16/bfloat16 k;
 // k_scale, v_scale: float32 [1] on the device (read by the kernel, so a CUDA graph can update
 // them); slot_mapping: contiguous [T] int32 or int64. A negative slot skips its token.
 //
@@ -335,7 +335,7 @@ void store_kv_cache(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::Te
                     tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping, bool enable_pdl) {
   using namespace mllm_kernel::host;
   KVStoreArgs a;
-  a.verify<kDLCUDA, fp32_t, fp16_t, bf16_t, fp8_e4m3_t>(k, v, k_cache, v_cache, slot_mapping);
+  a.verify<kDLCUDA, fp32_t, fp16_t, bf16_t, fp8_e4m3_t, std::uint8_t>(k, v, k_cache, v_cache, slot_mapping);
   const std::int64_t tokens = a.tokens.unwrap(), heads = a.heads.unwrap();
   const std::int64_t elem = dtype_bytes(a.dtype.unwrap());
   check_index_range(a, elem, elem);

@@ -13,10 +13,12 @@ from mllm_kernel.cuda.jit.quant import (
     per_token_quant_int8,
 )
 from mllm_kernel.cuda.jit.rope import apply_rope
+from mllm_kernel.cuda.jit.store_cache import can_use_store_cache, store_cache
 
 __all__ = [
     "add_constant",
     "apply_rope",
+    "can_use_store_cache",
     "create_kv_indices",
     "fused_add_rmsnorm",
     "gelu_and_mul",
@@ -30,6 +32,7 @@ __all__ = [
     "qknorm_across_heads",
     "rmsnorm",
     "silu_and_mul",
+    "store_cache",
     "store_kv_cache",
 ]
 
