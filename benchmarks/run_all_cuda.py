@@ -33,6 +33,7 @@ import bench_kv_cache  # noqa: E402
 import bench_launch_overhead  # noqa: E402
 import bench_qknorm  # noqa: E402
 import bench_quant  # noqa: E402
+import bench_rms_norm_gated  # noqa: E402
 import bench_rmsnorm  # noqa: E402
 import bench_rope  # noqa: E402
 import bench_silu_and_mul  # noqa: E402
@@ -43,6 +44,7 @@ import results  # noqa: E402
 #: The comparison tables: part name -> module with run() and section(rows, copy_gbps).
 TABLES = {
     "rmsnorm": bench_rmsnorm,
+    "rms_norm_gated": bench_rms_norm_gated,
     "fused_add_rmsnorm": bench_fused_add_rmsnorm,
     "qknorm": bench_qknorm,
     "silu_and_mul": bench_silu_and_mul,

@@ -53,6 +53,12 @@ def rmsnorm(input: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     """RMSNorm over the last dimension: ``input * rsqrt(mean(input^2) + eps) * weight``."""
 
 
+@register_op(kernels={"cpu": cpu.rms_norm_gated, "cuda": cuda.rms_norm_gated},
+             fake=lambda x, weight, z, eps: _like(x), out=True)
+def rms_norm_gated(x: Tensor, weight: Tensor, z: Tensor | None = None, eps: float = 1e-6) -> Tensor:
+    """Gated DeltaNet's output norm: ``rmsnorm(x) * weight``, times ``silu(z)`` when z is given."""
+
+
 @register_op(kernels={"cpu": cpu.fused_add_rmsnorm, "cuda": cuda.fused_add_rmsnorm}, mutates=("input", "residual"))
 def fused_add_rmsnorm(input: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6) -> None:
     """In place: ``residual += input``; ``input = rmsnorm(residual) * weight``."""

@@ -24,7 +24,8 @@ from conftest import REPO_ROOT
 
 BENCHMARKS = REPO_ROOT / "benchmarks"
 SCRIPTS = sorted(BENCHMARKS.glob("*.py"))
-CUDA_SCRIPTS = ["bench_rmsnorm", "bench_fused_add_rmsnorm", "bench_qknorm", "bench_silu_and_mul", "bench_gelu_and_mul",
+CUDA_SCRIPTS = ["bench_rmsnorm", "bench_rms_norm_gated", "bench_fused_add_rmsnorm", "bench_qknorm", "bench_silu_and_mul",
+                "bench_gelu_and_mul",
                 "bench_rope", "bench_quant", "bench_kv_cache", "bench_create_kv_indices", "bench_store_cache",
                 "bench_launch_overhead", "run_all_cuda"]
 
@@ -86,8 +87,8 @@ def test_cuda_benchmark_imports_without_a_gpu(name, bench_path):
 
 def test_run_all_cuda_covers_every_cuda_benchmark(bench_path):
     run_all = _module("run_all_cuda")
-    assert set(run_all.TABLES) == {"rmsnorm", "fused_add_rmsnorm", "qknorm", "silu_and_mul", "gelu_and_mul", "rope",
-                                   "quant", "kv_cache", "create_kv_indices", "store_cache"}
+    assert set(run_all.TABLES) == {"rmsnorm", "rms_norm_gated", "fused_add_rmsnorm", "qknorm", "silu_and_mul",
+                                   "gelu_and_mul", "rope", "quant", "kv_cache", "create_kv_indices", "store_cache"}
     assert set(run_all.OTHERS) == {"host_time", "jit_load", "ffi_call"}
 
 

@@ -81,6 +81,8 @@ EVERY_CPU_OP = textwrap.dedent("""
     ops.create_kv_indices(table, torch.tensor([2], dtype=torch.int32), torch.tensor([3], dtype=torch.int32),
                           torch.tensor([1, 4], dtype=torch.int32), None, kv)
     assert kv.tolist() == [-1, 20, 21, 22, -1, -1, -1, -1]
+    ops.rms_norm_gated(x, w, r(3, 64))
+    ops.store_cache(r(2, 16), r(2, 16), r(4, 16), r(4, 16), torch.tensor([0, 3]))
     v = r(1000)
     for c in (1, 2, 4, 8, 16):
         torch.testing.assert_close(add_constant(v, c), v + c)
@@ -241,6 +243,8 @@ EVERY_CUDA_OP = textwrap.dedent("""
         ops.per_token_group_quant_fp8(x, 128); ops.per_token_group_quant_int8(x, 128)
         kc, vc = r(8, 2, 64), r(8, 2, 64)
         ops.store_kv_cache(k, k, kc, vc, torch.tensor([3, 6], device="cuda"))
+        ops.rms_norm_gated(x, w, r(3, 256))
+    ops.store_cache(gu, gu, r(4, 128), r(4, 128), torch.tensor([0, 3, 1], device="cuda"))
     k8 = torch.zeros(8, 2, 64, dtype=torch.float8_e4m3fn, device="cuda")
     one = torch.ones(1, device="cuda")
     ops.store_kv_cache(k.float(), k.float(), k8, k8.clone(), torch.tensor([3, 6], device="cuda"), one, one)

@@ -1,4 +1,5 @@
-// CPU RMSNorm family: rmsnorm, fused_add_rmsnorm, qknorm and qknorm_across_heads for float32,
+// CPU RMSNorm family: rmsnorm, fused_add_rmsnorm, qknorm, qknorm_across_heads and
+// rms_norm_gated for float32,
 // float16 and bfloat16 (computed in float32), Highway SIMD chosen at run time, rows split over
 // the module's thread pool. Bodies: mllm_kernel/cpu/norm.hpp.
 #include <mllm_kernel/op_args.hpp>
@@ -55,6 +56,34 @@ inline void rmsnorm(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::f
     using T = decltype(tag);
     auto* fn = MLLM_KERNEL_CPU_DISPATCH(RmsNormRows<T>);
     parallel_for(R, 2 * H * static_cast<std::int64_t>(sizeof(T)), num_threads,
+                 [&](std::int64_t begin, std::int64_t end) { fn(p, begin, end); });
+  });
+}
+
+/// out = rmsnorm(input) * weight * silu(z). input, z and out are [..., hidden] as rows, each with
+/// its own row stride (out may alias input); weight is [hidden]; one dtype throughout.
+inline void rms_norm_gated(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::ffi::TensorView z,
+                           tvm::ffi::TensorView weight, double eps, std::int64_t num_threads) {
+  using namespace host;
+  NormRowsArgs a("z_row_stride");
+  a.verify<kDLCPU, float, fp16_t, bf16_t>(input, z, "z", weight);
+  SymbolicSize out_stride{"out_row_stride"};
+  (void)TensorMatcher({a.tokens, a.hidden})
+      .with_strides({out_stride, 1})
+      .with_dtype(a.dtype)
+      .with_device(a.device)
+      .verify_rows(out, "out");
+  const std::int64_t R = a.tokens.unwrap(), H = a.hidden.unwrap();
+  const RmsNormGatedParams p{{input.data_ptr(), a.in_stride.unwrap(), 0, 1},
+                             {z.data_ptr(), a.second_stride.unwrap(), 0, 1},
+                             {out.data_ptr(), out_stride.unwrap(), 0, 1},
+                             weight.data_ptr(),
+                             H,
+                             static_cast<float>(eps)};
+  visit_float_dtype(a.dtype.unwrap(), [&](auto tag) {
+    using T = decltype(tag);
+    auto* fn = MLLM_KERNEL_CPU_DISPATCH(RmsNormGatedRows<T>);
+    parallel_for(R, 3 * H * static_cast<std::int64_t>(sizeof(T)), num_threads,
                  [&](std::int64_t begin, std::int64_t end) { fn(p, begin, end); });
   });
 }

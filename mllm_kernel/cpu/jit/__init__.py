@@ -6,6 +6,7 @@ from mllm_kernel.cpu.jit.create_kv_indices import create_kv_indices
 from mllm_kernel.cpu.jit.kv_cache import store_kv_cache
 from mllm_kernel.cpu.jit.norm import fused_add_rmsnorm, qknorm, qknorm_across_heads, rmsnorm
 from mllm_kernel.cpu.jit.quant import per_token_group_quant_fp8, per_token_group_quant_int8, per_token_quant_int8
+from mllm_kernel.cpu.jit.rms_norm_gated import rms_norm_gated
 from mllm_kernel.cpu.jit.rope import apply_rope
 from mllm_kernel.cpu.jit.store_cache import can_use_store_cache, store_cache
 from mllm_kernel.cpu.jit.softmax import softmax
@@ -24,6 +25,7 @@ __all__ = [
     "precompile",
     "qknorm",
     "qknorm_across_heads",
+    "rms_norm_gated",
     "rmsnorm",
     "silu_and_mul",
     "softmax",

@@ -1,5 +1,6 @@
 // CUDA RMSNorm family, one module per element type T (fp32_t, fp16_t, bf16_t):
 //   rmsnorm<T>(out, input, weight, eps, enable_pdl)              out = rmsnorm(input) * weight
+//   rms_norm_gated<T>(out, input, z, weight, eps, enable_pdl)    out = rmsnorm(input) * weight * silu(z)
 //   fused_add_rmsnorm<T>(input, residual, weight, eps, enable_pdl)
 //       residual = input + residual (fp32 sum, stored in T); input = rmsnorm(residual) * weight
 //   qknorm<T>(q, k, q_weight, k_weight, eps, enable_pdl)          per-head norm over head_dim, in place
@@ -35,6 +36,7 @@ namespace {
 using mllm_kernel::bf16_t;
 using mllm_kernel::fp16_t;
 using mllm_kernel::fp32_t;
+using mllm_kernel::device::norm::Fuse;
 
 /// Largest row (elements) any norm here accepts: one block of 512 threads holds it in registers.
 constexpr std::int64_t kMaxHidden = 16384;
@@ -108,6 +110,8 @@ struct RowSet {
   std::int64_t out_s0, out_s1;
   std::int64_t res_s0;
   int hidden;
+  const T* gate = nullptr;  // rms_norm_gated's z, one-set rows only
+  std::int64_t gate_s0 = 0;
 };
 
 /// Up to two row sets (q and k) normalised by one launch; rows of set 1 follow those of set 0.
@@ -135,6 +139,7 @@ __device__ __forceinline__ mllm_kernel::device::norm::Row<T> locate_row(const No
     row.in = s.in + r * s.in_s0;
     row.out = s.out + r * s.out_s0;
     row.residual = s.residual + r * s.res_s0;
+    row.gate = s.gate + r * s.gate_s0;
     row.weight = s.weight;
     row.hidden = s.hidden;
     return row;
@@ -147,19 +152,20 @@ __device__ __forceinline__ mllm_kernel::device::norm::Row<T> locate_row(const No
   row.in = s.in + outer * s.in_s0 + inner * s.in_s1;
   row.out = s.out + outer * s.out_s0 + inner * s.out_s1;
   row.residual = s.residual + outer * s.res_s0;
+  row.gate = s.gate + outer * s.gate_s0;
   row.weight = s.weight;
   row.hidden = s.hidden;
   return row;
 }
 
 /// Lane-group path: kWidth lanes per row, 128 / kWidth rows per block.
-template <typename T, int kVec, int kWidth, int kItems, bool kFusedAdd>
+template <typename T, int kVec, int kWidth, int kItems, Fuse kFuse>
 __global__ void __launch_bounds__(kGroupBlockThreads)
     rmsnorm_group_kernel(const __grid_constant__ NormParams<T> p) {
   using namespace mllm_kernel::device;
   if (p.pdl) pdl_wait_and_release();
   const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / kWidth) + threadIdx.x / kWidth;
-  norm::rms_group_row<T, kVec, kWidth, kItems, kFusedAdd>(locate_row<false>(p, r), p.eps);
+  norm::rms_group_row<T, kVec, kWidth, kItems, kFuse>(locate_row<false>(p, r), p.eps);
 }
 
 /// Blocks per SM the CTA kernel is compiled to fit: small-item rows get
@@ -171,43 +177,43 @@ constexpr int cta_min_blocks() {
 }
 
 /// CTA path: one row per block of blockDim.x (a multiple of 32, at most kMaxThreads) threads.
-template <typename T, int kVec, int kItems, int kMaxThreads, bool kFusedAdd, bool kOneSet>
+template <typename T, int kVec, int kItems, int kMaxThreads, Fuse kFuse, bool kOneSet>
 __global__ void __launch_bounds__(kMaxThreads, (cta_min_blocks<kItems, kMaxThreads>()))
     rmsnorm_cta_kernel(const __grid_constant__ NormParams<T> p) {
   using namespace mllm_kernel::device;
   __shared__ float scratch[kMaxThreads / kWarpThreads];
   if (p.pdl) pdl_wait_and_release();
-  norm::rms_cta_row_bounded<T, kVec, kItems, kMaxThreads, kFusedAdd>(locate_row<kOneSet>(p, blockIdx.x), p.eps,
+  norm::rms_cta_row_bounded<T, kVec, kItems, kMaxThreads, kFuse>(locate_row<kOneSet>(p, blockIdx.x), p.eps,
                                                                       scratch);
 }
 
 /// The CTA kernel for `p`: the one-set variant when p holds one set of single-head rows.
-template <typename T, int kVec, int kItems, int kMaxThreads, bool kFusedAdd>
+template <typename T, int kVec, int kItems, int kMaxThreads, Fuse kFuse>
 auto cta_kernel_for(const NormParams<T>& p) {
   const bool one_set = p.set1.rows == 0 && p.set0.heads == 1;
-  return one_set ? rmsnorm_cta_kernel<T, kVec, kItems, kMaxThreads, kFusedAdd, true>
-                 : rmsnorm_cta_kernel<T, kVec, kItems, kMaxThreads, kFusedAdd, false>;
+  return one_set ? rmsnorm_cta_kernel<T, kVec, kItems, kMaxThreads, kFuse, true>
+                 : rmsnorm_cta_kernel<T, kVec, kItems, kMaxThreads, kFuse, false>;
 }
 
 /// Launches the CTA path with kCtaItemsSmall items, picking the compiled block-size bound.
-template <typename T, int kVec, int kItems, bool kFusedAdd>
+template <typename T, int kVec, int kItems, Fuse kFuse>
 void launch_cta(const NormParams<T>& p, const Plan& plan, dim3 grid, dim3 block,
                 DLDevice device, bool enable_pdl) {
   using mllm_kernel::host::LaunchKernel;
   switch (plan.cta_max_threads) {
     case 128:
-      LaunchKernel(grid, block, device).enable_pdl(enable_pdl)(cta_kernel_for<T, kVec, kItems, 128, kFusedAdd>(p), p);
+      LaunchKernel(grid, block, device).enable_pdl(enable_pdl)(cta_kernel_for<T, kVec, kItems, 128, kFuse>(p), p);
       break;
     case 256:
-      LaunchKernel(grid, block, device).enable_pdl(enable_pdl)(cta_kernel_for<T, kVec, kItems, 256, kFusedAdd>(p), p);
+      LaunchKernel(grid, block, device).enable_pdl(enable_pdl)(cta_kernel_for<T, kVec, kItems, 256, kFuse>(p), p);
       break;
     default:
-      LaunchKernel(grid, block, device).enable_pdl(enable_pdl)(cta_kernel_for<T, kVec, kItems, 512, kFusedAdd>(p), p);
+      LaunchKernel(grid, block, device).enable_pdl(enable_pdl)(cta_kernel_for<T, kVec, kItems, 512, kFuse>(p), p);
   }
 }
 
 /// Picks the path and launches for one vector width.
-template <typename T, int kVec, bool kFusedAdd>
+template <typename T, int kVec, Fuse kFuse>
 void launch_width(const NormParams<T>& p, std::int64_t max_hidden, DLDevice device, bool enable_pdl) {
   using mllm_kernel::host::LaunchKernel;
   // Vectors per thread that fit the longest row in one block of kCtaMaxThreads.
@@ -220,50 +226,51 @@ void launch_width(const NormParams<T>& p, std::int64_t max_hidden, DLDevice devi
   const dim3 block(static_cast<unsigned>(plan.block_threads()));
   switch (plan.group_width) {
     case 8:
-      LaunchKernel(grid, block, device).enable_pdl(enable_pdl)(rmsnorm_group_kernel<T, kVec, 8, 1, kFusedAdd>, p);
+      LaunchKernel(grid, block, device).enable_pdl(enable_pdl)(rmsnorm_group_kernel<T, kVec, 8, 1, kFuse>, p);
       break;
     case 16:
-      LaunchKernel(grid, block, device).enable_pdl(enable_pdl)(rmsnorm_group_kernel<T, kVec, 16, 1, kFusedAdd>, p);
+      LaunchKernel(grid, block, device).enable_pdl(enable_pdl)(rmsnorm_group_kernel<T, kVec, 16, 1, kFuse>, p);
       break;
     case 32:
       LaunchKernel(grid, block, device)
-          .enable_pdl(enable_pdl)(rmsnorm_group_kernel<T, kVec, 32, kGroupItems, kFusedAdd>, p);
+          .enable_pdl(enable_pdl)(rmsnorm_group_kernel<T, kVec, 32, kGroupItems, kFuse>, p);
       break;
     default:
       if (plan.cta_items == kCtaItemsSmall) {
-        launch_cta<T, kVec, kCtaItemsSmall, kFusedAdd>(p, plan, grid, block, device, enable_pdl);
+        launch_cta<T, kVec, kCtaItemsSmall, kFuse>(p, plan, grid, block, device, enable_pdl);
       } else {
         LaunchKernel(grid, block, device)
-            .enable_pdl(enable_pdl)(cta_kernel_for<T, kVec, kLargeItems, kCtaMaxThreads, kFusedAdd>(p), p);
+            .enable_pdl(enable_pdl)(cta_kernel_for<T, kVec, kLargeItems, kCtaMaxThreads, kFuse>(p), p);
       }
   }
 }
 
 /// Whether the 16-byte kernels can serve every row of `s`.
 template <typename T>
-void check_set(mllm_kernel::host::VectorizeCheck& check, const RowSet<T>& s, bool fused) {
+void check_set(mllm_kernel::host::VectorizeCheck& check, const RowSet<T>& s, Fuse fuse) {
   const std::int64_t outer = s.heads == 0 ? 0 : s.rows / s.heads;
   check.pointer(s.in).pointer(s.out).pointer(s.weight).length(s.hidden);
   check.stride(s.in_s0, outer).stride(s.in_s1, s.heads).stride(s.out_s0, outer).stride(s.out_s1, s.heads);
-  if (fused) check.pointer(s.residual).stride(s.res_s0, outer);
+  if (fuse == Fuse::kResidualAdd) check.pointer(s.residual).stride(s.res_s0, outer);
+  if (fuse == Fuse::kSiluGate) check.pointer(s.gate).stride(s.gate_s0, outer);
 }
 
 /// Launches the 16-byte kernels when possible, the scalar ones otherwise.
-template <typename T, bool kFusedAdd>
+template <typename T, Fuse kFuse>
 void launch(NormParams<T> p, DLDevice device, bool enable_pdl) {
   p.pdl = enable_pdl;
   constexpr int kVec = mllm_kernel::device::kVecElems<T>;
   mllm_kernel::host::VectorizeCheck check(kVec, sizeof(T));
-  check_set(check, p.set0, kFusedAdd);
+  check_set(check, p.set0, kFuse);
   std::int64_t max_hidden = p.set0.hidden;
   if (p.set1.rows > 0) {
-    check_set(check, p.set1, kFusedAdd);
+    check_set(check, p.set1, kFuse);
     max_hidden = std::max<std::int64_t>(max_hidden, p.set1.hidden);
   }
   if (check.ok()) {
-    launch_width<T, kVec, kFusedAdd>(p, max_hidden, device, enable_pdl);
+    launch_width<T, kVec, kFuse>(p, max_hidden, device, enable_pdl);
   } else {
-    launch_width<T, 1, kFusedAdd>(p, max_hidden, device, enable_pdl);
+    launch_width<T, 1, kFuse>(p, max_hidden, device, enable_pdl);
   }
 }
 
@@ -300,7 +307,43 @@ void rmsnorm(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::ffi::Ten
                      static_cast<int>(a.hidden.unwrap())};
   p.total_rows = a.tokens.unwrap();
   p.eps = static_cast<float>(eps);
-  launch<T, false>(p, a.device.unwrap(), enable_pdl);
+  launch<T, Fuse::kNone>(p, a.device.unwrap(), enable_pdl);
+}
+
+/// out[N, D] = rmsnorm(input[N, D]) * weight[D] * silu(z[N, D]) (gated DeltaNet's output norm);
+/// input, z and out [..., D] seen as rows, each with its own row stride (unit stride in a row).
+template <typename T>
+void rms_norm_gated(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::ffi::TensorView z,
+                    tvm::ffi::TensorView weight, double eps, bool enable_pdl) {
+  using namespace mllm_kernel::host;
+  NormRowsArgs a("z_row_stride");
+  a.verify<kDLCUDA, T>(input, z, "z", weight);
+  SymbolicSize out_stride{"out_row_stride"};
+  (void)TensorMatcher({a.tokens, a.hidden})
+      .with_strides({out_stride, 1})
+      .with_dtype(a.dtype)
+      .with_device(a.device)
+      .verify_rows(out, "out");
+  check_hidden(a.hidden.unwrap(), "hidden");
+  check_eps(eps);
+  NormParams<T> p{};
+  p.set0 = RowSet<T>{static_cast<T*>(out.data_ptr()),
+                     static_cast<const T*>(input.data_ptr()),
+                     nullptr,
+                     static_cast<const T*>(weight.data_ptr()),
+                     a.tokens.unwrap(),
+                     1,
+                     a.in_stride.unwrap(),
+                     0,
+                     out_stride.unwrap(),
+                     0,
+                     0,
+                     static_cast<int>(a.hidden.unwrap()),
+                     static_cast<const T*>(z.data_ptr()),
+                     a.second_stride.unwrap()};
+  p.total_rows = a.tokens.unwrap();
+  p.eps = static_cast<float>(eps);
+  launch<T, Fuse::kSiluGate>(p, a.device.unwrap(), enable_pdl);
 }
 
 /// residual = input + residual; input = rmsnorm(residual) * weight, both [N, D], in place.
@@ -331,7 +374,7 @@ void fused_add_rmsnorm(tvm::ffi::TensorView input, tvm::ffi::TensorView residual
                      static_cast<int>(a.hidden.unwrap())};
   p.total_rows = tokens;
   p.eps = static_cast<float>(eps);
-  launch<T, true>(p, a.device.unwrap(), enable_pdl);
+  launch<T, Fuse::kResidualAdd>(p, a.device.unwrap(), enable_pdl);
 }
 
 /// An in-place row set over a [T, H, D] tensor view.
@@ -359,7 +402,7 @@ void qknorm(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::TensorView
   p.set1 = head_rows<T>(k, k_weight, tokens, a.k_heads.unwrap(), a.k_s0.unwrap(), a.k_s1.unwrap(), head_dim);
   p.total_rows = p.set0.rows + p.set1.rows;
   p.eps = static_cast<float>(eps);
-  launch<T, false>(p, a.device.unwrap(), enable_pdl);
+  launch<T, Fuse::kNone>(p, a.device.unwrap(), enable_pdl);
 }
 
 /// Per-token RMSNorm over all heads of q[T, Hq, D] (weight [Hq * D]) and of k[T, Hk, D]
@@ -381,7 +424,7 @@ void qknorm_across_heads(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ff
   p.set1 = head_rows<T>(k, k_weight, tokens, 1, a.k_s0.unwrap(), 0, a.k_hidden.unwrap());
   p.total_rows = p.set0.rows + p.set1.rows;
   p.eps = static_cast<float>(eps);
-  launch<T, false>(p, a.device.unwrap(), enable_pdl);
+  launch<T, Fuse::kNone>(p, a.device.unwrap(), enable_pdl);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@ from mllm_kernel.cuda.jit.quant import (
     per_token_quant_fp8,
     per_token_quant_int8,
 )
+from mllm_kernel.cuda.jit.rms_norm_gated import rms_norm_gated
 from mllm_kernel.cuda.jit.rope import apply_rope
 from mllm_kernel.cuda.jit.store_cache import can_use_store_cache, store_cache
 
@@ -30,6 +31,7 @@ __all__ = [
     "precompile",
     "qknorm",
     "qknorm_across_heads",
+    "rms_norm_gated",
     "rmsnorm",
     "silu_and_mul",
     "store_cache",

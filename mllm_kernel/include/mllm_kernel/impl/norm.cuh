@@ -11,8 +11,10 @@
 // The launch plan that picks the path and block shape for a row length lives with its kernels'
 // launch switch (cuda/csrc/norm.cuh).
 //
-// The optional fused residual add (flashinfer/sglang semantics): r = x + r is computed in fp32,
-// rounded to T and stored, and the *rounded* r is what gets normalised.
+// What is fused around the norm (`Fuse`): the residual add before it (flashinfer/sglang
+// semantics: r = x + r is computed in fp32, rounded to T and stored, and the *rounded* r is what
+// gets normalised), or the SiLU gate after it (gated DeltaNet's output norm: y = rmsnorm(x) * w *
+// silu(z), all in fp32, rounded once).
 #pragma once
 
 #include <mllm_kernel/cta.cuh>
@@ -27,6 +29,13 @@
 #include <cstdint>
 
 namespace mllm_kernel::device::norm {
+
+/// What a norm does besides normalising a row.
+enum class Fuse {
+  kNone,         // y = rmsnorm(x) * w
+  kResidualAdd,  // r = x + r (stored); y = rmsnorm(r) * w
+  kSiluGate,     // y = rmsnorm(x) * w * silu(z)
+};
 
 /// Sum of squares of a vector's elements, in fp32.
 template <typename T, int N>
@@ -58,12 +67,27 @@ MLLM_DEVICE AlignedVector<T, N> scale(const AlignedVector<T, N>& x, const Aligne
   return out;
 }
 
-/// The pointers and sizes of one row. `residual` is only used when the fused add is on.
+/// x * inv_rms * w * silu(z) per element in fp32, rounded once to T.
+template <typename T, int N>
+MLLM_DEVICE AlignedVector<T, N> scale_gated(const AlignedVector<T, N>& x, const AlignedVector<T, N>& w,
+                                            const AlignedVector<T, N>& z, float inv_rms) {
+  AlignedVector<T, N> out;
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    const float g = cast<float>(z[j]);
+    out[j] = cast<T>(cast<float>(x[j]) * inv_rms * cast<float>(w[j]) * __fdividef(g, 1.0f + __expf(-g)));
+  }
+  return out;
+}
+
+/// The pointers and sizes of one row. `residual` is read only by Fuse::kResidualAdd, `gate` only
+/// by Fuse::kSiluGate.
 template <typename T>
 struct Row {
   T* out;
   const T* in;
   T* residual;
+  const T* gate;
   const T* weight;
   int hidden;  // elements
 };
@@ -72,10 +96,11 @@ namespace detail {
 
 /// Shared body of both paths; `reduce` turns this thread's partial sum of squares into the
 /// row's total.
-template <typename T, int kVec, int kItems, bool kFusedAdd, typename Reduce>
+template <typename T, int kVec, int kItems, Fuse kFuse, typename Reduce>
 MLLM_DEVICE void rms_row(const tile::Memory<AlignedVector<T, kVec>>& mem, const Row<T>& row, float eps,
                          Reduce&& reduce) {
   using Vec = AlignedVector<T, kVec>;
+  constexpr bool kFusedAdd = kFuse == Fuse::kResidualAdd;
   const int num_vecs = row.hidden / kVec;
   Vec x[kItems];
   Vec w[kItems];
@@ -85,6 +110,12 @@ MLLM_DEVICE void rms_row(const tile::Memory<AlignedVector<T, kVec>>& mem, const 
   // peak stays at two vectors per item (no spills under the CTA path's register budget).
   constexpr bool kEarlyWeight = !kFusedAdd || kItems * kVec * sizeof(T) <= 32;
   mem.template load<kItems>(x, row.in, num_vecs);
+  // The gate goes out with the row where a thread holds little of it; with many items per
+  // thread it is loaded after the reduction, so it holds no registers through it.
+  constexpr bool kGated = kFuse == Fuse::kSiluGate;
+  constexpr bool kEarlyGate = kItems * kVec * sizeof(T) <= 32;
+  Vec z[kGated ? kItems : 1];
+  if constexpr (kGated && kEarlyGate) mem.template load<kItems>(z, row.gate, num_vecs);
   if constexpr (kFusedAdd) {
     Vec r[kItems];
     mem.template load<kItems>(r, row.residual, num_vecs);
@@ -103,7 +134,12 @@ MLLM_DEVICE void rms_row(const tile::Memory<AlignedVector<T, kVec>>& mem, const 
   // Fast division (reciprocal + multiply, 2 ulp): the mean feeds rsqrtf, itself approximate,
   // and an IEEE division would add a subroutine to the critical path of every row.
   const float inv_rms = rsqrtf(__fdividef(total, static_cast<float>(row.hidden)) + eps);
-  mem.template for_each<kItems>(num_vecs, [&](int j, int) { x[j] = scale(x[j], w[j], inv_rms); });
+  if constexpr (kGated) {
+    if constexpr (!kEarlyGate) mem.template load<kItems>(z, row.gate, num_vecs);
+    mem.template for_each<kItems>(num_vecs, [&](int j, int) { x[j] = scale_gated(x[j], w[j], z[j], inv_rms); });
+  } else {
+    mem.template for_each<kItems>(num_vecs, [&](int j, int) { x[j] = scale(x[j], w[j], inv_rms); });
+  }
   mem.template store<kItems>(x, row.out, num_vecs);
 }
 
@@ -112,13 +148,13 @@ MLLM_DEVICE void rms_row(const tile::Memory<AlignedVector<T, kVec>>& mem, const 
 /// Normalises `row` with kWidth consecutive lanes (an aligned lane group of one warp); each
 /// lane holds up to kItems vectors, so rows up to kWidth * kItems * kVec elements fit.
 /// Every lane of the group must call it (no early exit for some lanes only).
-template <typename T, int kVec, int kWidth, int kItems, bool kFusedAdd>
+template <typename T, int kVec, int kWidth, int kItems, Fuse kFuse>
 MLLM_DEVICE void rms_group_row(const Row<T>& row, float eps) {
   using Vec = AlignedVector<T, kVec>;
   const auto mem = tile::Memory<Vec>::template group<kWidth>();
   // Lanes of other groups run other rows, so the shuffle mask is the whole warp: the groups
   // of a warp always call this together (the caller keeps every lane alive).
-  detail::rms_row<T, kVec, kItems, kFusedAdd>(mem, row, eps, [](float v) { return warp::reduce_sum<kWidth>(v); });
+  detail::rms_row<T, kVec, kItems, kFuse>(mem, row, eps, [](float v) { return warp::reduce_sum<kWidth>(v); });
 }
 
 namespace detail {
@@ -148,21 +184,21 @@ MLLM_DEVICE float block_sum(float value, float* scratch) {
 /// Normalises `row` with all blockDim.x threads of the block (a multiple of 32); each thread
 /// holds up to kItems vectors, so rows up to blockDim.x * kItems * kVec elements fit.
 /// `scratch` is cta::kScratchSize floats of shared memory.
-template <typename T, int kVec, int kItems, bool kFusedAdd>
+template <typename T, int kVec, int kItems, Fuse kFuse>
 MLLM_DEVICE void rms_cta_row(const Row<T>& row, float eps, float* scratch) {
   using Vec = AlignedVector<T, kVec>;
   const auto mem = tile::Memory<Vec>::cta();
-  detail::rms_row<T, kVec, kItems, kFusedAdd>(mem, row, eps, [scratch](float v) { return cta::reduce_sum(v, scratch); });
+  detail::rms_row<T, kVec, kItems, kFuse>(mem, row, eps, [scratch](float v) { return cta::reduce_sum(v, scratch); });
 }
 
 /// rms_cta_row for blocks known to have at most kMaxThreads threads (a power of two, 32 to
 /// 1024): the cross-warp stage of the reduction is shorter. `scratch` is kMaxThreads / 32
 /// floats of shared memory.
-template <typename T, int kVec, int kItems, int kMaxThreads, bool kFusedAdd>
+template <typename T, int kVec, int kItems, int kMaxThreads, Fuse kFuse>
 MLLM_DEVICE void rms_cta_row_bounded(const Row<T>& row, float eps, float* scratch) {
   using Vec = AlignedVector<T, kVec>;
   const auto mem = tile::Memory<Vec>::cta();
-  detail::rms_row<T, kVec, kItems, kFusedAdd>(mem, row, eps,
+  detail::rms_row<T, kVec, kItems, kFuse>(mem, row, eps,
                                                [scratch](float v) { return detail::block_sum<kMaxThreads>(v, scratch); });
 }
 

@@ -21,6 +21,7 @@ struct ActAndMulParams {
 
 #endif  // MLLM_KERNEL_CPU_ACTIVATION_PARAMS_
 
+#include <mllm_kernel/cpu/silu-inl.hpp>
 #include <mllm_kernel/cpu/simd_io-inl.hpp>
 
 #include <hwy/contrib/math/math-inl.h>
@@ -28,15 +29,6 @@ struct ActAndMulParams {
 
 HWY_BEFORE_NAMESPACE();
 namespace mllm_kernel::cpu::HWY_NAMESPACE {
-
-/// x * sigmoid(x) = x / (1 + exp(-x)); the exponent is capped where exp(-x) already
-/// overflows float32 anyway (Highway's Exp is only valid up to +104).
-struct Silu {
-  HWY_INLINE VF operator()(DF df, VF x) const {
-    const VF e = hn::Exp(df, hn::Min(hn::Neg(x), hn::Set(df, 88.0f)));
-    return hn::Div(x, hn::Add(hn::Set(df, 1.0f), e));
-  }
-};
 
 /// 0.5 * x * (1 + erf(x / sqrt(2))). Highway 1.0 has no Erf, so erf is Abramowitz & Stegun
 /// 7.1.26 (|error| < 1.5e-7, below float32's resolution of the result) on top of Highway's Exp.

@@ -1,5 +1,5 @@
 // Per-target bodies of the CPU RMSNorm family (rmsnorm, fused_add_rmsnorm, qknorm,
-// qknorm_across_heads). Highway's foreach_target includes this file once per SIMD target, so
+// qknorm_across_heads, rms_norm_gated). Highway's foreach_target includes this file once per SIMD target, so
 // the parameter structs sit behind a classic include guard and the bodies have none.
 //
 // A "row" is `hidden` contiguous elements; row r lives at
@@ -63,10 +63,21 @@ struct FusedAddRmsNormParams {
   float eps;
 };
 
+/// out <- rmsnorm(input) * weight * silu(gate), rows of one length.
+struct RmsNormGatedParams {
+  RowLayout input;
+  RowLayout gate;
+  RowLayout out;  // may equal input (in place)
+  const void* weight;
+  std::int64_t hidden;
+  float eps;
+};
+
 }  // namespace mllm_kernel::cpu
 
 #endif  // MLLM_KERNEL_CPU_NORM_PARAMS_
 
+#include <mllm_kernel/cpu/silu-inl.hpp>
 #include <mllm_kernel/cpu/simd_io-inl.hpp>
 
 #include <hwy/highway.h>
@@ -151,6 +162,27 @@ HWY_NOINLINE void FusedAddRmsNormRows(const FusedAddRmsNormParams& p, std::int64
       acc = hn::MulAdd(stored, stored, acc);
     });
     ScaleRow(df, res, w, x, hidden, InvRms(SumLanes(df, acc), hidden, p.eps));
+  }
+}
+
+/// Gated RMSNorm of rows [begin, end): the row's sum of squares, then one pass of
+/// x * inv_rms * w * silu(z).
+template <typename T>
+HWY_NOINLINE void RmsNormGatedRows(const RmsNormGatedParams& p, std::int64_t begin, std::int64_t end) {
+  const DF df;
+  const auto hidden = static_cast<std::size_t>(p.hidden);
+  const T* w = static_cast<const T*>(p.weight);
+  const Silu silu;
+  RowIterator in(p.input, begin), gate(p.gate, begin), out(p.out, begin);
+  for (std::int64_t r = begin; r < end; ++r, in.next(), gate.next(), out.next()) {
+    const T* x = in.get<T>();
+    const T* z = gate.get<T>();
+    T* y = out.get<T>();
+    const VF v_scale = hn::Set(df, InvRms(SumOfSquares(df, x, hidden), hidden, p.eps));
+    ForEachChunk(df, hidden, [&](std::size_t i, std::size_t n) {
+      const VF normed = hn::Mul(hn::Mul(Load(df, x + i, n), v_scale), Load(df, w + i, n));
+      Store(df, hn::Mul(normed, silu(df, Load(df, z + i, n))), y + i, n);
+    });
   }
 }
 
