@@ -153,3 +153,38 @@ def store_cache_views(op: str, k, v, k_cache, v_cache, indices, row_bytes, num_s
                              f"{k_cache.shape[0]} slots")
     as_rows = lambda t: t.view(torch.uint8).unsqueeze(1)  # noqa: E731
     return as_rows(k), as_rows(v), as_rows(k_cache), as_rows(v_cache)
+
+
+def check_gdn_indices(op: str, state_pool, cache_indices, cu_seqlens=None, tokens: int | None = None) -> None:
+    """Gated DeltaNet's index checks that need values: every cache index below the pool size
+    (negative ones are padding), and ``cu_seqlens`` starting at 0, never decreasing and ending
+    at ``tokens``. A ValueError naming the first bad entry; one device-to-host read on CUDA.
+    Tensors the kernel's own checks refuse (types, dtypes, shapes) are left to those checks."""
+    tensors = (state_pool, cache_indices) + (() if cu_seqlens is None else (cu_seqlens,))
+    if not all(isinstance(t, torch.Tensor) for t in tensors) or state_pool.dim() != 4:
+        return
+    if cache_indices.dtype != torch.int64 or cache_indices.dim() != 1:
+        return
+    pool = state_pool.shape[0]
+    checks = [cache_indices.max() if cache_indices.numel() else cache_indices.new_zeros(())]
+    if cu_seqlens is not None:
+        if cu_seqlens.dtype != torch.int64 or cu_seqlens.dim() != 1 or cu_seqlens.numel() == 0:
+            return
+        steps = cu_seqlens.diff()
+        checks += [cu_seqlens[0], cu_seqlens[-1], steps.min() if steps.numel() else cu_seqlens.new_zeros(())]
+    values = torch.stack([c.to(cache_indices.device) for c in checks]).tolist()
+    if cache_indices.numel() and values[0] >= pool:
+        first = int(torch.nonzero(cache_indices >= pool)[0, 0])
+        raise ValueError(f"{op}: cache_indices[{first}] = {int(cache_indices[first])} is out of range for a state "
+                         f"pool of {pool} slots")
+    if cu_seqlens is None:
+        return
+    first_value, last_value, smallest_step = values[1:]
+    if first_value != 0:
+        raise ValueError(f"{op}: cu_seqlens must start at 0, got {first_value}")
+    if smallest_step < 0:
+        at = int(torch.nonzero(cu_seqlens.diff() < 0)[0, 0]) + 1
+        raise ValueError(f"{op}: cu_seqlens must not decrease, got cu_seqlens[{at}] = {int(cu_seqlens[at])} after "
+                         f"{int(cu_seqlens[at - 1])}")
+    if last_value != tokens:
+        raise ValueError(f"{op}: cu_seqlens must end at the number of tokens ({tokens}), got {last_value}")

@@ -144,6 +144,21 @@ def store_cache(k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor, indices:
     each in [0, slots)); any dtype, rows a multiple of 4 bytes (see ``can_use_store_cache``)."""
 
 
+# --- gated DeltaNet (linear attention) ------------------------------------------------------------
+@register_op(kernels={"cpu": cpu.gdn_decode, "cuda": cuda.gdn_decode}, mutates=("state_pool",),
+             fake=lambda q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices: _like(v))
+def gdn_decode(q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, A_log: Tensor, dt_bias: Tensor,
+               state_pool: Tensor, cache_indices: Tensor) -> Tensor:
+    """One gated DeltaNet decode step: returns o [bs, Hv, Dv]; state_pool updated at cache_indices."""
+
+
+@register_op(kernels={"cpu": cpu.gdn_extend_chunkwise, "cuda": cuda.gdn_extend_chunkwise}, mutates=("state_pool",),
+             fake=lambda q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, cu_seqlens: _like(v))
+def gdn_extend_chunkwise(q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, A_log: Tensor, dt_bias: Tensor,
+                         state_pool: Tensor, cache_indices: Tensor, cu_seqlens: Tensor) -> Tensor:
+    """Gated DeltaNet over the sequences of cu_seqlens, each from and back to its pool state."""
+
+
 # --- serving helpers -----------------------------------------------------------------------------------------
 @register_op(kernels={"cpu": cpu.create_kv_indices, "cuda": cuda.create_kv_indices}, mutates=("kv_indices",),
              dispatch="kv_indices")

@@ -3,6 +3,8 @@
 from mllm_kernel.cuda.jit.activation import gelu_and_mul, silu_and_mul
 from mllm_kernel.cuda.jit.add_constant import add_constant
 from mllm_kernel.cuda.jit.create_kv_indices import create_kv_indices
+from mllm_kernel.cuda.jit.gdn_decode import gdn_decode
+from mllm_kernel.cuda.jit.gdn_extend_chunkwise import gdn_extend_chunkwise
 from mllm_kernel.cuda.jit.kv_cache import store_kv_cache
 from mllm_kernel.cuda.jit.norm import fused_add_rmsnorm, qknorm, qknorm_across_heads, rmsnorm
 from mllm_kernel.cuda.jit.quant import (
@@ -22,6 +24,8 @@ __all__ = [
     "can_use_store_cache",
     "create_kv_indices",
     "fused_add_rmsnorm",
+    "gdn_decode",
+    "gdn_extend_chunkwise",
     "gelu_and_mul",
     "per_tensor_quant_fp8",
     "per_token_group_quant_fp8",

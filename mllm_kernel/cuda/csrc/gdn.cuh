@@ -1,0 +1,371 @@
+// CUDA gated DeltaNet, one module per op and element type T (fp16_t, bf16_t):
+//   gdn_decode<T>(q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, out, enable_pdl)
+//   gdn_extend<T>(q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, cu_seqlens, out, enable_pdl)
+// The recurrence, shapes and padding rule are in mllm_kernel/gdn.hpp.
+//
+// Decode streams each head's state once (read, update, write): a lane group of head_k_dim / 4
+// lanes holds a state row as float4s, so every row is one coalesced 512-byte (or 256-byte)
+// access; S k and S q are lane-group sums. Each warp keeps kDecodeRowsPerWarp rows in flight.
+//
+// Extend keeps a block's rows of the state in registers across all tokens of its sequence:
+// two threads per row, each holding half the row, so S k and S q are sums over a thread's own
+// registers plus one shuffle. Per token, warp 0 normalises q and k into shared memory (double
+// buffered, the raw values of the token after next already loaded), and every thread updates
+// its half row; one barrier a token. The state is read once and written once per sequence.
+#pragma once
+
+#include <mllm_kernel/gdn.hpp>
+#include <mllm_kernel/runtime.cuh>
+#include <mllm_kernel/tensor.hpp>
+#include <mllm_kernel/type.cuh>
+#include <mllm_kernel/utils.cuh>
+#include <mllm_kernel/utils.hpp>
+#include <mllm_kernel/warp.cuh>
+
+#include <dlpack/dlpack.h>
+#include <tvm/ffi/container/tensor.h>
+
+#include <cstdint>
+
+namespace {
+
+using mllm_kernel::bf16_t;
+using mllm_kernel::fp16_t;
+using mllm_kernel::host::GdnParams;
+
+/// Element e of token t's head of a [T, H, D] tensor with token stride s0 and head stride s1.
+template <typename T>
+__device__ __forceinline__ float head_element(const void* base, std::int64_t s0, std::int64_t s1, std::int64_t t,
+                                              int head, int e) {
+  return mllm_kernel::device::cast<float>(static_cast<const T*>(base)[t * s0 + head * s1 + e]);
+}
+
+/// exp(g) and beta of token t, value head h.
+template <typename T>
+__device__ __forceinline__ void token_gates(const GdnParams& p, std::int64_t t, int h, float& decay, float& beta) {
+  using mllm_kernel::device::cast;
+  const float a = cast<float>(static_cast<const T*>(p.a)[t * p.a_s0 + h]);
+  const float b = cast<float>(static_cast<const T*>(p.b)[t * p.b_s0 + h]);
+  mllm_kernel::host::gdn_gates(a, b, p.A_log[h], p.dt_bias[h], decay, beta);
+}
+
+/// The state row `row` of value head h at pool index `index`.
+__device__ __forceinline__ float* state_row(const GdnParams& p, std::int64_t index, int h, int row) {
+  return p.state + ((index * p.num_v_heads + h) * p.head_v_dim + row) * static_cast<std::int64_t>(p.head_k_dim);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decode
+
+constexpr int kDecodeThreads = 128;
+constexpr int kDecodeRowsPerWarp = 8;
+constexpr int kDecodeRowsPerBlock = kDecodeThreads / 32 * kDecodeRowsPerWarp;
+
+/// Block (row block x, value head y, sequence z): kDecodeRowsPerBlock rows of one head's state.
+template <typename T, int kDk>
+__global__ void __launch_bounds__(kDecodeThreads) gdn_decode_kernel(const __grid_constant__ GdnParams p) {
+  using namespace mllm_kernel::device;
+  constexpr int kLanes = kDk / 4;           // lanes per state row, a float4 each
+  constexpr int kGroups = 32 / kLanes;      // rows a warp touches per step
+  constexpr int kSteps = kDecodeRowsPerWarp / kGroups;
+  pdl_wait_and_release();
+  const int s = blockIdx.z, h = blockIdx.y;
+  const int hk = h / (p.num_v_heads / p.num_k_heads);
+  const int lane = threadIdx.x % 32, group = lane / kLanes, e = lane % kLanes * 4;
+  const int first_row = blockIdx.x * kDecodeRowsPerBlock + threadIdx.x / 32 * kDecodeRowsPerWarp + group;
+  // A negative index (padding) or one past the pool (refused by the wrapper's validation) is
+  // neither read nor written.
+  const std::int64_t index = p.cache_indices[s];
+  const bool stateful = index >= 0 && index < p.pool_size;
+
+  // The state rows first: they are the bytes that matter.
+  float4 rows[kSteps];
+#pragma unroll
+  for (int j = 0; j < kSteps; ++j) {
+    const int row = first_row + j * kGroups;
+    rows[j] = stateful && row < p.head_v_dim ? *reinterpret_cast<const float4*>(state_row(p, index, h, row) + e)
+                                               : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  float v[kSteps];
+#pragma unroll
+  for (int j = 0; j < kSteps; ++j) {
+    const int row = first_row + j * kGroups;
+    v[j] = row < p.head_v_dim ? head_element<T>(p.v, p.v_s0, p.v_s1, s, h, row) : 0.0f;
+  }
+  float k[4], q[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    k[i] = head_element<T>(p.k, p.k_s0, p.k_s1, s, hk, e + i);
+    q[i] = head_element<T>(p.q, p.q_s0, p.q_s1, s, hk, e + i);
+  }
+  float decay, beta;
+  token_gates<T>(p, s, h, decay, beta);
+
+  float kk = 0.f, qq = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    kk = fmaf(k[i], k[i], kk);
+    qq = fmaf(q[i], q[i], qq);
+  }
+  kk = warp::reduce_sum<kLanes>(kk);
+  qq = warp::reduce_sum<kLanes>(qq);
+  const float k_scale = 1.0f / (sqrtf(kk) + mllm_kernel::host::kGdnNormEps);
+  const float q_scale = p.scale / (sqrtf(qq) + mllm_kernel::host::kGdnNormEps);
+  float kq = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    k[i] *= k_scale;
+    q[i] *= q_scale;
+    kq = fmaf(k[i], q[i], kq);
+  }
+  kq = warp::reduce_sum<kLanes>(kq);
+
+  T* out = static_cast<T*>(p.out) + (static_cast<std::int64_t>(s) * p.num_v_heads + h) * p.head_v_dim;
+#pragma unroll
+  for (int j = 0; j < kSteps; ++j) {
+    const int row = first_row + j * kGroups;
+    float* r = &rows[j].x;
+    float sk = 0.f, sq = 0.f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      sk = fmaf(r[i], k[i], sk);
+      sq = fmaf(r[i], q[i], sq);
+    }
+    sk = warp::reduce_sum<kLanes>(sk);
+    sq = warp::reduce_sum<kLanes>(sq);
+    // S' = decay S + delta k^T with delta = beta (v - decay S k); o = S' q.
+    const float delta = beta * (v[j] - decay * sk);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) r[i] = fmaf(decay, r[i], delta * k[i]);
+    if (row < p.head_v_dim) {
+      if (stateful) *reinterpret_cast<float4*>(state_row(p, index, h, row) + e) = rows[j];
+      if (e == 0) out[row] = cast<T>(fmaf(decay, sq, delta * kq));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Extend
+
+constexpr int kExtendThreads = 128;
+constexpr int kExtendRowsPerBlock = kExtendThreads / 2;
+
+/// One token's normalised k and q (each half of a row padded by 4 floats, so the two halves of
+/// a warp read different banks), its gates and k.q.
+template <int kDk>
+struct alignas(16) TokenSlot {
+  float k[kDk + 4];
+  float q[kDk + 4];
+  float decay, beta, kq;
+};
+
+/// Index in TokenSlot::k / q of element e.
+template <int kDk>
+__device__ __forceinline__ int slot_index(int e) {
+  return e + (e >= kDk / 2 ? 4 : 0);
+}
+
+/// Warp 0's part: the raw k, q, a, b of one token, kDk / 32 elements of k and q per lane.
+template <int kDk>
+struct RawToken {
+  float k[kDk / 32], q[kDk / 32], a, b;
+};
+
+template <typename T, int kDk>
+__device__ __forceinline__ RawToken<kDk> load_token(const GdnParams& p, std::int64_t t, int h, int hk, int lane) {
+  constexpr int kPer = kDk / 32;
+  RawToken<kDk> r;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    r.k[i] = head_element<T>(p.k, p.k_s0, p.k_s1, t, hk, lane * kPer + i);
+    r.q[i] = head_element<T>(p.q, p.q_s0, p.q_s1, t, hk, lane * kPer + i);
+  }
+  r.a = mllm_kernel::device::cast<float>(static_cast<const T*>(p.a)[t * p.a_s0 + h]);
+  r.b = mllm_kernel::device::cast<float>(static_cast<const T*>(p.b)[t * p.b_s0 + h]);
+  return r;
+}
+
+/// Normalises a raw token into `slot` (all 32 lanes of warp 0).
+template <int kDk>
+__device__ __forceinline__ void prepare_token(const GdnParams& p, RawToken<kDk> r, int h, int lane,
+                                              TokenSlot<kDk>& slot) {
+  using namespace mllm_kernel::device;
+  constexpr int kPer = kDk / 32;
+  float kk = 0.f, qq = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    kk = fmaf(r.k[i], r.k[i], kk);
+    qq = fmaf(r.q[i], r.q[i], qq);
+  }
+  kk = warp::reduce_sum(kk);
+  qq = warp::reduce_sum(qq);
+  const float k_scale = 1.0f / (sqrtf(kk) + mllm_kernel::host::kGdnNormEps);
+  const float q_scale = p.scale / (sqrtf(qq) + mllm_kernel::host::kGdnNormEps);
+  float kq = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const float kn = r.k[i] * k_scale, qn = r.q[i] * q_scale;
+    kq = fmaf(kn, qn, kq);
+    slot.k[slot_index<kDk>(lane * kPer + i)] = kn;
+    slot.q[slot_index<kDk>(lane * kPer + i)] = qn;
+  }
+  kq = warp::reduce_sum(kq);
+  if (lane == 0) {
+    mllm_kernel::host::gdn_gates(r.a, r.b, p.A_log[h], p.dt_bias[h], slot.decay, slot.beta);
+    slot.kq = kq;
+  }
+}
+
+/// Block (row block x, value head y, sequence z): kExtendRowsPerBlock rows of one head's state,
+/// two threads a row, through every token of the sequence.
+template <typename T, int kDk>
+__global__ void __launch_bounds__(kExtendThreads) gdn_extend_kernel(const __grid_constant__ GdnParams p) {
+  using namespace mllm_kernel::device;
+  constexpr int kHalf = kDk / 2;
+  __shared__ TokenSlot<kDk> slots[2];
+  pdl_wait_and_release();
+  const int s = blockIdx.z, h = blockIdx.y;
+  const int hk = h / (p.num_v_heads / p.num_k_heads);
+  const std::int64_t bos = p.cu_seqlens[s], eos = p.cu_seqlens[s + 1];
+  // Empty sequences leave their state alone; bounds the wrapper's validation refuses are skipped.
+  if (bos >= eos || bos < 0 || eos > p.tokens) return;
+  const int lane = threadIdx.x % 32;
+  const bool leader = threadIdx.x < 32;  // warp 0 prepares the tokens
+  const int row = blockIdx.x * kExtendRowsPerBlock + threadIdx.x / 2, half = threadIdx.x % 2;
+  const bool valid = row < p.head_v_dim;
+  const std::int64_t index = p.cache_indices[s];
+
+  // This thread's half row of the state, in registers for the whole sequence.
+  float state[kHalf];
+  const bool stateful = valid && index >= 0 && index < p.pool_size;
+  float* global_row = stateful ? state_row(p, index, h, row) + half * kHalf : nullptr;
+#pragma unroll
+  for (int i = 0; i < kHalf; i += 4) {
+    const float4 x = global_row ? *reinterpret_cast<const float4*>(global_row + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+    state[i] = x.x, state[i + 1] = x.y, state[i + 2] = x.z, state[i + 3] = x.w;
+  }
+
+  RawToken<kDk> next{};
+  if (leader) {
+    prepare_token<kDk>(p, load_token<T, kDk>(p, bos, h, hk, lane), h, lane, slots[0]);
+    if (bos + 1 < eos) next = load_token<T, kDk>(p, bos + 1, h, hk, lane);
+  }
+  __syncthreads();
+  T* out = static_cast<T*>(p.out);
+  for (std::int64_t t = bos; t < eos; ++t) {
+    const int buffer = static_cast<int>((t - bos) & 1);
+    const float v = valid ? head_element<T>(p.v, p.v_s0, p.v_s1, t, h, row) : 0.0f;
+    if (leader && t + 1 < eos) {
+      // Token t + 1 into the other slot (last read before the previous barrier), then the raw
+      // values of t + 2, which arrive while this token is computed.
+      prepare_token<kDk>(p, next, h, lane, slots[buffer ^ 1]);
+      if (t + 2 < eos) next = load_token<T, kDk>(p, t + 2, h, hk, lane);
+    }
+    const TokenSlot<kDk>& slot = slots[buffer];
+    const float* k = slot.k + slot_index<kDk>(half * kHalf);
+    const float* q = slot.q + slot_index<kDk>(half * kHalf);
+    // Four partial sums each, so the FMA chains are a quarter as long.
+    float4 pk = make_float4(0.f, 0.f, 0.f, 0.f), pq = pk;
+#pragma unroll
+    for (int i = 0; i < kHalf; i += 4) {
+      const float4 k4 = *reinterpret_cast<const float4*>(k + i), q4 = *reinterpret_cast<const float4*>(q + i);
+      pk.x = fmaf(state[i], k4.x, pk.x), pk.y = fmaf(state[i + 1], k4.y, pk.y);
+      pk.z = fmaf(state[i + 2], k4.z, pk.z), pk.w = fmaf(state[i + 3], k4.w, pk.w);
+      pq.x = fmaf(state[i], q4.x, pq.x), pq.y = fmaf(state[i + 1], q4.y, pq.y);
+      pq.z = fmaf(state[i + 2], q4.z, pq.z), pq.w = fmaf(state[i + 3], q4.w, pq.w);
+    }
+    float sk = (pk.x + pk.y) + (pk.z + pk.w), sq = (pq.x + pq.y) + (pq.z + pq.w);
+    sk += __shfl_xor_sync(0xffffffffu, sk, 1);
+    sq += __shfl_xor_sync(0xffffffffu, sq, 1);
+    const float decay = slot.decay;
+    const float delta = slot.beta * (v - decay * sk);
+#pragma unroll
+    for (int i = 0; i < kHalf; i += 4) {
+      const float4 k4 = *reinterpret_cast<const float4*>(k + i);
+      state[i] = fmaf(decay, state[i], delta * k4.x);
+      state[i + 1] = fmaf(decay, state[i + 1], delta * k4.y);
+      state[i + 2] = fmaf(decay, state[i + 2], delta * k4.z);
+      state[i + 3] = fmaf(decay, state[i + 3], delta * k4.w);
+    }
+    if (valid && half == 0) {
+      out[(t * p.num_v_heads + h) * p.head_v_dim + row] = cast<T>(fmaf(decay, sq, delta * slot.kq));
+    }
+    __syncthreads();
+  }
+  if (global_row) {
+#pragma unroll
+    for (int i = 0; i < kHalf; i += 4) {
+      *reinterpret_cast<float4*>(global_row + i) = make_float4(state[i], state[i + 1], state[i + 2], state[i + 3]);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entry points
+
+template <typename T, template <typename, int> class Launch>
+void launch_for_head_dim(const GdnParams& p, DLDevice device, bool enable_pdl) {
+  if (p.head_k_dim == 64) {
+    Launch<T, 64>::run(p, device, enable_pdl);
+  } else {
+    Launch<T, 128>::run(p, device, enable_pdl);
+  }
+}
+
+template <typename T, int kDk>
+struct DecodeLaunch {
+  static void run(const GdnParams& p, DLDevice device, bool enable_pdl) {
+    const dim3 grid(static_cast<unsigned>(mllm_kernel::host::div_ceil(p.head_v_dim, kDecodeRowsPerBlock)),
+                    static_cast<unsigned>(p.num_v_heads), static_cast<unsigned>(p.num_seqs));
+    mllm_kernel::host::LaunchKernel(grid, kDecodeThreads, device).enable_pdl(enable_pdl)(gdn_decode_kernel<T, kDk>, p);
+  }
+};
+
+template <typename T, int kDk>
+struct ExtendLaunch {
+  static void run(const GdnParams& p, DLDevice device, bool enable_pdl) {
+    const dim3 grid(static_cast<unsigned>(mllm_kernel::host::div_ceil(p.head_v_dim, kExtendRowsPerBlock)),
+                    static_cast<unsigned>(p.num_v_heads), static_cast<unsigned>(p.num_seqs));
+    mllm_kernel::host::LaunchKernel(grid, kExtendThreads, device).enable_pdl(enable_pdl)(gdn_extend_kernel<T, kDk>, p);
+  }
+};
+
+/// Grid dims y and z hold heads and sequences: both must fit 65535. The state is read as float4.
+void check_grid(const GdnParams& p) {
+  mllm_kernel::host::RuntimeCheck(reinterpret_cast<std::uintptr_t>(p.state) % 16 == 0,
+                                  "state_pool must be 16-byte aligned");
+  mllm_kernel::host::RuntimeCheck(p.num_seqs <= 65535, "at most 65535 sequences a call, got ", p.num_seqs);
+  mllm_kernel::host::RuntimeCheck(p.num_v_heads <= 65535, "at most 65535 value heads, got ", p.num_v_heads);
+}
+
+/// One decode step of `bs` sequences; see the file comment and mllm_kernel/gdn.hpp.
+template <typename T>
+void gdn_decode(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView a,
+                tvm::ffi::TensorView b, tvm::ffi::TensorView A_log, tvm::ffi::TensorView dt_bias,
+                tvm::ffi::TensorView state_pool, tvm::ffi::TensorView cache_indices, tvm::ffi::TensorView out,
+                bool enable_pdl) {
+  DLDataType dtype;
+  DLDevice device;
+  const GdnParams p = mllm_kernel::host::check_gdn<kDLCUDA, T>(q, k, v, a, b, A_log, dt_bias, state_pool,
+                                                               cache_indices, nullptr, out, dtype, device);
+  check_grid(p);
+  if (p.num_seqs == 0) return;
+  launch_for_head_dim<T, DecodeLaunch>(p, device, enable_pdl);
+}
+
+/// Prefill/extend of the sequences of cu_seqlens; see the file comment and mllm_kernel/gdn.hpp.
+template <typename T>
+void gdn_extend(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView a,
+                tvm::ffi::TensorView b, tvm::ffi::TensorView A_log, tvm::ffi::TensorView dt_bias,
+                tvm::ffi::TensorView state_pool, tvm::ffi::TensorView cache_indices, tvm::ffi::TensorView cu_seqlens,
+                tvm::ffi::TensorView out, bool enable_pdl) {
+  DLDataType dtype;
+  DLDevice device;
+  const GdnParams p = mllm_kernel::host::check_gdn<kDLCUDA, T>(q, k, v, a, b, A_log, dt_bias, state_pool,
+                                                               cache_indices, &cu_seqlens, out, dtype, device);
+  check_grid(p);
+  if (p.num_seqs == 0 || p.tokens == 0) return;
+  launch_for_head_dim<T, ExtendLaunch>(p, device, enable_pdl);
+}
+
+}  // namespace

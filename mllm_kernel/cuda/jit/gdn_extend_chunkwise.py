@@ -1,0 +1,59 @@
+"""CUDA ``gdn_extend_chunkwise``: gated DeltaNet over whole sequences (prefill, or extending
+cached sequences), each starting from and writing back its state in a pool; the upstream
+package's entry point. Kernel: ``gdn_extend`` in ``mllm_kernel/cuda/csrc/gdn.cuh``, one module
+per dtype (float16, bfloat16).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mllm_kernel.cuda.jit.gdn_decode import HALF_DTYPES, gdn_module
+from mllm_kernel.jit_utils import KernelTable
+from mllm_kernel.jit_utils import precompile as jit_precompile
+from mllm_kernel.op_args import check_gdn_indices, resolve_pdl
+
+_OP = "gdn_extend_chunkwise"
+_EXTEND = KernelTable(_OP, {dtype: gdn_module(_OP, "gdn_extend", dtype) for dtype in HALF_DTYPES}, arg="q")
+
+
+def precompile(*, wait: bool = True):
+    """Builds (or loads) the modules now: True when ready; False, with a logged warning, when a
+    build failed (``wait=False``: a Future of that bool). See ``jit_utils.precompile``."""
+    return jit_precompile(_EXTEND, wait=wait)
+
+
+def gdn_extend_chunkwise(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    A_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+    state_pool: torch.Tensor,
+    cache_indices: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    *,
+    validate: bool = True,
+    enable_pdl: bool | None = None,
+) -> torch.Tensor:
+    """Gated DeltaNet over the sequences of ``cu_seqlens``; returns ``o`` ``[total_tokens,
+    num_v_heads, head_v_dim]`` in v's dtype.
+
+    The arguments of ``gdn_decode`` with a leading ``total_tokens`` dimension, plus
+    ``cu_seqlens`` (``[num_seqs + 1]`` int64: 0, then each sequence's end; a zero-length
+    sequence leaves its state alone); ``cache_indices`` is ``[num_seqs]``. Sequence s starts
+    from ``state_pool[cache_indices[s]]`` and writes its final state back there.
+
+    ``validate=True`` reads the cache indices' maximum and cu_seqlens' ends and smallest step
+    back to the host (one sync) and raises ValueError for an index past the pool or a
+    ``cu_seqlens`` that does not start at 0, decreases or does not end at ``total_tokens``.
+    Without it (or under CUDA graph capture) such entries are skipped, never read or written.
+    """
+    if validate and not torch.cuda.is_current_stream_capturing():
+        check_gdn_indices(_OP, state_pool, cache_indices, cu_seqlens, q.shape[0] if isinstance(q, torch.Tensor) else 0)
+    out = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+    _EXTEND[q.dtype](q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, cu_seqlens, out,
+                     resolve_pdl(enable_pdl))
+    return out
