@@ -27,6 +27,7 @@ FAMILIES = {
     "quant": "Quantization",
     "kv_cache": "KV-cache store",
     "serving": "Serving helpers",
+    "gdn": "Gated DeltaNet (linear attention)",
     "cpu_kernels": "CPU kernels",
     "host_time": "Host time per eager call",
     "jit_load": "JIT: cached module load",

@@ -244,8 +244,8 @@ def test_bad_inputs():
             store_kv_cache(*args, **kwargs)
 
     raises("v: dtype must be bfloat16 as bound by k, got float16", k, v.half(), kc, vc, slots)
-    raises("k: dtype must be one of float32, float16, bfloat16, float8_e4m3fn, got float64", k.double(), v, kc, vc,
-           slots)
+    raises("k: dtype must be one of float32, float16, bfloat16, float8_e4m3fn, uint8, got float64", k.double(), v,
+           kc, vc, slots)
     raises("k_cache: dtype must be bfloat16 as bound by k, got float32", k, v, kc.float(), vc, slots)
     raises("v: dim 2 (head_dim) must be 64 as bound by k, got 32", k, v[..., :32], kc, vc, slots)
     raises("v_cache: dim 1 (num_kv_heads) must be 2 as bound by k, got 1", k, v, kc, vc[:, :1], slots)

@@ -27,8 +27,8 @@ def _random(shape, dtype, g):
 def _case(batch, row, slots, dtype, device, *, index_dtype=torch.int64, row_stride=None, seed=0):
     g = torch.Generator().manual_seed(seed)
     width = row_stride or row
-    k = _random((batch, width), dtype, g)[:, :row].to(device)
-    v = _random((batch, width), dtype, g)[:, :row].to(device)
+    k = _random((batch, width), dtype, g).to(device)[:, :row]
+    v = _random((batch, width), dtype, g).to(device)[:, :row]
     poison = _random((slots, row), dtype, g)
     k_cache, v_cache = poison.clone().to(device), (poison.flip(0)).clone().to(device)
     indices = torch.randperm(slots, generator=g)[:batch].to(index_dtype).to(device)

@@ -1,0 +1,184 @@
+"""Gated DeltaNet (gdn_decode, gdn_extend_chunkwise) on CPU and CUDA against the float64
+reference of the formulas (mllm_kernel.reference.gdn): GQA and equal heads, head dims 64 and
+128, batches 1..300, pool slots in random order with the untouched ones checked bit for bit,
+padding entries, sequences of 1, chunk-1, chunk, chunk+1 and 1000+ tokens, states carried
+across calls, CUDA graphs and torch.compile, and every bad input with its message."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mllm_kernel import ops
+from mllm_kernel.cuda.jit.gdn_decode import gdn_decode  # the upstream import paths
+from mllm_kernel.cuda.jit.gdn_extend_chunkwise import gdn_extend_chunkwise, precompile
+from mllm_kernel.reference import gdn as reference
+
+requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+DEVICES = ["cpu", pytest.param("cuda", marks=requires_cuda)]
+OUT_TOL = {torch.float32: 1e-4, torch.float16: 4e-3, torch.bfloat16: 2e-2}
+
+
+def _inputs(tokens, seqs, pool_size, hk, hv, dk, dv, device, dtype=torch.bfloat16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+
+    def r(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=g) * scale).to(dtype).to(device)
+
+    q, k, v = r(tokens, hk, dk), r(tokens, hk, dk), r(tokens, hv, dv)
+    a, b = r(tokens, hv), r(tokens, hv, scale=2.0)
+    A_log = (torch.rand(hv, generator=g) * 2 - 1).to(device)
+    dt_bias = torch.randn(hv, generator=g).to(device)
+    pool = torch.randn(pool_size, hv, dv, dk, generator=g).mul(0.3).to(device)
+    indices = torch.randperm(pool_size, generator=g)[:seqs].to(device)
+    return q, k, v, a, b, A_log, dt_bias, pool, indices
+
+
+def _check(out, expected, pool, expected_pool, dtype, state_tol=2e-4):
+    assert out.dtype == dtype and not torch.isnan(out).any()
+    torch.testing.assert_close(out.double().cpu(), expected.double().cpu(), rtol=OUT_TOL[dtype], atol=OUT_TOL[dtype])
+    torch.testing.assert_close(pool.double().cpu(), expected_pool.cpu(), rtol=state_tol, atol=state_tol)
+
+
+def _untouched(pool, before, indices):
+    """The slots no index names are bit for bit what they were."""
+    keep = torch.ones(pool.shape[0], dtype=torch.bool)
+    keep[indices[indices >= 0].cpu()] = False
+    assert torch.equal(pool.cpu()[keep], before.cpu()[keep])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("bs,hk,hv,dk,dv", [(1, 1, 1, 128, 128), (7, 2, 4, 128, 96), (33, 3, 3, 64, 64),
+                                             (300, 1, 2, 64, 16), (5, 16, 32, 128, 128)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_decode_matches_reference(device, bs, hk, hv, dk, dv, dtype):
+    q, k, v, a, b, A_log, dt_bias, pool, indices = _inputs(bs, bs, bs + 5, hk, hv, dk, dv, device, dtype, seed=bs)
+    before, expected_pool = pool.clone(), pool.double().cpu()
+    expected = reference(*(t.cpu() for t in (q, k, v, a, b, A_log, dt_bias)), expected_pool, indices.cpu())
+    out = ops.gdn_decode(q, k, v, a, b, A_log, dt_bias, pool, indices)
+    _check(out, expected, pool, expected_pool, dtype)
+    _untouched(pool, before, indices)
+
+
+def test_cpu_decode_float32():
+    q, k, v, a, b, A_log, dt_bias, pool, indices = _inputs(4, 4, 6, 2, 4, 64, 32, "cpu", torch.float32, seed=3)
+    expected_pool = pool.double()
+    expected = reference(q, k, v, a, b, A_log, dt_bias, expected_pool, indices)
+    _check(ops.gdn_decode(q, k, v, a, b, A_log, dt_bias, pool, indices), expected, pool, expected_pool,
+           torch.float32)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_padding_entries_start_from_zero_and_write_nothing(device):
+    q, k, v, a, b, A_log, dt_bias, pool, indices = _inputs(3, 3, 4, 2, 2, 64, 32, device, seed=5)
+    indices = torch.tensor([2, -1, 0], device=device)
+    before, expected_pool = pool.clone(), pool.double().cpu()
+    expected = reference(*(t.cpu() for t in (q, k, v, a, b, A_log, dt_bias)), expected_pool, indices.cpu())
+    out = ops.gdn_decode(q, k, v, a, b, A_log, dt_bias, pool, indices)
+    _check(out, expected, pool, expected_pool, torch.bfloat16)
+    _untouched(pool, before, indices)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("lengths,hk,hv,dk", [([1], 1, 1, 128), ([63, 64, 65], 2, 4, 128), ([1000], 1, 2, 64),
+                                               ([5, 0, 130, 1, 64], 2, 2, 64)])
+def test_extend_matches_reference(device, lengths, hk, hv, dk):
+    tokens, seqs = sum(lengths), len(lengths)
+    q, k, v, a, b, A_log, dt_bias, pool, indices = _inputs(tokens, seqs, seqs + 3, hk, hv, dk, 64, device,
+                                                           seed=tokens)
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], device=device)
+    before, expected_pool = pool.clone(), pool.double().cpu()
+    expected = reference(*(t.cpu() for t in (q, k, v, a, b, A_log, dt_bias)), expected_pool, indices.cpu(),
+                         cu.cpu())
+    out = ops.gdn_extend_chunkwise(q, k, v, a, b, A_log, dt_bias, pool, indices, cu)
+    _check(out, expected, pool, expected_pool, torch.bfloat16, state_tol=1e-3)
+    _untouched(pool, before, indices)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_states_carried_across_calls_equal_one_long_call(device):
+    """Prefill in three extend calls, then two decode steps, equals one extend of all tokens."""
+    q, k, v, a, b, A_log, dt_bias, pool, _ = _inputs(200, 1, 3, 2, 4, 128, 128, device, seed=9)
+    index = torch.tensor([1], device=device)
+    whole_pool = pool.clone()
+    whole = ops.gdn_extend_chunkwise(q, k, v, a, b, A_log, dt_bias, whole_pool, index,
+                                     torch.tensor([0, 200], device=device))
+    pieces = []
+    for lo, hi in ((0, 70), (70, 71), (71, 198)):
+        part = [t[lo:hi] for t in (q, k, v, a, b)]
+        pieces.append(ops.gdn_extend_chunkwise(*part, A_log, dt_bias, pool, index,
+                                               torch.tensor([0, hi - lo], device=device)))
+    for t in (198, 199):
+        pieces.append(ops.gdn_decode(*(x[t:t + 1] for x in (q, k, v, a, b)), A_log, dt_bias, pool, index))
+    torch.testing.assert_close(torch.cat(pieces).float(), whole.float(), rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(pool, whole_pool, rtol=1e-5, atol=1e-5)
+
+
+@requires_cuda
+def test_decode_under_cuda_graph_and_torch_compile():
+    q, k, v, a, b, A_log, dt_bias, pool, indices = _inputs(8, 8, 10, 2, 4, 128, 128, "cuda", seed=11)
+    expected_pool = pool.double().cpu()
+    first = reference(*(t.cpu() for t in (q, k, v, a, b, A_log, dt_bias)), expected_pool, indices.cpu())
+    second = reference(*(t.cpu() for t in (q, k, v, a, b, A_log, dt_bias)), expected_pool, indices.cpu())
+    start = pool.clone()
+    gdn_decode(q, k, v, a, b, A_log, dt_bias, pool, indices)  # warm up (loads the module)
+    pool.copy_(start)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = gdn_decode(q, k, v, a, b, A_log, dt_bias, pool, indices)
+    graph.replay()
+    torch.testing.assert_close(out.double().cpu(), first.double(), rtol=2e-2, atol=2e-2)
+    graph.replay()  # the second step reads the state the first wrote
+    torch.testing.assert_close(out.double().cpu(), second.double(), rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(pool.double().cpu(), expected_pool, rtol=2e-4, atol=2e-4)
+
+    pool.copy_(start)
+
+    @torch.compile(fullgraph=True)
+    def step(q, k, v, a, b, pool):
+        return ops.gdn_decode(q * 1, k, v, a, b, A_log, dt_bias, pool, indices)
+
+    torch.testing.assert_close(step(q, k, v, a, b, pool).double().cpu(), first.double(), rtol=2e-2, atol=2e-2)
+
+
+@requires_cuda
+def test_precompile_returns_true():
+    assert precompile() is True
+    assert callable(gdn_extend_chunkwise)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bad_inputs(device):
+    q, k, v, a, b, A_log, dt_bias, pool, indices = _inputs(6, 2, 4, 2, 4, 64, 32, device, seed=1)
+    cu = torch.tensor([0, 2, 6], device=device)
+
+    def fails(message, *args, op=ops.gdn_extend_chunkwise):
+        with pytest.raises(ValueError, match=message):
+            op(*args)
+
+    fails(r"gdn_extend_chunkwise: num_v_heads \(3\) must be a multiple of num_k_heads \(2\)",
+          q, k, v[:, :3], a[:, :3], b[:, :3], A_log[:3], dt_bias[:3], pool[:, :3].contiguous(), indices, cu)
+    odd = _inputs(6, 2, 4, 2, 4, 96, 32, device)
+    fails(r"gdn_extend_chunkwise: head_k_dim must be 64 or 128, got 96", *odd[:-1], indices, cu)
+    fails(r"gdn_extend_chunkwise: cu_seqlens must not decrease, got cu_seqlens\[2\] = 1 after 2",
+          q, k, v, a, b, A_log, dt_bias, pool, indices, torch.tensor([0, 2, 1], device=device))
+    fails(r"gdn_extend_chunkwise: cu_seqlens must end at the number of tokens \(6\), got 5",
+          q, k, v, a, b, A_log, dt_bias, pool, indices, torch.tensor([0, 2, 5], device=device))
+    fails(r"gdn_extend_chunkwise: cu_seqlens must start at 0, got 1",
+          q, k, v, a, b, A_log, dt_bias, pool, indices, torch.tensor([1, 2, 6], device=device))
+    fails(r"gdn_extend_chunkwise: cu_seqlens must have num_seqs \+ 1 = 3 entries \(one more than cache_indices\), "
+          r"got 4", q, k, v, a, b, A_log, dt_bias, pool, indices, torch.tensor([0, 2, 4, 6], device=device))
+    fails(r"gdn_extend_chunkwise: cache_indices\[1\] = 4 is out of range for a state pool of 4 slots",
+          q, k, v, a, b, A_log, dt_bias, pool, torch.tensor([0, 4], device=device), cu)
+    fails(r"gdn_extend_chunkwise: k: dtype must be bfloat16 as bound by q, got float16",
+          q, k.half(), v, a, b, A_log, dt_bias, pool, indices, cu)
+    fails(r"gdn_extend_chunkwise: A_log: dtype must be float32, got bfloat16",
+          q, k, v, a, b, A_log.bfloat16(), dt_bias, pool, indices, cu)
+    fails(r"gdn_extend_chunkwise: state_pool: dim 3 \(head_k_dim\) must be 64 as bound by q, got 32",
+          q, k, v, a, b, A_log, dt_bias, pool[..., :32].contiguous(), indices, cu)
+    fails(r"gdn_decode: cache_indices: dim 0 \(tokens\) must be 6 as bound by q, got 2",
+          q, k, v, a, b, A_log, dt_bias, pool, indices, op=ops.gdn_decode)
+    before = pool.clone()
+    fails(r"gdn_decode: cache_indices\[3\] = 9 is out of range for a state pool of 4 slots",
+          q, k, v, a, b, A_log, dt_bias, pool, torch.tensor([0, 1, 2, 9, -1, 3], device=device), op=ops.gdn_decode)
+    assert torch.equal(pool, before)
