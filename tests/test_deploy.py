@@ -83,6 +83,10 @@ EVERY_CPU_OP = textwrap.dedent("""
     assert kv.tolist() == [-1, 20, 21, 22, -1, -1, -1, -1]
     ops.rms_norm_gated(x, w, r(3, 64))
     ops.store_cache(r(2, 16), r(2, 16), r(4, 16), r(4, 16), torch.tensor([0, 3]))
+    gq, gv, gab = r(3, 1, 64, dtype=torch.bfloat16), r(3, 2, 16, dtype=torch.bfloat16), r(3, 2, dtype=torch.bfloat16)
+    pool = r(4, 2, 16, 64)
+    ops.gdn_decode(gq, gq, gv, gab, gab, r(2), r(2), pool, torch.tensor([0, 3, -1]))
+    ops.gdn_extend_chunkwise(gq, gq, gv, gab, gab, r(2), r(2), pool, torch.tensor([1]), torch.tensor([0, 3]))
     v = r(1000)
     for c in (1, 2, 4, 8, 16):
         torch.testing.assert_close(add_constant(v, c), v + c)
@@ -245,6 +249,13 @@ EVERY_CUDA_OP = textwrap.dedent("""
         ops.store_kv_cache(k, k, kc, vc, torch.tensor([3, 6], device="cuda"))
         ops.rms_norm_gated(x, w, r(3, 256))
     ops.store_cache(gu, gu, r(4, 128), r(4, 128), torch.tensor([0, 3, 1], device="cuda"))
+    for dt in (torch.float16, torch.bfloat16):
+        gq, gv, gab = r(3, 1, 64, dtype=dt), r(3, 2, 16, dtype=dt), r(3, 2, dtype=dt)
+        pool, cuda_i64 = r(4, 2, 16, 64, dtype=torch.float32), lambda *x: torch.tensor(x, device="cuda")
+        ops.gdn_decode(gq, gq, gv, gab, gab, r(2, dtype=torch.float32), r(2, dtype=torch.float32), pool,
+                       cuda_i64(0, 3, -1))
+        ops.gdn_extend_chunkwise(gq, gq, gv, gab, gab, r(2, dtype=torch.float32), r(2, dtype=torch.float32), pool,
+                                 cuda_i64(1), cuda_i64(0, 3))
     k8 = torch.zeros(8, 2, 64, dtype=torch.float8_e4m3fn, device="cuda")
     one = torch.ones(1, device="cuda")
     ops.store_kv_cache(k.float(), k.float(), k8, k8.clone(), torch.tensor([3, 6], device="cuda"), one, one)
