@@ -102,9 +102,9 @@ __global__ void probe(T* out, const T* in, float* amax) {
   v[2] = cast<T>(p.x + math::kPi);
   v[3] = cast<T>(static_cast<float>(cast<fp8_e4m3_t>(s)));
   v.store(out, threadIdx.x);
-  norm::Row<T> row{out, in, out, in, 1024};
-  norm::rms_group_row<T, kVecElems<T>, 16, 1, true>(row, 1e-6f);
-  norm::rms_cta_row<T, 1, 4, false>(row, 1e-6f, scratch);
+  norm::Row<T> row{out, in, out, in, in, 1024};
+  norm::rms_group_row<T, kVecElems<T>, 16, 1, norm::Fuse::kResidualAdd>(row, 1e-6f);
+  norm::rms_cta_row<T, 1, 4, norm::Fuse::kSiluGate>(row, 1e-6f, scratch);
 }
 template __global__ void probe<float>(float*, const float*, float*);
 template __global__ void probe<fp16_t>(fp16_t*, const fp16_t*, float*);

@@ -8,10 +8,11 @@
 // access; S k and S q are lane-group sums. Each warp keeps kDecodeRowsPerWarp rows in flight.
 //
 // Extend keeps a block's rows of the state in registers across all tokens of its sequence:
-// two threads per row, each holding half the row, so S k and S q are sums over a thread's own
-// registers plus one shuffle. Per token, warp 0 normalises q and k into shared memory (double
-// buffered, the raw values of the token after next already loaded), and every thread updates
-// its half row; one barrier a token. The state is read once and written once per sequence.
+// four threads per row, each holding a quarter of it, so S k and S q are sums over a thread's
+// own registers plus two shuffles. Tokens go kTile at a time: their raw q, k, v, a, b are loaded a
+// tile ahead into registers, staged in shared memory, normalised by the warps together, and
+// then run through the state with no barrier between tokens. The state is read once and
+// written once per sequence.
 #pragma once
 
 #include <mllm_kernel/gdn.hpp>
@@ -148,54 +149,45 @@ __global__ void __launch_bounds__(kDecodeThreads) gdn_decode_kernel(const __grid
 // Extend
 
 constexpr int kExtendThreads = 128;
-constexpr int kExtendRowsPerBlock = kExtendThreads / 2;
+/// Threads sharing a state row: a quarter row each keeps registers low enough for 12 warps an
+/// SM and spreads one sequence's heads over 128 blocks (two threads a row, 64 rows a block:
+/// 255 registers, 4-8 warps an SM, each token's shared-memory loads exposed; 1.6 us a token).
+constexpr int kRowThreads = 4;
+constexpr int kExtendRowsPerBlock = kExtendThreads / kRowThreads;
+/// Tokens staged, normalised and then run through the state together: two barriers a tile.
+constexpr int kTile = 8;
 
-/// One token's normalised k and q (each half of a row padded by 4 floats, so the two halves of
-/// a warp read different banks), its gates and k.q.
+/// A block's shared memory: the tile's raw k and q (float), their normalised values (each
+/// quarter of a row padded by 4 floats, so the four row threads of a warp read different
+/// banks), the gates and k.q of each token.
 template <int kDk>
-struct alignas(16) TokenSlot {
-  float k[kDk + 4];
-  float q[kDk + 4];
-  float decay, beta, kq;
+struct alignas(16) ExtendTile {
+  float k[kTile][kDk + 4 * kRowThreads];
+  float q[kTile][kDk + 4 * kRowThreads];
+  float raw[kTile][2][kDk];
+  float raw_a[kTile], raw_b[kTile];
+  float decay[kTile], beta[kTile], kq[kTile];
 };
 
-/// Index in TokenSlot::k / q of element e.
+/// Index in ExtendTile::k / q rows of element e.
 template <int kDk>
-__device__ __forceinline__ int slot_index(int e) {
-  return e + (e >= kDk / 2 ? 4 : 0);
+__device__ __forceinline__ int padded(int e) {
+  return e + e / (kDk / kRowThreads) * 4;
 }
 
-/// Warp 0's part: the raw k, q, a, b of one token, kDk / 32 elements of k and q per lane.
+/// Normalises token j of the tile (one warp): k / (||k|| + eps), q likewise times the scale,
+/// k.q, and the gates.
 template <int kDk>
-struct RawToken {
-  float k[kDk / 32], q[kDk / 32], a, b;
-};
-
-template <typename T, int kDk>
-__device__ __forceinline__ RawToken<kDk> load_token(const GdnParams& p, std::int64_t t, int h, int hk, int lane) {
-  constexpr int kPer = kDk / 32;
-  RawToken<kDk> r;
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    r.k[i] = head_element<T>(p.k, p.k_s0, p.k_s1, t, hk, lane * kPer + i);
-    r.q[i] = head_element<T>(p.q, p.q_s0, p.q_s1, t, hk, lane * kPer + i);
-  }
-  r.a = mllm_kernel::device::cast<float>(static_cast<const T*>(p.a)[t * p.a_s0 + h]);
-  r.b = mllm_kernel::device::cast<float>(static_cast<const T*>(p.b)[t * p.b_s0 + h]);
-  return r;
-}
-
-/// Normalises a raw token into `slot` (all 32 lanes of warp 0).
-template <int kDk>
-__device__ __forceinline__ void prepare_token(const GdnParams& p, RawToken<kDk> r, int h, int lane,
-                                              TokenSlot<kDk>& slot) {
+__device__ __forceinline__ void normalise_token(const GdnParams& p, ExtendTile<kDk>& tile, int j, int h, int lane) {
   using namespace mllm_kernel::device;
   constexpr int kPer = kDk / 32;
-  float kk = 0.f, qq = 0.f;
+  float k[kPer], q[kPer], kk = 0.f, qq = 0.f;
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
-    kk = fmaf(r.k[i], r.k[i], kk);
-    qq = fmaf(r.q[i], r.q[i], qq);
+    k[i] = tile.raw[j][0][lane * kPer + i];
+    q[i] = tile.raw[j][1][lane * kPer + i];
+    kk = fmaf(k[i], k[i], kk);
+    qq = fmaf(q[i], q[i], qq);
   }
   kk = warp::reduce_sum(kk);
   qq = warp::reduce_sum(qq);
@@ -204,97 +196,141 @@ __device__ __forceinline__ void prepare_token(const GdnParams& p, RawToken<kDk> 
   float kq = 0.f;
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
-    const float kn = r.k[i] * k_scale, qn = r.q[i] * q_scale;
+    const float kn = k[i] * k_scale, qn = q[i] * q_scale;
     kq = fmaf(kn, qn, kq);
-    slot.k[slot_index<kDk>(lane * kPer + i)] = kn;
-    slot.q[slot_index<kDk>(lane * kPer + i)] = qn;
+    tile.k[j][padded<kDk>(lane * kPer + i)] = kn;
+    tile.q[j][padded<kDk>(lane * kPer + i)] = qn;
   }
   kq = warp::reduce_sum(kq);
   if (lane == 0) {
-    mllm_kernel::host::gdn_gates(r.a, r.b, p.A_log[h], p.dt_bias[h], slot.decay, slot.beta);
-    slot.kq = kq;
+    mllm_kernel::host::gdn_gates(tile.raw_a[j], tile.raw_b[j], p.A_log[h], p.dt_bias[h], tile.decay[j], tile.beta[j]);
+    tile.kq[j] = kq;
+  }
+}
+
+/// A thread's share of a tile's raw inputs, loaded a tile ahead into registers: kRaw elements
+/// of the tile's k and q rows (consecutive threads, consecutive elements), one a or b value
+/// (threads below 2 * kTile) and the v of its row for each token.
+template <int kDk>
+struct RawTile {
+  static constexpr int kRaw = kTile * 2 * kDk / kExtendThreads;
+  float kq[kRaw];
+  float ab;
+  float v[kTile];
+};
+
+template <typename T, int kDk>
+__device__ __forceinline__ void load_tile(const GdnParams& p, RawTile<kDk>& r, std::int64_t t0, int n, int h, int hk,
+                                          int row, bool valid) {
+#pragma unroll
+  for (int m = 0; m < RawTile<kDk>::kRaw; ++m) {
+    const int e = threadIdx.x + m * kExtendThreads;
+    const int j = e / (2 * kDk), which = e / kDk % 2, d = e % kDk;
+    r.kq[m] = j < n ? (which ? head_element<T>(p.q, p.q_s0, p.q_s1, t0 + j, hk, d)
+                             : head_element<T>(p.k, p.k_s0, p.k_s1, t0 + j, hk, d))
+                    : 0.0f;
+  }
+  if (threadIdx.x < 2 * kTile) {
+    const int j = threadIdx.x % kTile;
+    const auto* ab = static_cast<const T*>(threadIdx.x < kTile ? p.a : p.b);
+    const std::int64_t stride = threadIdx.x < kTile ? p.a_s0 : p.b_s0;
+    r.ab = j < n ? mllm_kernel::device::cast<float>(ab[(t0 + j) * stride + h]) : 0.0f;
+  }
+#pragma unroll
+  for (int j = 0; j < kTile; ++j) {
+    r.v[j] = j < n && valid ? head_element<T>(p.v, p.v_s0, p.v_s1, t0 + j, h, row) : 0.0f;
   }
 }
 
 /// Block (row block x, value head y, sequence z): kExtendRowsPerBlock rows of one head's state,
-/// two threads a row, through every token of the sequence.
+/// kRowThreads threads a row, through every token of the sequence, kTile tokens at a time.
 template <typename T, int kDk>
 __global__ void __launch_bounds__(kExtendThreads) gdn_extend_kernel(const __grid_constant__ GdnParams p) {
   using namespace mllm_kernel::device;
-  constexpr int kHalf = kDk / 2;
-  __shared__ TokenSlot<kDk> slots[2];
+  constexpr int kPart = kDk / kRowThreads;  // elements of the row this thread holds
+  __shared__ ExtendTile<kDk> tile;
   pdl_wait_and_release();
   const int s = blockIdx.z, h = blockIdx.y;
   const int hk = h / (p.num_v_heads / p.num_k_heads);
   const std::int64_t bos = p.cu_seqlens[s], eos = p.cu_seqlens[s + 1];
   // Empty sequences leave their state alone; bounds the wrapper's validation refuses are skipped.
   if (bos >= eos || bos < 0 || eos > p.tokens) return;
-  const int lane = threadIdx.x % 32;
-  const bool leader = threadIdx.x < 32;  // warp 0 prepares the tokens
-  const int row = blockIdx.x * kExtendRowsPerBlock + threadIdx.x / 2, half = threadIdx.x % 2;
+  const int lane = threadIdx.x % 32, warp_id = threadIdx.x / 32;
+  const int row = blockIdx.x * kExtendRowsPerBlock + threadIdx.x / kRowThreads, part = threadIdx.x % kRowThreads;
   const bool valid = row < p.head_v_dim;
   const std::int64_t index = p.cache_indices[s];
-
-  // This thread's half row of the state, in registers for the whole sequence.
-  float state[kHalf];
   const bool stateful = valid && index >= 0 && index < p.pool_size;
-  float* global_row = stateful ? state_row(p, index, h, row) + half * kHalf : nullptr;
+
+  // This thread's part of a row of the state, in registers for the whole sequence.
+  float state[kPart];
+  float* global_row = stateful ? state_row(p, index, h, row) + part * kPart : nullptr;
 #pragma unroll
-  for (int i = 0; i < kHalf; i += 4) {
+  for (int i = 0; i < kPart; i += 4) {
     const float4 x = global_row ? *reinterpret_cast<const float4*>(global_row + i) : make_float4(0.f, 0.f, 0.f, 0.f);
     state[i] = x.x, state[i + 1] = x.y, state[i + 2] = x.z, state[i + 3] = x.w;
   }
 
-  RawToken<kDk> next{};
-  if (leader) {
-    prepare_token<kDk>(p, load_token<T, kDk>(p, bos, h, hk, lane), h, lane, slots[0]);
-    if (bos + 1 < eos) next = load_token<T, kDk>(p, bos + 1, h, hk, lane);
-  }
-  __syncthreads();
+  RawTile<kDk> raw;
+  load_tile<T, kDk>(p, raw, bos, static_cast<int>(min(static_cast<std::int64_t>(kTile), eos - bos)), h, hk, row,
+                    valid);
   T* out = static_cast<T*>(p.out);
-  for (std::int64_t t = bos; t < eos; ++t) {
-    const int buffer = static_cast<int>((t - bos) & 1);
-    const float v = valid ? head_element<T>(p.v, p.v_s0, p.v_s1, t, h, row) : 0.0f;
-    if (leader && t + 1 < eos) {
-      // Token t + 1 into the other slot (last read before the previous barrier), then the raw
-      // values of t + 2, which arrive while this token is computed.
-      prepare_token<kDk>(p, next, h, lane, slots[buffer ^ 1]);
-      if (t + 2 < eos) next = load_token<T, kDk>(p, t + 2, h, hk, lane);
-    }
-    const TokenSlot<kDk>& slot = slots[buffer];
-    const float* k = slot.k + slot_index<kDk>(half * kHalf);
-    const float* q = slot.q + slot_index<kDk>(half * kHalf);
-    // Four partial sums each, so the FMA chains are a quarter as long.
-    float4 pk = make_float4(0.f, 0.f, 0.f, 0.f), pq = pk;
+  for (std::int64_t t0 = bos; t0 < eos; t0 += kTile) {
+    const int n = static_cast<int>(min(static_cast<std::int64_t>(kTile), eos - t0));
+    // The staged tile into shared memory (the previous tile's readers passed the last barrier).
 #pragma unroll
-    for (int i = 0; i < kHalf; i += 4) {
-      const float4 k4 = *reinterpret_cast<const float4*>(k + i), q4 = *reinterpret_cast<const float4*>(q + i);
-      pk.x = fmaf(state[i], k4.x, pk.x), pk.y = fmaf(state[i + 1], k4.y, pk.y);
-      pk.z = fmaf(state[i + 2], k4.z, pk.z), pk.w = fmaf(state[i + 3], k4.w, pk.w);
-      pq.x = fmaf(state[i], q4.x, pq.x), pq.y = fmaf(state[i + 1], q4.y, pq.y);
-      pq.z = fmaf(state[i + 2], q4.z, pq.z), pq.w = fmaf(state[i + 3], q4.w, pq.w);
+    for (int m = 0; m < RawTile<kDk>::kRaw; ++m) {
+      const int e = threadIdx.x + m * kExtendThreads;
+      tile.raw[e / (2 * kDk)][e / kDk % 2][e % kDk] = raw.kq[m];
     }
-    float sk = (pk.x + pk.y) + (pk.z + pk.w), sq = (pq.x + pq.y) + (pq.z + pq.w);
-    sk += __shfl_xor_sync(0xffffffffu, sk, 1);
-    sq += __shfl_xor_sync(0xffffffffu, sq, 1);
-    const float decay = slot.decay;
-    const float delta = slot.beta * (v - decay * sk);
+    if (threadIdx.x < 2 * kTile) (threadIdx.x < kTile ? tile.raw_a : tile.raw_b)[threadIdx.x % kTile] = raw.ab;
+    float v[kTile];
 #pragma unroll
-    for (int i = 0; i < kHalf; i += 4) {
-      const float4 k4 = *reinterpret_cast<const float4*>(k + i);
-      state[i] = fmaf(decay, state[i], delta * k4.x);
-      state[i + 1] = fmaf(decay, state[i + 1], delta * k4.y);
-      state[i + 2] = fmaf(decay, state[i + 2], delta * k4.z);
-      state[i + 3] = fmaf(decay, state[i + 3], delta * k4.w);
+    for (int j = 0; j < kTile; ++j) v[j] = raw.v[j];
+    __syncthreads();
+    // The next tile's loads go out now and arrive while this one is computed.
+    if (t0 + kTile < eos) {
+      load_tile<T, kDk>(p, raw, t0 + kTile, static_cast<int>(min(static_cast<std::int64_t>(kTile), eos - t0 - kTile)),
+                        h, hk, row, valid);
     }
-    if (valid && half == 0) {
-      out[(t * p.num_v_heads + h) * p.head_v_dim + row] = cast<T>(fmaf(decay, sq, delta * slot.kq));
+    for (int j = warp_id; j < n; j += kExtendThreads / 32) normalise_token<kDk>(p, tile, j, h, lane);
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kTile; ++j) {
+      if (j >= n) break;
+      const float* k = tile.k[j] + padded<kDk>(part * kPart);
+      const float* q = tile.q[j] + padded<kDk>(part * kPart);
+      // Four partial sums each, so the FMA chains are a quarter as long.
+      float4 pk = make_float4(0.f, 0.f, 0.f, 0.f), pq = pk;
+#pragma unroll
+      for (int i = 0; i < kPart; i += 4) {
+        const float4 k4 = *reinterpret_cast<const float4*>(k + i), q4 = *reinterpret_cast<const float4*>(q + i);
+        pk.x = fmaf(state[i], k4.x, pk.x), pk.y = fmaf(state[i + 1], k4.y, pk.y);
+        pk.z = fmaf(state[i + 2], k4.z, pk.z), pk.w = fmaf(state[i + 3], k4.w, pk.w);
+        pq.x = fmaf(state[i], q4.x, pq.x), pq.y = fmaf(state[i + 1], q4.y, pq.y);
+        pq.z = fmaf(state[i + 2], q4.z, pq.z), pq.w = fmaf(state[i + 3], q4.w, pq.w);
+      }
+      float sk = (pk.x + pk.y) + (pk.z + pk.w), sq = (pq.x + pq.y) + (pq.z + pq.w);
+      sk = warp::reduce_sum<kRowThreads>(sk);
+      sq = warp::reduce_sum<kRowThreads>(sq);
+      const float decay = tile.decay[j];
+      const float delta = tile.beta[j] * (v[j] - decay * sk);
+#pragma unroll
+      for (int i = 0; i < kPart; i += 4) {
+        const float4 k4 = *reinterpret_cast<const float4*>(k + i);
+        state[i] = fmaf(decay, state[i], delta * k4.x);
+        state[i + 1] = fmaf(decay, state[i + 1], delta * k4.y);
+        state[i + 2] = fmaf(decay, state[i + 2], delta * k4.z);
+        state[i + 3] = fmaf(decay, state[i + 3], delta * k4.w);
+      }
+      if (valid && part == 0) {
+        out[((t0 + j) * p.num_v_heads + h) * p.head_v_dim + row] = cast<T>(fmaf(decay, sq, delta * tile.kq[j]));
+      }
     }
     __syncthreads();
   }
   if (global_row) {
 #pragma unroll
-    for (int i = 0; i < kHalf; i += 4) {
+    for (int i = 0; i < kPart; i += 4) {
       *reinterpret_cast<float4*>(global_row + i) = make_float4(state[i], state[i + 1], state[i + 2], state[i + 3]);
     }
   }
