@@ -21,7 +21,8 @@ def _random(shape, dtype, g):
     if dtype.is_floating_point:
         return torch.randn(shape, generator=g).to(dtype)
     info = torch.iinfo(dtype)
-    return torch.randint(max(info.min, -1 << 30), min(info.max, 1 << 30), shape, generator=g, dtype=torch.int64).to(dtype)
+    low, high = max(info.min, -1 << 30), min(info.max, 1 << 30)
+    return torch.randint(low, high, shape, generator=g, dtype=torch.int64).to(dtype)
 
 
 def _case(batch, row, slots, dtype, device, *, index_dtype=torch.int64, row_stride=None, seed=0):

@@ -149,9 +149,9 @@ __global__ void __launch_bounds__(kDecodeThreads) gdn_decode_kernel(const __grid
 // Extend
 
 constexpr int kExtendThreads = 128;
-/// Threads sharing a state row: a quarter row each keeps registers low enough for 12 warps an
-/// SM and spreads one sequence's heads over 128 blocks (two threads a row, 64 rows a block:
-/// 255 registers, 4-8 warps an SM, each token's shared-memory loads exposed; 1.6 us a token).
+/// Threads sharing a state row. Each token is a chain of dependent steps (S k, the shuffles,
+/// the update) that few warps an SM cannot hide, so a quarter row a thread: short chains, about
+/// 170 registers (12 warps an SM), and one sequence's 32 heads spread over 128 blocks.
 constexpr int kRowThreads = 4;
 constexpr int kExtendRowsPerBlock = kExtendThreads / kRowThreads;
 /// Tokens staged, normalised and then run through the state together: two barriers a tile.
