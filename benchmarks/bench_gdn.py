@@ -135,7 +135,7 @@ CPU_NOTE = ("PyTorch: mllm_kernel.reference.gdn in float32 (token by token, vect
             "written.")
 
 
-def section(half: str, device: str, rows: list[dict]) -> dict:
+def section(half: str, device: str, rows: list[dict], copy_gbps: float | None = None) -> dict:
     peer = "fla µs" if half == "cuda" else "PyTorch µs"
     notes = [CUDA_NOTE if half == "cuda" else CPU_NOTE]
     if CI:
@@ -145,7 +145,7 @@ def section(half: str, device: str, rows: list[dict]) -> dict:
     if half == "cuda":
         columns.append(("token_by_token_us", "decode x T µs", "{:.0f}"))
     return results.section(f"{half}/gdn", "gdn", "gated DeltaNet, 32 heads of 128 x 128, bf16", device, columns, rows,
-                           notes=notes)
+                           copy_gbps=copy_gbps, notes=notes)
 
 
 def print_rows(rows: list[dict]) -> None:
@@ -162,13 +162,18 @@ def main() -> None:
     results.add_json_argument(parser)
     args = parser.parse_args()
     if args.device == "cuda":
+        import harness
+
         rows = run_cuda()
-        device = torch.cuda.get_device_name()
+        device, copy = torch.cuda.get_device_name(), harness.copy_bandwidth_gbps()
     else:
+        import bench_cpu
+
         rows = run_cpu()
-        device = results.cpu_name()
+        device, copy = results.cpu_name(), bench_cpu.copy_bandwidth(8)[1]
     print_rows(rows)
-    results.write(args.json, section(args.device, device, rows))
+    print(f"copy bandwidth: {copy:.0f} GB/s")
+    results.write(args.json, section(args.device, device, rows, copy))
 
 
 if __name__ == "__main__":
