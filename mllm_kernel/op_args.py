@@ -90,6 +90,15 @@ def start_or_empty(kv_start_idx, page_kernel_lens):
     return kv_start_idx
 
 
+def out_of_range(op: str, name: str, indices: torch.Tensor, bad: torch.Tensor, where: str) -> ValueError:
+    """The ValueError naming the first entry of ``indices`` that the mask ``bad`` marks, e.g.
+    ``"store_kv_cache: slot_mapping[3] = 70 is out of range for a cache of 64 slots"`` (one more
+    device-to-host read: for the error path only)."""
+    flat = indices.reshape(-1)
+    first = int(torch.nonzero(bad.reshape(-1))[0, 0])
+    return ValueError(f"{op}: {name}[{first}] = {int(flat[first])} is out of range for {where}")
+
+
 def store_cache_row_bytes(row_bytes: object) -> bool:
     """Whether ``store_cache`` supports rows of ``row_bytes`` bytes: a positive multiple of 4
     (an int, not a bool)."""
@@ -147,10 +156,8 @@ def store_cache_views(op: str, k, v, k_cache, v_cache, indices, row_bytes, num_s
     if validate and not (indices.is_cuda and torch.cuda.is_current_stream_capturing()):
         low, high = torch.stack([indices.min(), indices.max()]).tolist()
         if low < 0 or high >= k_cache.shape[0]:
-            bad = (indices < 0) | (indices >= k_cache.shape[0])
-            first = int(torch.nonzero(bad)[0, 0])
-            raise ValueError(f"{op}: indices[{first}] = {int(indices[first])} is out of range for a cache of "
-                             f"{k_cache.shape[0]} slots")
+            raise out_of_range(op, "indices", indices, (indices < 0) | (indices >= k_cache.shape[0]),
+                               f"a cache of {k_cache.shape[0]} slots")
     as_rows = lambda t: t.view(torch.uint8).unsqueeze(1)  # noqa: E731
     return as_rows(k), as_rows(v), as_rows(k_cache), as_rows(v_cache)
 
@@ -174,9 +181,7 @@ def check_gdn_indices(op: str, state_pool, cache_indices, cu_seqlens=None, token
         checks += [cu_seqlens[0], cu_seqlens[-1], steps.min() if steps.numel() else cu_seqlens.new_zeros(())]
     values = torch.stack([c.to(cache_indices.device) for c in checks]).tolist()
     if cache_indices.numel() and values[0] >= pool:
-        first = int(torch.nonzero(cache_indices >= pool)[0, 0])
-        raise ValueError(f"{op}: cache_indices[{first}] = {int(cache_indices[first])} is out of range for a state "
-                         f"pool of {pool} slots")
+        raise out_of_range(op, "cache_indices", cache_indices, cache_indices >= pool, f"a state pool of {pool} slots")
     if cu_seqlens is None:
         return
     first_value, last_value, smallest_step = values[1:]

@@ -65,18 +65,12 @@ inline void rmsnorm(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::f
 inline void rms_norm_gated(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::ffi::TensorView z,
                            tvm::ffi::TensorView weight, double eps, std::int64_t num_threads) {
   using namespace host;
-  NormRowsArgs a("z_row_stride");
-  a.verify<kDLCPU, float, fp16_t, bf16_t>(input, z, "z", weight);
-  SymbolicSize out_stride{"out_row_stride"};
-  (void)TensorMatcher({a.tokens, a.hidden})
-      .with_strides({out_stride, 1})
-      .with_dtype(a.dtype)
-      .with_device(a.device)
-      .verify_rows(out, "out");
+  GatedNormArgs a;
+  a.verify<kDLCPU, float, fp16_t, bf16_t>(out, input, z, weight);
   const std::int64_t R = a.tokens.unwrap(), H = a.hidden.unwrap();
   const RmsNormGatedParams p{{input.data_ptr(), a.in_stride.unwrap(), 0, 1},
                              {z.data_ptr(), a.second_stride.unwrap(), 0, 1},
-                             {out.data_ptr(), out_stride.unwrap(), 0, 1},
+                             {out.data_ptr(), a.out_stride.unwrap(), 0, 1},
                              weight.data_ptr(),
                              H,
                              static_cast<float>(eps)};

@@ -50,6 +50,31 @@ __device__ __forceinline__ void token_gates(const GdnParams& p, std::int64_t t, 
   mllm_kernel::host::gdn_gates(a, b, p.A_log[h], p.dt_bias[h], decay, beta);
 }
 
+/// L2-normalises one head of k and q held by a group of kWidth lanes, kPer elements a lane, in
+/// place: k / (||k|| + eps), q / (||q|| + eps) * scale. Returns k.q (on every lane of the group).
+template <int kWidth, int kPer>
+__device__ __forceinline__ float normalise_qk(float (&k)[kPer], float (&q)[kPer], float scale) {
+  using namespace mllm_kernel::device;
+  float kk = 0.f, qq = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    kk = fmaf(k[i], k[i], kk);
+    qq = fmaf(q[i], q[i], qq);
+  }
+  kk = warp::reduce_sum<kWidth>(kk);
+  qq = warp::reduce_sum<kWidth>(qq);
+  const float k_scale = 1.0f / (sqrtf(kk) + mllm_kernel::host::kGdnNormEps);
+  const float q_scale = scale / (sqrtf(qq) + mllm_kernel::host::kGdnNormEps);
+  float kq = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    k[i] *= k_scale;
+    q[i] *= q_scale;
+    kq = fmaf(k[i], q[i], kq);
+  }
+  return warp::reduce_sum<kWidth>(kq);
+}
+
 /// The state row `row` of value head h at pool index `index`.
 __device__ __forceinline__ float* state_row(const GdnParams& p, std::int64_t index, int h, int row) {
   return p.state + ((index * p.num_v_heads + h) * p.head_v_dim + row) * static_cast<std::int64_t>(p.head_k_dim);
@@ -102,24 +127,7 @@ __global__ void __launch_bounds__(kDecodeThreads) gdn_decode_kernel(const __grid
   float decay, beta;
   token_gates<T>(p, s, h, decay, beta);
 
-  float kk = 0.f, qq = 0.f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    kk = fmaf(k[i], k[i], kk);
-    qq = fmaf(q[i], q[i], qq);
-  }
-  kk = warp::reduce_sum<kLanes>(kk);
-  qq = warp::reduce_sum<kLanes>(qq);
-  const float k_scale = 1.0f / (sqrtf(kk) + mllm_kernel::host::kGdnNormEps);
-  const float q_scale = p.scale / (sqrtf(qq) + mllm_kernel::host::kGdnNormEps);
-  float kq = 0.f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    k[i] *= k_scale;
-    q[i] *= q_scale;
-    kq = fmaf(k[i], q[i], kq);
-  }
-  kq = warp::reduce_sum<kLanes>(kq);
+  const float kq = normalise_qk<kLanes>(k, q, p.scale);
 
   T* out = static_cast<T*>(p.out) + (static_cast<std::int64_t>(s) * p.num_v_heads + h) * p.head_v_dim;
 #pragma unroll
@@ -179,29 +187,19 @@ __device__ __forceinline__ int padded(int e) {
 /// k.q, and the gates.
 template <int kDk>
 __device__ __forceinline__ void normalise_token(const GdnParams& p, ExtendTile<kDk>& tile, int j, int h, int lane) {
-  using namespace mllm_kernel::device;
   constexpr int kPer = kDk / 32;
-  float k[kPer], q[kPer], kk = 0.f, qq = 0.f;
+  float k[kPer], q[kPer];
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     k[i] = tile.raw[j][0][lane * kPer + i];
     q[i] = tile.raw[j][1][lane * kPer + i];
-    kk = fmaf(k[i], k[i], kk);
-    qq = fmaf(q[i], q[i], qq);
   }
-  kk = warp::reduce_sum(kk);
-  qq = warp::reduce_sum(qq);
-  const float k_scale = 1.0f / (sqrtf(kk) + mllm_kernel::host::kGdnNormEps);
-  const float q_scale = p.scale / (sqrtf(qq) + mllm_kernel::host::kGdnNormEps);
-  float kq = 0.f;
+  const float kq = normalise_qk<32>(k, q, p.scale);
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
-    const float kn = k[i] * k_scale, qn = q[i] * q_scale;
-    kq = fmaf(kn, qn, kq);
-    tile.k[j][padded<kDk>(lane * kPer + i)] = kn;
-    tile.q[j][padded<kDk>(lane * kPer + i)] = qn;
+    tile.k[j][padded<kDk>(lane * kPer + i)] = k[i];
+    tile.q[j][padded<kDk>(lane * kPer + i)] = q[i];
   }
-  kq = warp::reduce_sum(kq);
   if (lane == 0) {
     mllm_kernel::host::gdn_gates(tile.raw_a[j], tile.raw_b[j], p.A_log[h], p.dt_bias[h], tile.decay[j], tile.beta[j]);
     tile.kq[j] = kq;

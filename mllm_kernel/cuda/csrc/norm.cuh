@@ -282,6 +282,35 @@ void check_hidden(std::int64_t hidden, const char* what) {
   mllm_kernel::host::RuntimeCheck(hidden <= kMaxHidden, what, " must be at most ", kMaxHidden, ", got ", hidden);
 }
 
+/// One set of `tokens` plain rows of `hidden` elements: input rows in_stride apart, out rows
+/// out_stride apart, one weight (rmsnorm and rms_norm_gated).
+template <typename T>
+RowSet<T> plain_rows(tvm::ffi::TensorView out, std::int64_t out_stride, tvm::ffi::TensorView input,
+                     std::int64_t in_stride, tvm::ffi::TensorView weight, std::int64_t tokens, std::int64_t hidden) {
+  return RowSet<T>{static_cast<T*>(out.data_ptr()),
+                   static_cast<const T*>(input.data_ptr()),
+                   nullptr,
+                   static_cast<const T*>(weight.data_ptr()),
+                   tokens,
+                   1,
+                   in_stride,
+                   0,
+                   out_stride,
+                   0,
+                   0,
+                   static_cast<int>(hidden)};
+}
+
+/// Launches the norm of one row set.
+template <typename T, Fuse kFuse>
+void launch_set(const RowSet<T>& rows, double eps, DLDevice device, bool enable_pdl) {
+  NormParams<T> p{};
+  p.set0 = rows;
+  p.total_rows = rows.rows;
+  p.eps = static_cast<float>(eps);
+  launch<T, kFuse>(p, device, enable_pdl);
+}
+
 /// out[N, D] = rmsnorm(input[N, D]) * weight[D] (input and out [..., D] seen as rows). input and out may have any row stride
 /// (unit stride within a row).
 template <typename T>
@@ -292,22 +321,9 @@ void rmsnorm(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::ffi::Ten
   a.verify<kDLCUDA, T>(input, out, "out", weight);
   check_hidden(a.hidden.unwrap(), "hidden");
   check_eps(eps);
-  NormParams<T> p{};
-  p.set0 = RowSet<T>{static_cast<T*>(out.data_ptr()),
-                     static_cast<const T*>(input.data_ptr()),
-                     nullptr,
-                     static_cast<const T*>(weight.data_ptr()),
-                     a.tokens.unwrap(),
-                     1,
-                     a.in_stride.unwrap(),
-                     0,
-                     a.second_stride.unwrap(),
-                     0,
-                     0,
-                     static_cast<int>(a.hidden.unwrap())};
-  p.total_rows = a.tokens.unwrap();
-  p.eps = static_cast<float>(eps);
-  launch<T, Fuse::kNone>(p, a.device.unwrap(), enable_pdl);
+  launch_set<T, Fuse::kNone>(plain_rows<T>(out, a.second_stride.unwrap(), input, a.in_stride.unwrap(), weight,
+                                           a.tokens.unwrap(), a.hidden.unwrap()),
+                             eps, a.device.unwrap(), enable_pdl);
 }
 
 /// out[N, D] = rmsnorm(input[N, D]) * weight[D] * silu(z[N, D]) (gated DeltaNet's output norm);
@@ -316,34 +332,15 @@ template <typename T>
 void rms_norm_gated(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::ffi::TensorView z,
                     tvm::ffi::TensorView weight, double eps, bool enable_pdl) {
   using namespace mllm_kernel::host;
-  NormRowsArgs a("z_row_stride");
-  a.verify<kDLCUDA, T>(input, z, "z", weight);
-  SymbolicSize out_stride{"out_row_stride"};
-  (void)TensorMatcher({a.tokens, a.hidden})
-      .with_strides({out_stride, 1})
-      .with_dtype(a.dtype)
-      .with_device(a.device)
-      .verify_rows(out, "out");
+  GatedNormArgs a;
+  a.verify<kDLCUDA, T>(out, input, z, weight);
   check_hidden(a.hidden.unwrap(), "hidden");
   check_eps(eps);
-  NormParams<T> p{};
-  p.set0 = RowSet<T>{static_cast<T*>(out.data_ptr()),
-                     static_cast<const T*>(input.data_ptr()),
-                     nullptr,
-                     static_cast<const T*>(weight.data_ptr()),
-                     a.tokens.unwrap(),
-                     1,
-                     a.in_stride.unwrap(),
-                     0,
-                     out_stride.unwrap(),
-                     0,
-                     0,
-                     static_cast<int>(a.hidden.unwrap()),
-                     static_cast<const T*>(z.data_ptr()),
-                     a.second_stride.unwrap()};
-  p.total_rows = a.tokens.unwrap();
-  p.eps = static_cast<float>(eps);
-  launch<T, Fuse::kSiluGate>(p, a.device.unwrap(), enable_pdl);
+  RowSet<T> rows = plain_rows<T>(out, a.out_stride.unwrap(), input, a.in_stride.unwrap(), weight, a.tokens.unwrap(),
+                                 a.hidden.unwrap());
+  rows.gate = static_cast<const T*>(z.data_ptr());
+  rows.gate_s0 = a.second_stride.unwrap();
+  launch_set<T, Fuse::kSiluGate>(rows, eps, a.device.unwrap(), enable_pdl);
 }
 
 /// residual = input + residual; input = rmsnorm(residual) * weight, both [N, D], in place.

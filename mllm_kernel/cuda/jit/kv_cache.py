@@ -12,7 +12,7 @@ import torch
 
 from mllm_kernel.jit_utils import KernelTable, jit_module
 from mllm_kernel.jit_utils import precompile as jit_precompile
-from mllm_kernel.op_args import resolve_pdl, wants_fp8_store
+from mllm_kernel.op_args import out_of_range, resolve_pdl, wants_fp8_store
 
 _OP = "store_kv_cache"
 
@@ -41,11 +41,7 @@ def _check_slots(slot_mapping: torch.Tensor, k_cache: torch.Tensor) -> None:
     num_slots = k_cache.shape[0]
     if int(slot_mapping.max()) < num_slots:
         return
-    flat = slot_mapping.reshape(-1)
-    index = int(torch.nonzero(flat >= num_slots)[0, 0])
-    raise ValueError(
-        f"{_OP}: slot_mapping[{index}] = {int(flat[index])} is out of range for a cache of {num_slots} slots"
-    )
+    raise out_of_range(_OP, "slot_mapping", slot_mapping, slot_mapping >= num_slots, f"a cache of {num_slots} slots")
 
 
 def store_kv_cache(

@@ -166,6 +166,26 @@ struct NormRowsArgs {
   }
 };
 
+/// rms_norm_gated's rows: input and z [..., hidden] as in NormRowsArgs (z is the second tensor),
+/// and out [..., hidden] as rows with its own row stride.
+struct GatedNormArgs : NormRowsArgs {
+  SymbolicSize out_stride{"out_row_stride"};
+
+  GatedNormArgs() : NormRowsArgs("z_row_stride") {}
+
+  /// Checks the four tensors; dtypes Ts... (at least one), device type kDevice.
+  template <DLDeviceType kDevice, typename... Ts>
+  void verify(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::ffi::TensorView z,
+              tvm::ffi::TensorView weight) {
+    NormRowsArgs::verify<kDevice, Ts...>(input, z, "z", weight);
+    (void)TensorMatcher({tokens, hidden})
+        .with_strides({out_stride, 1})
+        .with_dtype(dtype)
+        .with_device(device)
+        .verify_rows(out, "out");
+  }
+};
+
 /// q [T, Hq, D] and k [T, Hk, D]: one dtype, one device, dense along head_dim, free token and
 /// head strides (or, `heads_packed`, heads dense within a token), nothing empty.
 struct QKArgs {

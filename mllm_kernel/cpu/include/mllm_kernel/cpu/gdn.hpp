@@ -23,18 +23,6 @@ HWY_INLINE float LoadScalar(DF df, const T* p) {
   return hn::GetLane(Load(df, p, 1));
 }
 
-/// x[0, n) of T into float dst; returns the sum of squares.
-template <typename T>
-HWY_INLINE float LoadRow(DF df, const T* HWY_RESTRICT x, float* HWY_RESTRICT dst, std::size_t n) {
-  VF acc = hn::Zero(df);
-  ForEachChunk(df, n, [&](std::size_t i, std::size_t count) {
-    const VF v = Load(df, x + i, count);
-    Store(df, v, dst + i, count);
-    acc = hn::MulAdd(v, v, acc);
-  });
-  return SumLanes(df, acc);
-}
-
 /// The (sequence, value head) tasks [begin, end) of a call.
 template <typename T>
 HWY_NOINLINE void GdnTasks(const host::GdnParams& p, std::int64_t begin, std::int64_t end) {
@@ -56,9 +44,9 @@ HWY_NOINLINE void GdnTasks(const host::GdnParams& p, std::int64_t begin, std::in
       state = padding_state.data();
     }
     for (std::int64_t t = bos; t < eos; ++t) {
-      const float kk = LoadRow(df, static_cast<const T*>(p.k) + t * p.k_s0 + hk * p.k_s1, k, dk);
-      const float qq = LoadRow(df, static_cast<const T*>(p.q) + t * p.q_s0 + hk * p.q_s1, q, dk);
-      (void)LoadRow(df, static_cast<const T*>(p.v) + t * p.v_s0 + h * p.v_s1, v.data(), dv);
+      const float kk = StageRow(df, static_cast<const T*>(p.k) + t * p.k_s0 + hk * p.k_s1, k, dk);
+      const float qq = StageRow(df, static_cast<const T*>(p.q) + t * p.q_s0 + hk * p.q_s1, q, dk);
+      (void)StageRow(df, static_cast<const T*>(p.v) + t * p.v_s0 + h * p.v_s1, v.data(), dv);
       const VF k_scale = hn::Set(df, 1.0f / (std::sqrt(kk) + host::kGdnNormEps));
       const VF q_scale = hn::Set(df, p.scale / (std::sqrt(qq) + host::kGdnNormEps));
       VF kq_acc = hn::Zero(df);

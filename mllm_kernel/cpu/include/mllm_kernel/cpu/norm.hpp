@@ -106,18 +106,6 @@ HWY_INLINE float InvRms(float sum_of_squares, std::size_t hidden, float eps) {
 /// Rows of fp16/bf16 up to this many elements are promoted to float32 once, on the stack.
 constexpr std::size_t kStagedRowMax = 4096;
 
-/// Promotes a row to float32 into `staged` and returns its sum of squares.
-template <typename T>
-HWY_INLINE float StageRow(DF df, const T* HWY_RESTRICT x, float* HWY_RESTRICT staged, std::size_t hidden) {
-  VF acc = hn::Zero(df);
-  ForEachChunk(df, hidden, [&](std::size_t i, std::size_t n) {
-    const VF v = Load(df, x + i, n);
-    Store(df, v, staged + i, n);
-    acc = hn::MulAdd(v, v, acc);
-  });
-  return SumLanes(df, acc);
-}
-
 /// RMSNorm of rows [begin, end).
 template <typename T>
 HWY_NOINLINE void RmsNormRows(const RmsNormParams& p, std::int64_t begin, std::int64_t end) {

@@ -101,6 +101,18 @@ HWY_INLINE float SumLanes(DF df, VF v) { return hn::GetLane(hn::SumOfLanes(df, v
 HWY_INLINE float MaxLanes(DF df, VF v) { return hn::GetLane(hn::MaxOfLanes(df, v)); }
 
 /// Sum of squares of `size` elements, in float32.
+/// Promotes a row to float32 into `staged` and returns its sum of squares.
+template <typename T>
+HWY_INLINE float StageRow(DF df, const T* HWY_RESTRICT x, float* HWY_RESTRICT staged, std::size_t hidden) {
+  VF acc = hn::Zero(df);
+  ForEachChunk(df, hidden, [&](std::size_t i, std::size_t n) {
+    const VF v = Load(df, x + i, n);
+    Store(df, v, staged + i, n);
+    acc = hn::MulAdd(v, v, acc);
+  });
+  return SumLanes(df, acc);
+}
+
 template <typename T>
 HWY_INLINE float SumOfSquares(DF df, const T* HWY_RESTRICT x, std::size_t size) {
   VF acc0 = hn::Zero(df), acc1 = hn::Zero(df);
