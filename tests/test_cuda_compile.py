@@ -56,7 +56,7 @@ def test_cooperative_launch_test_kernel_builds():
 
 
 HEADERS = ["type.cuh", "math.cuh", "vec.cuh", "warp.cuh", "cta.cuh", "atomic.cuh", "tile.cuh", "quantize.cuh", "cache_hint.cuh",
-           "impl/norm.cuh", "impl/quant.cuh"]
+           "impl/norm.cuh", "impl/quant.cuh", "impl/gdn.cuh", "impl/gdn_chunked.cuh", "mma.cuh"]
 
 
 @pytest.mark.parametrize("header", HEADERS)

@@ -1,13 +1,17 @@
 // CUDA gated DeltaNet, one module per op and element type T (fp16_t, bf16_t):
 //   gdn_decode<T>(q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, out, enable_pdl)
-//   gdn_extend<T>(q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, cu_seqlens, out, enable_pdl)
+//   gdn_extend<T>(q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, cu_seqlens, out,
+//                 chunked_min_tokens, enable_pdl)
 // The recurrence, shapes and padding rule are in mllm_kernel/gdn.hpp.
 //
 // Decode streams each head's state once (read, update, write): a lane group of head_k_dim / 4
 // lanes holds a state row as float4s, so every row is one coalesced 512-byte (or 256-byte)
 // access; S k and S q are lane-group sums. Each warp keeps kDecodeRowsPerWarp rows in flight.
 //
-// Extend keeps a block's rows of the state in registers across all tokens of its sequence:
+// Extend runs sequences of chunked_min_tokens or more through the chunked tensor-core kernel
+// (mllm_kernel/impl/gdn_chunked.cuh) and shorter ones through the recurrent kernel below, which
+// has no per-chunk fixed cost. The recurrent kernel keeps a block's rows of the state in
+// registers across all tokens of its sequence:
 // four threads per row, each holding a quarter of it, so S k and S q are sums over a thread's
 // own registers plus two shuffles. Tokens go kTile at a time: their raw q, k, v, a, b are loaded a
 // tile ahead into registers, staged in shared memory, normalised by the warps together, and
@@ -16,6 +20,8 @@
 #pragma once
 
 #include <mllm_kernel/gdn.hpp>
+#include <mllm_kernel/impl/gdn.cuh>
+#include <mllm_kernel/impl/gdn_chunked.cuh>
 #include <mllm_kernel/runtime.cuh>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/type.cuh>
@@ -33,52 +39,10 @@ namespace {
 using mllm_kernel::bf16_t;
 using mllm_kernel::fp16_t;
 using mllm_kernel::host::GdnParams;
-
-/// Element e of token t's head of a [T, H, D] tensor with token stride s0 and head stride s1.
-template <typename T>
-__device__ __forceinline__ float head_element(const void* base, std::int64_t s0, std::int64_t s1, std::int64_t t,
-                                              int head, int e) {
-  return mllm_kernel::device::cast<float>(static_cast<const T*>(base)[t * s0 + head * s1 + e]);
-}
-
-/// exp(g) and beta of token t, value head h.
-template <typename T>
-__device__ __forceinline__ void token_gates(const GdnParams& p, std::int64_t t, int h, float& decay, float& beta) {
-  using mllm_kernel::device::cast;
-  const float a = cast<float>(static_cast<const T*>(p.a)[t * p.a_s0 + h]);
-  const float b = cast<float>(static_cast<const T*>(p.b)[t * p.b_s0 + h]);
-  mllm_kernel::host::gdn_gates(a, b, p.A_log[h], p.dt_bias[h], decay, beta);
-}
-
-/// L2-normalises one head of k and q held by a group of kWidth lanes, kPer elements a lane, in
-/// place: k / (||k|| + eps), q / (||q|| + eps) * scale. Returns k.q (on every lane of the group).
-template <int kWidth, int kPer>
-__device__ __forceinline__ float normalise_qk(float (&k)[kPer], float (&q)[kPer], float scale) {
-  using namespace mllm_kernel::device;
-  float kk = 0.f, qq = 0.f;
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    kk = fmaf(k[i], k[i], kk);
-    qq = fmaf(q[i], q[i], qq);
-  }
-  kk = warp::reduce_sum<kWidth>(kk);
-  qq = warp::reduce_sum<kWidth>(qq);
-  const float k_scale = 1.0f / (sqrtf(kk) + mllm_kernel::host::kGdnNormEps);
-  const float q_scale = scale / (sqrtf(qq) + mllm_kernel::host::kGdnNormEps);
-  float kq = 0.f;
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    k[i] *= k_scale;
-    q[i] *= q_scale;
-    kq = fmaf(k[i], q[i], kq);
-  }
-  return warp::reduce_sum<kWidth>(kq);
-}
-
-/// The state row `row` of value head h at pool index `index`.
-__device__ __forceinline__ float* state_row(const GdnParams& p, std::int64_t index, int h, int row) {
-  return p.state + ((index * p.num_v_heads + h) * p.head_v_dim + row) * static_cast<std::int64_t>(p.head_k_dim);
-}
+using mllm_kernel::device::gdn::head_element;
+using mllm_kernel::device::gdn::normalise_qk;
+using mllm_kernel::device::gdn::state_row;
+using mllm_kernel::device::gdn::token_gates;
 
 // ---------------------------------------------------------------------------------------------
 // Decode
@@ -243,7 +207,8 @@ __device__ __forceinline__ void load_tile(const GdnParams& p, RawTile<kDk>& r, s
 /// Block (row block x, value head y, sequence z): kExtendRowsPerBlock rows of one head's state,
 /// kRowThreads threads a row, through every token of the sequence, kTile tokens at a time.
 template <typename T, int kDk>
-__global__ void __launch_bounds__(kExtendThreads) gdn_extend_kernel(const __grid_constant__ GdnParams p) {
+__global__ void __launch_bounds__(kExtendThreads) gdn_extend_kernel(const __grid_constant__ GdnParams p,
+                                                                    std::int64_t max_tokens) {
   using namespace mllm_kernel::device;
   constexpr int kPart = kDk / kRowThreads;  // elements of the row this thread holds
   __shared__ ExtendTile<kDk> tile;
@@ -251,8 +216,9 @@ __global__ void __launch_bounds__(kExtendThreads) gdn_extend_kernel(const __grid
   const int s = blockIdx.z, h = blockIdx.y;
   const int hk = h / (p.num_v_heads / p.num_k_heads);
   const std::int64_t bos = p.cu_seqlens[s], eos = p.cu_seqlens[s + 1];
-  // Empty sequences leave their state alone; bounds the wrapper's validation refuses are skipped.
-  if (bos >= eos || bos < 0 || eos > p.tokens) return;
+  // Empty sequences leave their state alone; bounds the wrapper's validation refuses are skipped;
+  // sequences of max_tokens or more are the chunked kernel's.
+  if (bos >= eos || eos - bos >= max_tokens || bos < 0 || eos > p.tokens) return;
   const int lane = threadIdx.x % 32, warp_id = threadIdx.x / 32;
   const int row = blockIdx.x * kExtendRowsPerBlock + threadIdx.x / kRowThreads, part = threadIdx.x % kRowThreads;
   const bool valid = row < p.head_v_dim;
@@ -337,12 +303,12 @@ __global__ void __launch_bounds__(kExtendThreads) gdn_extend_kernel(const __grid
 // ---------------------------------------------------------------------------------------------
 // Entry points
 
-template <typename T, template <typename, int> class Launch>
-void launch_for_head_dim(const GdnParams& p, DLDevice device, bool enable_pdl) {
+template <typename T, template <typename, int> class Launch, typename... Args>
+void launch_for_head_dim(const GdnParams& p, DLDevice device, Args... args) {
   if (p.head_k_dim == 64) {
-    Launch<T, 64>::run(p, device, enable_pdl);
+    Launch<T, 64>::run(p, device, args...);
   } else {
-    Launch<T, 128>::run(p, device, enable_pdl);
+    Launch<T, 128>::run(p, device, args...);
   }
 }
 
@@ -357,10 +323,28 @@ struct DecodeLaunch {
 
 template <typename T, int kDk>
 struct ExtendLaunch {
-  static void run(const GdnParams& p, DLDevice device, bool enable_pdl) {
-    const dim3 grid(static_cast<unsigned>(mllm_kernel::host::div_ceil(p.head_v_dim, kExtendRowsPerBlock)),
-                    static_cast<unsigned>(p.num_v_heads), static_cast<unsigned>(p.num_seqs));
-    mllm_kernel::host::LaunchKernel(grid, kExtendThreads, device).enable_pdl(enable_pdl)(gdn_extend_kernel<T, kDk>, p);
+  /// Sequences of fewer than `chunked_min_tokens` tokens run through the recurrent kernel, the
+  /// others through the chunked one; a kernel with no sequence to run is not launched. A GPU
+  /// without the chunked kernel's shared memory (an A100 at head_k_dim 128, sm_86/89 boards)
+  /// runs every sequence through the recurrent kernel.
+  static void run(const GdnParams& p, DLDevice device, bool enable_pdl, std::int64_t chunked_min_tokens) {
+    using namespace mllm_kernel::device::gdn;
+    if (mllm_kernel::host::runtime::get_available_dynamic_smem_per_block(device.device_id) <
+        static_cast<int>(sizeof(ChunkSmem<kDk>))) {
+      chunked_min_tokens = p.tokens + 1;
+    }
+    if (chunked_min_tokens > 1) {
+      const dim3 grid(static_cast<unsigned>(mllm_kernel::host::div_ceil(p.head_v_dim, kExtendRowsPerBlock)),
+                      static_cast<unsigned>(p.num_v_heads), static_cast<unsigned>(p.num_seqs));
+      mllm_kernel::host::LaunchKernel(grid, kExtendThreads, device)
+          .enable_pdl(enable_pdl)(gdn_extend_kernel<T, kDk>, p, chunked_min_tokens);
+    }
+    if (chunked_min_tokens <= p.tokens) {
+      const dim3 grid(static_cast<unsigned>(mllm_kernel::host::div_ceil(p.head_v_dim, kChunkRows)),
+                      static_cast<unsigned>(p.num_v_heads), static_cast<unsigned>(p.num_seqs));
+      mllm_kernel::host::LaunchKernel(grid, kChunkThreads, device, sizeof(ChunkSmem<kDk>))
+          .enable_pdl(enable_pdl)(gdn_chunked_kernel<T, kDk>, p, chunked_min_tokens);
+    }
   }
 };
 
@@ -392,14 +376,14 @@ template <typename T>
 void gdn_extend(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView a,
                 tvm::ffi::TensorView b, tvm::ffi::TensorView A_log, tvm::ffi::TensorView dt_bias,
                 tvm::ffi::TensorView state_pool, tvm::ffi::TensorView cache_indices, tvm::ffi::TensorView cu_seqlens,
-                tvm::ffi::TensorView out, bool enable_pdl) {
+                tvm::ffi::TensorView out, std::int64_t chunked_min_tokens, bool enable_pdl) {
   DLDataType dtype;
   DLDevice device;
   const GdnParams p = mllm_kernel::host::check_gdn<kDLCUDA, T>(q, k, v, a, b, A_log, dt_bias, state_pool,
                                                                cache_indices, &cu_seqlens, out, dtype, device);
   check_grid(p);
   if (p.num_seqs == 0 || p.tokens == 0) return;
-  launch_for_head_dim<T, ExtendLaunch>(p, device, enable_pdl);
+  launch_for_head_dim<T, ExtendLaunch>(p, device, enable_pdl, chunked_min_tokens);
 }
 
 }  // namespace

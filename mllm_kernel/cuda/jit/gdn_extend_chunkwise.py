@@ -14,6 +14,10 @@ from mllm_kernel.jit_utils import precompile as jit_precompile
 from mllm_kernel.op_args import check_gdn_indices, resolve_pdl
 
 _OP = "gdn_extend_chunkwise"
+# Sequences of at least this many tokens run through the chunked (tensor-core) kernel, shorter
+# ones through the recurrent kernel, which has less fixed work a sequence.
+CHUNKED_MIN_TOKENS = 64
+
 _EXTEND = KernelTable(_OP, {dtype: gdn_module(_OP, "gdn_extend", dtype) for dtype in HALF_DTYPES}, arg="q")
 
 
@@ -46,6 +50,11 @@ def gdn_extend_chunkwise(
     sequence leaves its state alone); ``cache_indices`` is ``[num_seqs]``. Sequence s starts
     from ``state_pool[cache_indices[s]]`` and writes its final state back there.
 
+    Sequences of ``CHUNKED_MIN_TOKENS`` tokens or more run through the chunked kernel: the
+    delta rule in its WY form, a chunk of 64 tokens at a time, with the products on tensor cores
+    as TF32 and float32 accumulation (on GPUs with the shared memory for it: sm_90, and sm_80 at
+    head_k_dim 64); shorter sequences through the recurrent kernel, float32 throughout.
+
     ``validate=True`` reads the cache indices' maximum and cu_seqlens' ends and smallest step
     back to the host (one sync) and raises ValueError for an index past the pool or a
     ``cu_seqlens`` that does not start at 0, decreases or does not end at ``total_tokens``.
@@ -55,5 +64,5 @@ def gdn_extend_chunkwise(
         check_gdn_indices(_OP, state_pool, cache_indices, cu_seqlens, q.shape[0] if isinstance(q, torch.Tensor) else 0)
     out = torch.empty(v.shape, dtype=v.dtype, device=v.device)
     _EXTEND[q.dtype](q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, cu_seqlens, out,
-                     resolve_pdl(enable_pdl))
+                     CHUNKED_MIN_TOKENS, resolve_pdl(enable_pdl))
     return out

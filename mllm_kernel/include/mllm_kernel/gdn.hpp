@@ -55,10 +55,18 @@ constexpr bool gdn_head_k_dim_supported(std::int64_t d) { return d == 64 || d ==
 /// softplus(x) = log(1 + exp(x)), x itself above 20 (as torch.nn.functional.softplus).
 MLLM_HOST_DEVICE float gdn_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
+/// g = -exp(A_log) * softplus(a + dt_bias): the log of a token's decay.
+MLLM_HOST_DEVICE float gdn_log_decay(float a, float A_log, float dt_bias) {
+  return -expf(A_log) * gdn_softplus(a + dt_bias);
+}
+
+/// beta = sigmoid(b).
+MLLM_HOST_DEVICE float gdn_beta(float b) { return 1.0f / (1.0f + expf(-b)); }
+
 /// exp(g) and beta of token t, head h.
 MLLM_HOST_DEVICE void gdn_gates(float a, float b, float A_log, float dt_bias, float& decay, float& beta) {
-  decay = expf(-expf(A_log) * gdn_softplus(a + dt_bias));
-  beta = 1.0f / (1.0f + expf(-b));
+  decay = expf(gdn_log_decay(a, A_log, dt_bias));
+  beta = gdn_beta(b);
 }
 
 /// Checks the tensors of a call (dtypes Ts... for q, k, v, a, b and out; device type kDevice)

@@ -1,0 +1,68 @@
+// Warp-level tensor-core primitives (sm_80+) for float32 data in shared memory, multiplied as
+// TF32 with float32 accumulation: the PTX m16n8k8 TF32 MMA and ldmatrix loads of its fragments.
+//
+// Fragments (g = lane / 4, t = lane % 4), as the PTX ISA fixes them:
+//   A, 16x8 row-major:  a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4)
+//   B, 8x8 (k x n):     b0 (k = t, n = g), b1 (k = t + 4, n = g)
+//   C, 16x8:            c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1)
+// ldmatrix moves 8x8 matrices of 16-bit elements; read as 32-bit elements, an 8-row x 4-column
+// float matrix lands with lane l holding row l / 4, column l % 4: A's layout, and B's when B is
+// stored n-major (row n holds B[., n]). Rows must be 16-byte aligned; a row pitch of 4 floats
+// more than a multiple of 32 keeps the eight rows of a matrix in different banks.
+#pragma once
+
+#include <mllm_kernel/host_device.hpp>
+
+#include <cstdint>
+
+namespace mllm_kernel::device::mma {
+
+/// x rounded to the nearest TF32 value (kept in a float).
+MLLM_DEVICE float to_tf32(float x) {
+  std::uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return __uint_as_float(r);
+}
+
+/// Rounds loaded fragment registers holding float32 to TF32.
+template <int N>
+MLLM_DEVICE void round_tf32(std::uint32_t (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) r[i] = __float_as_uint(to_tf32(__uint_as_float(r[i])));
+}
+
+MLLM_DEVICE void ldmatrix_x4(std::uint32_t (&r)[4], const float* row) {
+  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+/// The A fragment of the 16x8 tile at `tile` (row-major, row pitch `ld` floats).
+MLLM_DEVICE void load_a(std::uint32_t (&a)[4], const float* tile, int ld) {
+  const int lane = threadIdx.x % 32, matrix = lane / 8;
+  ldmatrix_x4(a, tile + (matrix % 2 * 8 + lane % 8) * ld + matrix / 2 * 4);
+}
+
+/// The B fragments of two 8x8 tiles side by side, n = 0..7 and 8..15, from n-major storage:
+/// row n of `tile` (pitch `ld` floats) holds B[0..7, n]. b[0], b[1]: first tile; b[2], b[3]:
+/// second.
+MLLM_DEVICE void load_b2(std::uint32_t (&b)[4], const float* tile, int ld) {
+  const int lane = threadIdx.x % 32, matrix = lane / 8;
+  ldmatrix_x4(b, tile + (matrix / 2 * 8 + lane % 8) * ld + matrix % 2 * 4);
+}
+
+/// c += a b, one m16n8k8 TF32 MMA.
+MLLM_DEVICE void mma_tf32(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// Row and column within a 16x8 C tile of accumulator element i (0..3) of this lane.
+MLLM_DEVICE int c_row(int i) { return threadIdx.x % 32 / 4 + (i / 2) * 8; }
+MLLM_DEVICE int c_col(int i) { return threadIdx.x % 4 * 2 + i % 2; }
+
+}  // namespace mllm_kernel::device::mma
