@@ -61,8 +61,52 @@ MLLM_DEVICE void mma_tf32(float (&c)[4], const std::uint32_t (&a)[4], std::uint3
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/// acc[j] += A B_j for the first `tiles` (even) 16x8 tiles, over `steps` k-steps of 8: A is the
+/// 16-row strip at `a` (row-major, pitch lda); B is stored n-major at `b` (pitch ldb), tile j's
+/// columns in its rows 8j..8j+7. kRoundA / kRoundB: that operand is float32 in memory and is
+/// rounded to TF32 as it is loaded (otherwise it was stored rounded).
+template <bool kRoundA, bool kRoundB, int kTiles>
+MLLM_DEVICE void mma_strip(float (&acc)[kTiles][4], const float* a, int lda, const float* b, int ldb, int steps,
+                           int tiles = kTiles) {
+#pragma unroll 2
+  for (int ks = 0; ks < steps; ++ks) {
+    std::uint32_t fa[4];
+    load_a(fa, a + ks * 8, lda);
+    if constexpr (kRoundA) round_tf32(fa);
+#pragma unroll
+    for (int j = 0; j < kTiles / 2; ++j) {
+      if (2 * j >= tiles) break;
+      std::uint32_t fb[4];
+      load_b2(fb, b + j * 16 * ldb + ks * 8, ldb);
+      if constexpr (kRoundB) round_tf32(fb);
+      mma_tf32(acc[2 * j], fa, fb[0], fb[1]);
+      mma_tf32(acc[2 * j + 1], fa, fb[2], fb[3]);
+    }
+  }
+}
+
 /// Row and column within a 16x8 C tile of accumulator element i (0..3) of this lane.
 MLLM_DEVICE int c_row(int i) { return threadIdx.x % 32 / 4 + (i / 2) * 8; }
 MLLM_DEVICE int c_col(int i) { return threadIdx.x % 4 * 2 + i % 2; }
+
+/// Loads the accumulators of kTiles 16x8 tiles side by side at `tile` (pitch ld), times `scale`.
+template <int kTiles>
+MLLM_DEVICE void load_c(float (&acc)[kTiles][4], const float* tile, int ld, float scale = 1.0f) {
+#pragma unroll
+  for (int nt = 0; nt < kTiles; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[nt][e] = scale * tile[c_row(e) * ld + nt * 8 + c_col(e)];
+  }
+}
+
+/// Stores the accumulators of kTiles 16x8 tiles side by side at `tile` (pitch ld).
+template <int kTiles>
+MLLM_DEVICE void store_c(const float (&acc)[kTiles][4], float* tile, int ld) {
+#pragma unroll
+  for (int nt = 0; nt < kTiles; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) tile[c_row(e) * ld + nt * 8 + c_col(e)] = acc[nt][e];
+  }
+}
 
 }  // namespace mllm_kernel::device::mma

@@ -176,40 +176,19 @@ MLLM_DEVICE void normalise_chunk(const GdnParams& p, ChunkSmem<kDk>& sm, int n, 
   }
 }
 
-/// acc[j] += the 16x8 tiles of L B^T over kDk for the 16-row strip `lhs` of K or Q and the
-/// first 8 * kTiles rows of `rhs` (K or S, n-major: row n holds B[., n]); `kRound`: rhs is
-/// float32 and is rounded to TF32 as it is loaded. Only the first `tiles` tiles are computed.
-template <int kDk, int kTiles, bool kRound>
-MLLM_DEVICE void strip_product(float (&acc)[kTiles][4], const float* lhs, const float* rhs, int tiles) {
-  constexpr int kLd = ChunkSmem<kDk>::kLdK;
-#pragma unroll 2
-  for (int ks = 0; ks < kDk / 8; ++ks) {
-    std::uint32_t a[4];
-    mma::load_a(a, lhs + ks * 8, kLd);
-#pragma unroll
-    for (int j = 0; j < kTiles / 2; ++j) {
-      if (2 * j >= tiles) break;
-      std::uint32_t b[4];
-      mma::load_b2(b, rhs + j * 16 * kLd + ks * 8, kLd);
-      if constexpr (kRound) mma::round_tf32(b);
-      mma::mma_tf32(acc[2 * j], a, b[0], b[1]);
-      mma::mma_tf32(acc[2 * j + 1], a, b[2], b[3]);
-    }
-  }
-}
-
 /// The products with the chunk's initial state and among its tokens, gates applied on the way
 /// out. Warp w takes the 16-row strip w % kBlocks of K (w < kBlocks) or Q: with K it makes A
 /// (lower blocks) and R^T = (beta (v - exp(G) K S^T))^T; with Q it makes P (lower blocks) and
 /// O = exp(G) Q S^T. Two passes, so that only one set of accumulators is live at a time.
 template <int kDk>
 MLLM_DEVICE void chunk_products(ChunkSmem<kDk>& sm, int warp_id) {
+  constexpr int kLd = ChunkSmem<kDk>::kLdK;
   const bool is_k = warp_id < kBlocks;
   const int i = warp_id % kBlocks, r0 = i * 16;
   const float* lhs = is_k ? &sm.k[r0][0] : &sm.q[r0][0];
   {
     float acc[2 * kBlocks][4] = {};
-    strip_product<kDk, 2 * kBlocks, false>(acc, lhs, &sm.k[0][0], 2 * (i + 1));
+    mma::mma_strip<false, false>(acc, lhs, kLd, &sm.k[0][0], kLd, kDk / 8, 2 * (i + 1));
 #pragma unroll
     for (int nt = 0; nt < 2 * kBlocks; ++nt) {
       if (nt >= 2 * (i + 1)) break;  // blocks above the diagonal: never computed nor read
@@ -227,7 +206,7 @@ MLLM_DEVICE void chunk_products(ChunkSmem<kDk>& sm, int warp_id) {
   }
   {
     float acc[kChunkRows / 8][4] = {};
-    strip_product<kDk, kChunkRows / 8, true>(acc, lhs, &sm.s[0][0], kChunkRows / 8);
+    mma::mma_strip<false, true>(acc, lhs, kLd, &sm.s[0][0], kLd, kDk / 8);
 #pragma unroll
     for (int nt = 0; nt < kChunkRows / 8; ++nt) {
 #pragma unroll
@@ -311,18 +290,7 @@ MLLM_DEVICE void solve_u(ChunkSmem<kDk>& sm, int warp_id) {
   constexpr int kLdC = ChunkSmem<kDk>::kLdC, kHalf = kChunkRows / 2;
   const int i = warp_id % kBlocks, c0 = warp_id / kBlocks * kHalf;
   float acc[kHalf / 8][4] = {};
-  for (int ks = 0; ks < 2 * (i + 1); ++ks) {
-    std::uint32_t a[4];
-    mma::load_a(a, &sm.a[i * 16][ks * 8], kLdC);
-    mma::round_tf32(a);
-#pragma unroll
-    for (int j = 0; j < kHalf / 16; ++j) {
-      std::uint32_t b[4];
-      mma::load_b2(b, &sm.vt[c0 + j * 16][ks * 8], kLdC);
-      mma::mma_tf32(acc[2 * j], a, b[0], b[1]);
-      mma::mma_tf32(acc[2 * j + 1], a, b[2], b[3]);
-    }
-  }
+  mma::mma_strip<true, false>(acc, &sm.a[i * 16][0], kLdC, &sm.vt[c0][0], kLdC, 2 * (i + 1));
 #pragma unroll
   for (int nt = 0; nt < kHalf / 8; ++nt) {
 #pragma unroll
@@ -337,59 +305,17 @@ MLLM_DEVICE void output_and_state(ChunkSmem<kDk>& sm, int warp_id) {
   constexpr int kLd = ChunkSmem<kDk>::kLdK, kLdC = ChunkSmem<kDk>::kLdC;
   constexpr int kHalfV = kChunkRows / 2, kHalfK = kDk / 2;
   const int i = warp_id % kBlocks, half = warp_id / kBlocks;
-  {
-    const int c0 = half * kHalfV;
-    float acc[kHalfV / 8][4];
-#pragma unroll
-    for (int nt = 0; nt < kHalfV / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[nt][e] = sm.o[i * 16 + mma::c_row(e)][c0 + nt * 8 + mma::c_col(e)];
-    }
-    for (int ks = 0; ks < 2 * (i + 1); ++ks) {
-      std::uint32_t a[4];
-      mma::load_a(a, &sm.p[i * 16][ks * 8], kLdC);
-#pragma unroll
-      for (int j = 0; j < kHalfV / 16; ++j) {
-        std::uint32_t b[4];
-        mma::load_b2(b, &sm.ut[c0 + j * 16][ks * 8], kLdC);
-        mma::mma_tf32(acc[2 * j], a, b[0], b[1]);
-        mma::mma_tf32(acc[2 * j + 1], a, b[2], b[3]);
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < kHalfV / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) sm.o[i * 16 + mma::c_row(e)][c0 + nt * 8 + mma::c_col(e)] = acc[nt][e];
-    }
-  }
-  {
-    const int c0 = half * kHalfK;
-    const float chunk_decay = expf(sm.g[kChunk - 1]);
-    float acc[kHalfK / 8][4];
-#pragma unroll
-    for (int nt = 0; nt < kHalfK / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[nt][e] = chunk_decay * sm.s[i * 16 + mma::c_row(e)][c0 + nt * 8 + mma::c_col(e)];
-    }
-#pragma unroll 2
-    for (int ks = 0; ks < kChunk / 8; ++ks) {
-      std::uint32_t a[4];
-      mma::load_a(a, &sm.ut[i * 16][ks * 8], kLdC);
-#pragma unroll
-      for (int j = 0; j < kHalfK / 16; ++j) {
-        std::uint32_t b[4];
-        mma::load_b2(b, &sm.kt[c0 + j * 16][ks * 8], kLdC);
-        mma::mma_tf32(acc[2 * j], a, b[0], b[1]);
-        mma::mma_tf32(acc[2 * j + 1], a, b[2], b[3]);
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < kHalfK / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) sm.s[i * 16 + mma::c_row(e)][c0 + nt * 8 + mma::c_col(e)] = acc[nt][e];
-    }
-  }
-  (void)kLd;
+  float o[kHalfV / 8][4];
+  float* o_tile = &sm.o[i * 16][half * kHalfV];
+  mma::load_c(o, o_tile, kLdC);
+  mma::mma_strip<false, false>(o, &sm.p[i * 16][0], kLdC, &sm.ut[half * kHalfV][0], kLdC, 2 * (i + 1));
+  mma::store_c(o, o_tile, kLdC);
+
+  float s[kHalfK / 8][4];
+  float* s_tile = &sm.s[i * 16][half * kHalfK];
+  mma::load_c(s, s_tile, kLd, expf(sm.g[kChunk - 1]));
+  mma::mma_strip<false, false>(s, &sm.ut[i * 16][0], kLdC, &sm.kt[half * kHalfK][0], kLdC, kChunk / 8);
+  mma::store_c(s, s_tile, kLd);
 }
 
 /// Block (row block x, value head y, sequence z): kChunkRows rows of one head's state through
