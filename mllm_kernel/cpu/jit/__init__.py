@@ -4,6 +4,7 @@ from mllm_kernel.cpu.jit.activation import gelu_and_mul, silu_and_mul
 from mllm_kernel.cpu.jit.add_constant import add_constant, add_constant_runtime
 from mllm_kernel.cpu.jit.create_kv_indices import create_kv_indices
 from mllm_kernel.cpu.jit.gdn import gdn_decode, gdn_extend_chunkwise
+from mllm_kernel.cpu.jit.int8_scaled_mm import int8_scaled_mm
 from mllm_kernel.cpu.jit.kv_cache import store_kv_cache
 from mllm_kernel.cpu.jit.norm import fused_add_rmsnorm, qknorm, qknorm_across_heads, rmsnorm
 from mllm_kernel.cpu.jit.quant import per_token_group_quant_fp8, per_token_group_quant_int8, per_token_quant_int8
@@ -22,6 +23,7 @@ __all__ = [
     "gdn_decode",
     "gdn_extend_chunkwise",
     "gelu_and_mul",
+    "int8_scaled_mm",
     "per_token_group_quant_fp8",
     "per_token_group_quant_int8",
     "per_token_quant_int8",

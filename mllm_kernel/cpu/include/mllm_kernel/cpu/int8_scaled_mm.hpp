@@ -1,0 +1,282 @@
+// Per-target bodies of the CPU int8 GEMM with per-row and per-column scales (int8_scaled_mm):
+//
+//   out[m, n] = float(sum_k a[m, k] * w[n, k]) * scales_a[m] * scales_b[n] (+ bias[n])
+//
+// a is [M, K] int8 rows and w is [N, K] int8 rows (mat_b's columns), both dense along K. The sum
+// is exact in int32 (wrapping past it, as int32 GEMMs do); the rest is float32, rounded once to
+// the output type. Included once per SIMD target by Highway's foreach_target; the parameter
+// struct sits behind a classic include guard.
+//
+// A call computes a range of output columns (rows of w) for a range of rows of a:
+//   - Rows of a are staged a block at a time (up to kInt8MmBlockRows, a few hundred KiB: L2) in
+//     a per-thread buffer, zero-padded to whole vectors, so only w's side of the K tail needs a
+//     mask.
+//   - A block of kTileA rows or more goes through register tiles of kTileA rows of a by
+//     kTileW = 4 rows of w, each summing int32 vectors over all of K. A w tile stays in L1 while
+//     every tile of the block passes over it, and the next w tile is prefetched meanwhile.
+//   - A smaller block (decode: M of 1 to 3) is memory-bound: w is read row by row, one
+//     sequential stream, which the hardware prefetchers follow best.
+//   - Sums land in an int32 block of kInt8MmChunkCols columns, which the epilogue scales and
+//     stores a row at a time.
+//
+// Products: a widened to int16 once when staged, w widened per load, and
+// ReorderWidenMulAccumulate (int16 pairs into int32 lanes: vpmaddwd on x86). Highway 1.0 (the
+// system package this builds against) has no int8 dot product; SumOfMulQuadAccumulate (VNNI,
+// SDOT) arrives with Highway 1.2.
+#ifndef MLLM_KERNEL_CPU_INT8_SCALED_MM_PARAMS_
+#define MLLM_KERNEL_CPU_INT8_SCALED_MM_PARAMS_
+
+#include <cstdint>
+
+namespace mllm_kernel::cpu {
+
+/// Threads get output columns in multiples of this (a multiple of every target's kTileW).
+inline constexpr std::int64_t kInt8MmColumnGrain = 16;
+
+/// One GEMM; pointers at element 0, strides in elements.
+struct Int8ScaledMmParams {
+  const std::int8_t* a;  // [M, K]
+  std::int64_t a_stride;
+  const std::int8_t* w;  // [N, K]: mat_b's columns
+  std::int64_t w_stride;
+  const float* scales_a;  // [M], or one for all (sa_stride 0)
+  std::int64_t sa_stride;
+  const float* scales_b;  // [N], or one for all (sb_stride 0)
+  std::int64_t sb_stride;
+  const void* bias;       // [N] of the output type, or nullptr
+  void* out;              // [M, N] of the output type
+  std::int64_t out_stride;
+  std::int64_t k;
+};
+
+}  // namespace mllm_kernel::cpu
+
+#endif  // MLLM_KERNEL_CPU_INT8_SCALED_MM_PARAMS_
+
+#include <mllm_kernel/cpu/simd_io-inl.hpp>
+
+#include <hwy/cache_control.h>
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+
+HWY_BEFORE_NAMESPACE();
+namespace mllm_kernel::cpu::HWY_NAMESPACE {
+
+/// A tile's w[] holds its 4 rows of w, then the next tile's 4, which are prefetched as the tile
+/// goes (one line of each per step of a vector of K), so that the next tile's first pass finds
+/// them in cache instead of waiting on memory.
+HWY_INLINE void Int8MmPrefetchNext(const std::int8_t* const* w, std::size_t i) {
+  for (int t = 4; t < 8; ++t) hwy::Prefetch(w[t] + i);
+}
+
+
+/// Products by ReorderWidenMulAccumulate: a staged as int16, w widened as it is loaded. Every
+/// vector is a named variable (no arrays of vectors: SVE's are sizeless), hence the fixed
+/// 2 x 4 tile.
+struct Int8MmWiden {
+  using Staged = std::int16_t;
+  static constexpr int kTileA = 2;
+  static constexpr int kTileW = 4;
+  using D16 = hn::ScalableTag<std::int16_t>;
+  using D32 = hn::Repartition<std::int32_t, D16>;
+  using D8 = hn::Rebind<std::int8_t, D16>;
+  using V16 = hn::Vec<D16>;
+
+  /// K elements per vector.
+  static std::size_t Step() { return hn::Lanes(D16()); }
+
+  /// Loads `count` (1..Step) int8 elements widened to int16; the lanes past them are zero.
+  static V16 LoadWide(const std::int8_t* HWY_RESTRICT p, std::size_t count) {
+    const D16 d16;
+    const D8 d8;
+    if (HWY_LIKELY(count == hn::Lanes(d16))) return hn::PromoteTo(d16, hn::LoadU(d8, p));
+    alignas(64) std::int8_t buffer[HWY_MAX_BYTES / sizeof(std::int16_t)] = {};
+    std::memcpy(buffer, p, count);
+    return hn::PromoteTo(d16, hn::LoadU(d8, buffer));
+  }
+
+  /// Widens a row of k elements into `staged` (zero-padded to whole vectors).
+  static void Stage(const std::int8_t* HWY_RESTRICT src, std::int16_t* HWY_RESTRICT staged, std::size_t k) {
+    const D16 d16;
+    const std::size_t n = hn::Lanes(d16);
+    for (std::size_t i = 0; i < k; i += n) hn::Store(LoadWide(src + i, std::min(n, k - i)), d16, staged + i);
+  }
+
+  /// out[0] = sum_k a[k] * w[k] for one row of a, reading w as one sequential stream.
+  template <int kRows>
+  static void Stream(const std::int16_t* HWY_RESTRICT a, std::size_t /*a_stride*/, const std::int8_t* HWY_RESTRICT w,
+                     std::size_t k, std::int32_t* HWY_RESTRICT out, std::size_t /*out_stride*/) {
+    static_assert(kRows == 1, "a stream has 1 row of a");
+    const D16 d16;
+    const D32 d32;
+    const D8 d8;
+    auto s0 = hn::Zero(d32), c0 = s0, s1 = s0, c1 = s0;
+    const std::size_t n = hn::Lanes(d16);
+    std::size_t full = k / n * n;
+    if (full < k) s1 = hn::ReorderWidenMulAccumulate(d32, hn::Load(d16, a + full), LoadWide(w + full, k - full), s1, c1);
+    if (full % (2 * n) != 0) {
+      full -= n;
+      s1 = hn::ReorderWidenMulAccumulate(d32, hn::Load(d16, a + full), hn::PromoteTo(d16, hn::LoadU(d8, w + full)),
+                                         s1, c1);
+    }
+    for (std::size_t i = 0; i < full; i += 2 * n) {
+      s0 = hn::ReorderWidenMulAccumulate(d32, hn::Load(d16, a + i), hn::PromoteTo(d16, hn::LoadU(d8, w + i)), s0, c0);
+      s1 = hn::ReorderWidenMulAccumulate(d32, hn::Load(d16, a + i + n), hn::PromoteTo(d16, hn::LoadU(d8, w + i + n)),
+                                         s1, c1);
+    }
+    const auto sum = hn::Add(hn::RearrangeToOddPlusEven(s0, c0), hn::RearrangeToOddPlusEven(s1, c1));
+    out[0] = hn::GetLane(hn::SumOfLanes(d32, sum));
+  }
+
+  /// out[r * out_stride + t] = sum_k a[r][k] * w[t][k] for 1 or 2 rows of a and 4 rows of w.
+  template <int kRows>
+  static void Tile(const std::int16_t* HWY_RESTRICT a, std::size_t a_stride, const std::int8_t* const* w,
+                   std::size_t k, std::int32_t* HWY_RESTRICT out, std::size_t out_stride) {
+    static_assert(kRows == 1 || kRows == 2, "a tile has 1 or 2 rows of a");
+    const D16 d16;
+    const D32 d32;
+    const std::int16_t* a1 = a + (kRows == 2 ? a_stride : 0);
+    // sRT: a row R with w row T; cRT: its second half (ReorderWidenMulAccumulate's sum1).
+    auto s00 = hn::Zero(d32), s01 = s00, s02 = s00, s03 = s00, c00 = s00, c01 = s00, c02 = s00, c03 = s00;
+    auto s10 = s00, s11 = s00, s12 = s00, s13 = s00, c10 = s00, c11 = s00, c12 = s00, c13 = s00;
+    const auto step = [&](std::size_t i, std::size_t count) HWY_ATTR {
+      Int8MmPrefetchNext(w, i);
+      const V16 w0 = LoadWide(w[0] + i, count), w1 = LoadWide(w[1] + i, count);
+      const V16 w2 = LoadWide(w[2] + i, count), w3 = LoadWide(w[3] + i, count);
+      const V16 x0 = hn::Load(d16, a + i);
+      s00 = hn::ReorderWidenMulAccumulate(d32, x0, w0, s00, c00);
+      s01 = hn::ReorderWidenMulAccumulate(d32, x0, w1, s01, c01);
+      s02 = hn::ReorderWidenMulAccumulate(d32, x0, w2, s02, c02);
+      s03 = hn::ReorderWidenMulAccumulate(d32, x0, w3, s03, c03);
+      if constexpr (kRows == 2) {
+        const V16 x1 = hn::Load(d16, a1 + i);
+        s10 = hn::ReorderWidenMulAccumulate(d32, x1, w0, s10, c10);
+        s11 = hn::ReorderWidenMulAccumulate(d32, x1, w1, s11, c11);
+        s12 = hn::ReorderWidenMulAccumulate(d32, x1, w2, s12, c12);
+        s13 = hn::ReorderWidenMulAccumulate(d32, x1, w3, s13, c13);
+      }
+    };
+    // The partial vector first, so the full-vector loop carries no tail test.
+    const std::size_t n = hn::Lanes(d16);
+    const std::size_t full = k / n * n;
+    if (full < k) step(full, k - full);
+    for (std::size_t i = 0; i < full; i += n) step(i, n);
+    const auto sum = [&](auto s, auto c) HWY_ATTR {
+      return hn::GetLane(hn::SumOfLanes(d32, hn::RearrangeToOddPlusEven(s, c)));
+    };
+    out[0] = sum(s00, c00);
+    out[1] = sum(s01, c01);
+    out[2] = sum(s02, c02);
+    out[3] = sum(s03, c03);
+    if constexpr (kRows == 2) {
+      out[out_stride + 0] = sum(s10, c10);
+      out[out_stride + 1] = sum(s11, c11);
+      out[out_stride + 2] = sum(s12, c12);
+      out[out_stride + 3] = sum(s13, c13);
+    }
+  }
+};
+using Int8MmEngine = Int8MmWiden;
+
+/// Most rows of a staged at once, and columns per int32 block (a multiple of any lane count).
+inline constexpr std::int64_t kInt8MmBlockRows = 64;
+inline constexpr std::int64_t kInt8MmChunkCols = 64;
+/// Bytes of staged rows of a per block: a few hundred KiB stay in L2 across a chunk of w.
+inline constexpr std::size_t kInt8MmStageBytes = 256 * 1024;
+
+/// Engine::Tile<rows> (kStream: Engine::Stream<rows>) for 1 <= rows <= kRows.
+template <bool kStream, int kRows, typename... Args>
+HWY_INLINE void Int8MmRows(int rows, Args... args) {
+  if constexpr (kRows > 1) {
+    if (rows < kRows) return Int8MmRows<kStream, kRows - 1>(rows, args...);
+  }
+  if constexpr (kStream) {
+    Int8MmEngine::Stream<kRows>(args...);
+  } else {
+    Int8MmEngine::Tile<kRows>(args...);
+  }
+}
+
+/// out[m0 + r, n0 + c] = float(sums[r, c]) * scales_a * scales_b (+ bias), for r < rows, c < cols.
+template <typename T>
+HWY_INLINE void Int8MmEpilogue(const Int8ScaledMmParams& p, const std::int32_t* HWY_RESTRICT sums, std::int64_t m0,
+                               std::int64_t rows, std::int64_t n0, std::size_t cols) {
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const float* sb = p.scales_b + n0 * p.sb_stride;
+  const T* bias = p.bias ? static_cast<const T*>(p.bias) + n0 : nullptr;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int32_t* row = sums + r * kInt8MmChunkCols;
+    T* y = static_cast<T*>(p.out) + (m0 + r) * p.out_stride + n0;
+    const VF sa = hn::Set(df, p.scales_a[(m0 + r) * p.sa_stride]);
+    // Full loads of the block row are in bounds (kInt8MmChunkCols is a multiple of the lanes);
+    // lanes past `cols` are never stored.
+    ForEachChunk(df, cols, [&](std::size_t i, std::size_t n) HWY_ATTR {
+      const VF scale_b = p.sb_stride == 0 ? hn::Set(df, *p.scales_b) : Load(df, sb + i, n);
+      VF x = hn::Mul(hn::Mul(hn::ConvertTo(df, hn::Load(di, row + i)), sa), scale_b);
+      if (bias) x = hn::Add(x, Load(df, bias + i, n));
+      Store(df, x, y + i, n);
+    });
+  }
+}
+
+/// Output rows [m_begin, m_end) x columns [n_begin, n_end).
+template <typename T>
+HWY_NOINLINE void Int8ScaledMm(const Int8ScaledMmParams& p, std::int64_t m_begin, std::int64_t m_end,
+                               std::int64_t n_begin, std::int64_t n_end) {
+  using Engine = Int8MmEngine;
+  using Staged = typename Engine::Staged;
+  const auto k = static_cast<std::size_t>(p.k);
+  const std::size_t step = Engine::Step();
+  const std::size_t kp = (k + step - 1) / step * step;  // staged row length
+  const auto fit = static_cast<std::int64_t>(kInt8MmStageBytes / (kp * sizeof(Staged)));
+  const std::int64_t block_rows =
+      std::clamp<std::int64_t>(fit / Engine::kTileA * Engine::kTileA, Engine::kTileA, kInt8MmBlockRows);
+
+  // Per-thread staging buffer, aligned to 64 bytes for whole-vector loads.
+  thread_local std::vector<unsigned char> scratch;
+  const std::size_t bytes = static_cast<std::size_t>(block_rows) * kp * sizeof(Staged) + 64;
+  if (scratch.size() < bytes) scratch.resize(bytes);
+  auto* staged = reinterpret_cast<Staged*>((reinterpret_cast<std::uintptr_t>(scratch.data()) + 63) & ~std::uintptr_t{63});
+
+  alignas(64) std::int32_t sums[kInt8MmBlockRows * kInt8MmChunkCols];
+  for (std::int64_t m0 = m_begin; m0 < m_end; m0 += block_rows) {
+    const std::int64_t rows = std::min(block_rows, m_end - m0);
+    for (std::int64_t r = 0; r < rows; ++r) Engine::Stage(p.a + (m0 + r) * p.a_stride, staged + r * kp, k);
+    for (std::int64_t n0 = n_begin; n0 < n_end; n0 += kInt8MmChunkCols) {
+      const std::int64_t cols = std::min(kInt8MmChunkCols, n_end - n0);
+      if (rows < Engine::kTileA) {
+        // Too few rows for a tile (small M): w row by row, as one sequential stream.
+        for (std::int64_t c = 0; c < cols; ++c) {
+          Int8MmRows<true, Engine::kTileA - 1>(static_cast<int>(rows), static_cast<const Staged*>(staged), kp,
+                                               p.w + (n0 + c) * p.w_stride, k, sums + c,
+                                               static_cast<std::size_t>(kInt8MmChunkCols));
+        }
+      } else {
+        for (std::int64_t c = 0; c < cols; c += Engine::kTileW) {
+          // This tile's rows of w, then the next tile's (Int8MmPrefetchNext). Rows past the range
+          // repeat its last row; their sums land in unused columns.
+          const std::int8_t* w[2 * Engine::kTileW];
+          for (int t = 0; t < 2 * Engine::kTileW; ++t) w[t] = p.w + std::min(n0 + c + t, n_end - 1) * p.w_stride;
+          for (std::int64_t r = 0; r < rows; r += Engine::kTileA) {
+            Int8MmRows<false, Engine::kTileA>(static_cast<int>(std::min<std::int64_t>(Engine::kTileA, rows - r)),
+                                              static_cast<const Staged*>(staged + r * kp), kp,
+                                              static_cast<const std::int8_t* const*>(w), k,
+                                              sums + r * kInt8MmChunkCols + c,
+                                              static_cast<std::size_t>(kInt8MmChunkCols));
+          }
+        }
+      }
+      Int8MmEpilogue<T>(p, sums, m0, rows, n0, static_cast<std::size_t>(cols));
+    }
+  }
+}
+
+}  // namespace mllm_kernel::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
