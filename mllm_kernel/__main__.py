@@ -120,7 +120,8 @@ def cmd_prebuild(args: argparse.Namespace) -> int:
             print("prebuild: no nvcc, building CPU kernels only")
     archs = toolchain.parse_arch_list(args.cuda_arch_list) if args.cuda_arch_list else None
     output = Path(args.output).expanduser().resolve() if args.output else None
-    jobs = [(k, d) for k in registered_kernels() for d in devices if d in k.devices]
+    jobs = [(k, d) for k in registered_kernels() for d in devices
+            if d in k.devices and (d == "cpu" or k.kernel.builds_for(archs))]
     start = time.perf_counter()
 
     def build(job):

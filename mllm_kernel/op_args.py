@@ -193,3 +193,54 @@ def check_gdn_indices(op: str, state_pool, cache_indices, cu_seqlens=None, token
                          f"{int(cu_seqlens[at - 1])}")
     if last_value != tokens:
         raise ValueError(f"{op}: cu_seqlens must end at the number of tokens ({tokens}), got {last_value}")
+
+
+def _dtype_names(dtypes) -> str:
+    return ", ".join(str(d).removeprefix("torch.") for d in dtypes)
+
+
+def scaled_mm_operands(op: str, mat_a, mat_b, scales_a, scales_b, out_dtype, bias, operand_dtype: torch.dtype,
+                       out_dtypes: tuple[torch.dtype, ...]) -> tuple[int, int, int, torch.Tensor, torch.Tensor]:
+    """Checks the arguments of a W8A8 scaled GEMM (``int8_scaled_mm``, ``fp8_scaled_mm``):
+    mat_a ``[M, K]`` row-major and mat_b ``[K, N]`` column-major (``stride(0) == 1``), both of
+    ``operand_dtype``; float32 scales of 1 or M values (``[M]``, ``[M, 1]``, ``[1]``) and of 1
+    or N (``[N]``, ``[1, N]``); ``out_dtype`` one of ``out_dtypes``; bias None or ``[N]`` of
+    out_dtype; one device. Returns (M, N, K, scales_a, scales_b), the scales as 1-D views."""
+    a = require_tensor(mat_a, op, "mat_a")
+    b = require_tensor(mat_b, op, "mat_b")
+    for name, t in (("mat_a", a), ("mat_b", b)):
+        if t.dim() != 2:
+            raise ValueError(f"{op}: {name}: must be 2-D, got shape {list(t.shape)}")
+        if t.dtype != operand_dtype:
+            raise ValueError(f"{op}: {name}: must be {_dtype_names([operand_dtype])}, got {_dtype_names([t.dtype])}")
+    m, k = a.shape
+    k_b, n = b.shape
+    if k_b != k:
+        raise ValueError(f"{op}: mat_a is [{m}, {k}] but mat_b is [{k_b}, {n}]: K differs")
+    if a.stride(1) != 1 and k > 1:
+        raise ValueError(f"{op}: mat_a: must be row-major (stride(1) == 1), got strides {list(a.stride())}")
+    if b.stride(0) != 1 and k > 1:
+        raise ValueError(f"{op}: mat_b: must be column-major (stride(0) == 1, the transpose of a row-major "
+                         f"[N, K] weight), got strides {list(b.stride())}")
+    if out_dtype not in out_dtypes:
+        raise ValueError(f"{op}: out_dtype must be one of {_dtype_names(out_dtypes)}, got {out_dtype!r}")
+    flat = []
+    for name, s, length, shapes in (("scales_a", scales_a, m, f"[{m}], [{m}, 1] or [1]"),
+                                    ("scales_b", scales_b, n, f"[{n}], [1, {n}] or [1]")):
+        s = require_tensor(s, op, name)
+        if s.dtype != torch.float32:
+            raise ValueError(f"{op}: {name}: must be float32, got {_dtype_names([s.dtype])}")
+        ok = s.numel() in (1, length) and s.dim() in (1, 2) and (s.dim() == 1 or 1 in s.shape)
+        if not ok:
+            raise ValueError(f"{op}: {name}: must be {shapes}, got shape {list(s.shape)}")
+        flat.append(s.reshape(-1))
+    if bias is not None:
+        bias = require_tensor(bias, op, "bias")
+        if bias.shape != (n,) or bias.dtype != out_dtype:
+            raise ValueError(f"{op}: bias: must be [{n}] of {_dtype_names([out_dtype])}, got shape "
+                             f"{list(bias.shape)} of {_dtype_names([bias.dtype])}")
+    tensors = [("mat_b", b), ("scales_a", flat[0]), ("scales_b", flat[1])] + ([("bias", bias)] if bias is not None else [])
+    for name, t in tensors:
+        if t.device != a.device:
+            raise ValueError(f"{op}: {name} is on {t.device} but mat_a is on {a.device}")
+    return m, n, k, flat[0], flat[1]

@@ -168,4 +168,54 @@ def create_kv_indices(req_to_token: Tensor, req_pool_indices: Tensor, page_kerne
     (start_i = kv_start_idx[i], or 0 when it is None or empty); all int32."""
 
 
-__all__ = sorted(REGISTERED_OPS)
+# --- W8A8 scaled GEMMs -----------------------------------------------------------------------------------------
+def _mm_fake(mat_a: Tensor, mat_b: Tensor, scales_a: Tensor, scales_b: Tensor, out_dtype: torch.dtype,
+             bias: Tensor | None = None) -> Tensor:
+    return mat_a.new_empty((mat_a.shape[0], mat_b.shape[1]), dtype=out_dtype)
+
+
+@register_op(kernels={"cpu": cpu.int8_scaled_mm, "cuda": cuda.int8_scaled_mm}, fake=_mm_fake)
+def int8_scaled_mm(mat_a: Tensor, mat_b: Tensor, scales_a: Tensor, scales_b: Tensor, out_dtype: torch.dtype,
+                   bias: Tensor | None = None) -> Tensor:
+    """(mat_a @ mat_b) * scales_a[:, None] * scales_b[None, :] + bias: int8 mat_a [M, K] row-major, int8 mat_b
+    [K, N] column-major (a row-major [N, K] weight's .t()), float32 scales, out float16/bfloat16 [M, N]."""
+
+
+@register_op(kernels={"cuda": cuda.fp8_scaled_mm}, fake=_mm_fake)
+def fp8_scaled_mm(mat_a: Tensor, mat_b: Tensor, scales_a: Tensor, scales_b: Tensor, out_dtype: torch.dtype,
+                  bias: Tensor | None = None) -> Tensor:
+    """As int8_scaled_mm with float8_e4m3fn operands; scales per tensor [1] or per token [M, 1] x per channel
+    [1, N], in any mix."""
+
+
+_W8A8 = {"int8": (torch.int8, per_token_quant_int8, int8_scaled_mm),
+         "fp8": (torch.float8_e4m3fn, per_token_quant_fp8, fp8_scaled_mm)}
+
+
+def w8a8_linear(x: Tensor, weight: Tensor, weight_scale: Tensor, bias: Tensor | None = None, *,
+                dtype: str = "int8") -> Tensor:
+    """A W8A8 linear layer: ``x @ weight.t() (+ bias)`` with x quantized per token on the fly
+    (``per_token_quant_int8`` or ``per_token_quant_fp8``) and the GEMM's epilogue applying both
+    scales. x ``[..., K]`` float16/bfloat16; weight ``[N, K]`` row-major, int8 (``dtype="int8"``)
+    or float8_e4m3fn (``"fp8"``), quantized per output channel: weight_scale float32 ``[N]``,
+    ``[N, 1]`` or ``[1]`` (``ops.per_token_quant_int8(w)`` of a float weight gives both);
+    bias ``[N]`` of x's dtype. Returns ``[..., N]`` of x's dtype."""
+    if dtype not in _W8A8:
+        raise ValueError(f"w8a8_linear: dtype must be 'int8' or 'fp8', got {dtype!r}")
+    operand, quantize, gemm = _W8A8[dtype]
+    if not isinstance(x, Tensor) or x.dtype not in (torch.float16, torch.bfloat16) or x.dim() < 1:
+        raise ValueError("w8a8_linear: x: must be a float16 or bfloat16 tensor [..., K], got "
+                         f"{getattr(x, 'dtype', type(x).__name__)}")
+    if not isinstance(weight, Tensor) or weight.dtype != operand or weight.dim() != 2:
+        raise ValueError(f"w8a8_linear: weight: must be a 2-D {str(operand).removeprefix('torch.')} tensor [N, K] "
+                         f"for dtype={dtype!r}, got {getattr(weight, 'dtype', type(weight).__name__)}")
+    if weight.shape[1] != x.shape[-1]:
+        raise ValueError(f"w8a8_linear: x has K = {x.shape[-1]} but weight is {list(weight.shape)}")
+    if not isinstance(weight_scale, Tensor):
+        raise ValueError(f"w8a8_linear: weight_scale: must be a torch.Tensor, got {type(weight_scale).__name__}")
+    q, scales = quantize(x.reshape(-1, x.shape[-1]))
+    out = gemm(q, weight.t(), scales, weight_scale.reshape(-1), x.dtype, bias)
+    return out.view(*x.shape[:-1], weight.shape[0])
+
+
+__all__ = sorted([*REGISTERED_OPS, "w8a8_linear"])

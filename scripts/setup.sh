@@ -51,6 +51,9 @@ if ! "$PY" -c "import torch" >/dev/null 2>&1; then
   "$PY" -m pip install -q "$TORCH_SPEC" || "$PY" -m pip install -q torch
 fi
 "$PY" -m pip install -q -e ".[dev]"
+# CUTLASS's C++ headers for the GEMM kernels: the wheel's Python side (and its dependencies) is
+# not used, so it is installed without them.
+"$PY" -m pip install -q --no-deps "nvidia-cutlass==4.2.0.0"
 "$PY" - <<'PY'
 import torch, tvm_ffi, mllm_kernel
 print(f"setup: ready (python {__import__('sys').version.split()[0]}, torch {torch.__version__}, "

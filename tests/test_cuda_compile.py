@@ -25,11 +25,29 @@ def _nvcc_or_none():
 
 pytestmark = pytest.mark.skipif(_nvcc_or_none() is None, reason="nvcc not found")
 
+#: The CUTLASS GEMM modules compiled here, one per family (a minute each on two cores): the
+#: int8 one takes the transposed ping-pong path and bf16 out, the FP8 one the cooperative path
+#: and fp16 out, so every template branch of csrc/scaled_mm_sm90.cuh is compiled.
+GEMM_CHECKED = {("scaled_mm_sm90_swap_64x16x256_c1x1_pingpong", ("int8_t", "bf16_t")),
+                ("scaled_mm_sm90_128x256x128_c2x1_coop", ("fp8_e4m3_t", "fp16_t"))}
+
+
+def _checked(record) -> bool:
+    return not record.name.startswith("scaled_mm_sm90_") or (record.name, record.args) in GEMM_CHECKED
+
+
 def _cuda_modules():
     import mllm_kernel.ops  # noqa: F401 - declares every module of the package
     from mllm_kernel.jit_utils import registered_kernels
 
-    return [r for r in registered_kernels() if "cuda" in r.devices]
+    return [r for r in registered_kernels() if "cuda" in r.devices and _checked(r)]
+
+
+def test_gemm_modules_checked_exist():
+    from mllm_kernel.cuda.jit import scaled_mm_sm90
+
+    declared = {(m.name, m.args) for m in scaled_mm_sm90.MODULES.values()}
+    assert GEMM_CHECKED <= declared
 
 
 @pytest.mark.parametrize("record", _cuda_modules(), ids=lambda r: "-".join([r.name, *r.args]))

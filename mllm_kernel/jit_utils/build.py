@@ -99,6 +99,8 @@ class BuildSpec:
     cpu_target: str = toolchain.PORTABLE_CPU_TARGET
     #: Built for a prebuilt folder: also looks for shared libraries in the folder's lib/.
     bundled_libs: bool = False
+    #: Compiles against CUTLASS's headers (toolchain.find_cutlass_include()).
+    cutlass: bool = False
     _keys: dict = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @property
@@ -129,6 +131,8 @@ class BuildSpec:
         dirs += [str(Path(p).expanduser().resolve()) for p in self.extra_include_paths]
         if self.highway is not None:
             dirs += list(self.highway.include_dirs)
+        if self.cutlass:
+            dirs.append(toolchain.find_cutlass_include())
         return list(dict.fromkeys(dirs))
 
     def cxx_flags(self) -> list[str]:
@@ -156,6 +160,7 @@ class BuildSpec:
                 "tvm_ffi": toolchain.tvm_ffi_version(),
                 "cpu_target": self.cpu_target if self.device == "cpu" else None,
                 "bundled_libs": self.bundled_libs,
+                "cutlass": self.cutlass,
             }
             self._keys["portable"] = _digest(description)
         return self._keys["portable"]

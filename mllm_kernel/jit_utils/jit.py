@@ -76,7 +76,7 @@ def jit(
     any ``cpp_files``; under "auto" the C++ files serve the CPU module only.
     """
     build = _build_spec(cpp_files, cuda_files, cpp_wrappers, cuda_wrappers, extra_cflags, extra_cuda_cflags,
-                        extra_ldflags, extra_include_paths)
+                        extra_ldflags, extra_include_paths, cuda_archs=None, cutlass=False)
 
     def decorate(fn: Callable) -> JitKernel:
         return JitKernel(fn, name=func_name or fn.__name__, args=_variant(args), device=device, build=build)

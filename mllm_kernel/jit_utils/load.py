@@ -92,9 +92,10 @@ def cuda_build_spec(
     extra_ldflags: Sequence[str] | None = None,
     extra_include_paths: Sequence[str | Path] | None = None,
     cuda_archs: Sequence[str] | None = None,
+    cutlass: bool = False,
 ) -> BuildSpec:
     """The build of a CUDA module (see ``load_cuda_jit``); ``cuda_archs`` defaults to
-    ``toolchain.cuda_arch_list()``."""
+    ``toolchain.cuda_arch_list()``; ``cutlass`` adds CUTLASS's headers."""
     cuda = tuple(resolve_source(f, [CUDA_CSRC_DIR]) for f in cuda_files)
     if not cuda:
         raise ValueError(f"load_cuda_jit({name!r}): cuda_files is empty")
@@ -112,6 +113,7 @@ def cuda_build_spec(
         extra_ldflags=tuple(extra_ldflags or ()),
         extra_include_paths=tuple(str(p) for p in extra_include_paths or ()),
         cuda_archs=tuple(cuda_archs) if cuda_archs else toolchain.cuda_arch_list(),
+        cutlass=cutlass,
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from mllm_kernel.jit_utils import toolchain
 from mllm_kernel.jit_utils.build import BuildSpec
 from mllm_kernel.jit_utils.cache import load_module
 from mllm_kernel.jit_utils.load import Wrappers, cpu_build_spec, cuda_build_spec
@@ -38,9 +39,21 @@ class JitModule:
         files = [*(build.get("cpp_files") or ()), *(build.get("cuda_files") or ())]
         register(KernelRecord(name, devices, args, tuple(str(f) for f in files), kernel=self))
 
+    def builds_for(self, cuda_archs: Sequence[str] | None) -> bool:
+        """Whether a build for ``cuda_archs`` (None: the JIT's, ``toolchain.cuda_arch_list()``)
+        includes this module: always, unless the declaration pins architectures of which none
+        is listed (sm_90a kernels are not built for an Ampere GPU)."""
+        pinned = self._build["cuda_archs"]
+        if not pinned:
+            return True
+        cuda_archs = cuda_archs or toolchain.cuda_arch_list()
+        base = {a.rstrip("af") for a in cuda_archs}
+        return any(a.rstrip("af") in base for a in pinned)
+
     def spec(self, device: str, *, cuda_archs: Sequence[str] | None = None) -> BuildSpec:
         """The build of the ``device`` module as the JIT makes it (this CPU; the visible GPUs
-        unless ``cuda_archs`` is given); ``prebuild --output`` builds its ``prebuilt_variant()``."""
+        unless ``cuda_archs`` is given, the declaration's own architectures when it pins
+        them); ``prebuild --output`` builds its ``prebuilt_variant()``."""
         b = self._build
         if device not in self.devices:
             raise ValueError(f"{self.name}: no {device} sources (this kernel runs on {', '.join(self.devices)})")
@@ -53,7 +66,8 @@ class JitModule:
         return cuda_build_spec(self.name, *self.args, cuda_files=b["cuda_files"], cuda_wrappers=b["cuda_wrappers"],
                                cpp_files=b["cpp_files"] if with_cpp else None,
                                cpp_wrappers=b["cpp_wrappers"] if with_cpp else None,
-                               extra_cuda_cflags=b["extra_cuda_cflags"], cuda_archs=cuda_archs, **common)
+                               extra_cuda_cflags=b["extra_cuda_cflags"], cuda_archs=b["cuda_archs"] or cuda_archs,
+                               cutlass=b["cutlass"], **common)
 
     def module(self, device: str):
         """The compiled module for ``device`` ("cpu" or "cuda"): prebuilt, cached, or built now."""
@@ -79,11 +93,11 @@ def _variant(args: object | Sequence[object]) -> tuple[str, ...]:
 
 
 def _build_spec(cpp_files, cuda_files, cpp_wrappers, cuda_wrappers, extra_cflags, extra_cuda_cflags,
-                extra_ldflags, extra_include_paths) -> dict:
+                extra_ldflags, extra_include_paths, cuda_archs, cutlass) -> dict:
     return dict(cpp_files=list(cpp_files or ()), cuda_files=list(cuda_files or ()),
                 cpp_wrappers=list(cpp_wrappers or ()), cuda_wrappers=list(cuda_wrappers or ()),
                 extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
-                extra_include_paths=extra_include_paths)
+                extra_include_paths=extra_include_paths, cuda_archs=tuple(cuda_archs or ()), cutlass=cutlass)
 
 
 def jit_module(
@@ -99,11 +113,15 @@ def jit_module(
     extra_cuda_cflags: Sequence[str] | None = None,
     extra_ldflags: Sequence[str] | None = None,
     extra_include_paths: Sequence[str | Path] | None = None,
+    cuda_archs: Sequence[str] | None = None,
+    cutlass: bool = False,
 ) -> JitModule:
     """Declares module ``name``, variant ``args`` (a value or a list; usually
     ``make_cpp_args(...)``), for ``device`` "cpu" (built from ``cpp_files`` exporting
     ``cpp_wrappers``) or "cuda" (``cuda_files`` exporting ``cuda_wrappers``, plus any host-only
-    ``cpp_files``). Nothing is compiled until ``load()``."""
+    ``cpp_files``). ``cuda_archs`` pins the CUDA architectures (kernels written for one
+    architecture, such as "9.0a"); ``cutlass`` compiles against CUTLASS's headers.
+    Nothing is compiled until ``load()``."""
     return JitModule(name, _variant(args), device,
                      _build_spec(cpp_files, cuda_files, cpp_wrappers, cuda_wrappers, extra_cflags,
-                                 extra_cuda_cflags, extra_ldflags, extra_include_paths))
+                                 extra_cuda_cflags, extra_ldflags, extra_include_paths, cuda_archs, cutlass))

@@ -23,6 +23,7 @@ DEFAULT_CUDA_ARCHS = ("9.0",)
 CUDA_ARCH_ENV = "MLLM_KERNEL_CUDA_ARCH_LIST"
 TVM_FFI_CUDA_ARCH_ENV = "TVM_FFI_CUDA_ARCH_LIST"
 HWY_ROOT_ENV = "MLLM_KERNEL_HWY_ROOT"
+CUTLASS_HOME_ENVS = ("MLLM_KERNEL_CUTLASS_HOME", "CUTLASS_HOME")
 
 HIGHWAY_INSTALL_HINT = (
     "Google Highway was not found. Install it with `apt-get install libhwy-dev` (Debian/Ubuntu), "
@@ -327,6 +328,35 @@ def highway_version(header: str) -> str | None:
         return None
     parts = [re.search(rf"#define HWY_{k}\s+(\d+)", text) for k in ("MAJOR", "MINOR", "PATCH")]
     return ".".join(m.group(1) for m in parts) if all(parts) else None
+
+
+CUTLASS_INSTALL_HINT = (
+    "CUTLASS's headers were not found. Install them with `pip install --no-deps nvidia-cutlass` "
+    "(only the headers under cutlass_library/source/include are used), or point "
+    f"{CUTLASS_HOME_ENVS[0]} (or CUTLASS_HOME) at a CUTLASS checkout."
+)
+
+
+@functools.lru_cache(maxsize=None)
+def find_cutlass_include() -> str:
+    """The folder holding ``cutlass/`` and ``cute/``: ``$MLLM_KERNEL_CUTLASS_HOME`` or
+    ``$CUTLASS_HOME`` (a CUTLASS checkout: its include/), else the headers of the
+    ``nvidia-cutlass`` wheel (found without importing its Python code)."""
+    import importlib.util
+
+    for env in CUTLASS_HOME_ENVS:
+        home = os.environ.get(env, "").strip()
+        if home:
+            include = Path(home).expanduser() / "include"
+            if not (include / "cutlass" / "cutlass.h").is_file():
+                raise ToolchainNotFoundError(f"${env}={home} has no include/cutlass/cutlass.h. " + CUTLASS_INSTALL_HINT)
+            return str(include.resolve())
+    spec = importlib.util.find_spec("cutlass_library")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        include = Path(location) / "source" / "include"
+        if (include / "cutlass" / "cutlass.h").is_file():
+            return str(include.resolve())
+    raise ToolchainNotFoundError(CUTLASS_INSTALL_HINT)
 
 
 @functools.lru_cache(maxsize=None)

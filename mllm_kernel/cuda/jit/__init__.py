@@ -3,8 +3,10 @@
 from mllm_kernel.cuda.jit.activation import gelu_and_mul, silu_and_mul
 from mllm_kernel.cuda.jit.add_constant import add_constant
 from mllm_kernel.cuda.jit.create_kv_indices import create_kv_indices
+from mllm_kernel.cuda.jit.fp8_scaled_mm_cutlass import fp8_scaled_mm
 from mllm_kernel.cuda.jit.gdn_decode import gdn_decode
 from mllm_kernel.cuda.jit.gdn_extend_chunkwise import gdn_extend_chunkwise
+from mllm_kernel.cuda.jit.int8_scaled_mm_cutlass import int8_scaled_mm
 from mllm_kernel.cuda.jit.kv_cache import store_kv_cache
 from mllm_kernel.cuda.jit.norm import fused_add_rmsnorm, qknorm, qknorm_across_heads, rmsnorm
 from mllm_kernel.cuda.jit.quant import (
@@ -23,10 +25,12 @@ __all__ = [
     "apply_rope",
     "can_use_store_cache",
     "create_kv_indices",
+    "fp8_scaled_mm",
     "fused_add_rmsnorm",
     "gdn_decode",
     "gdn_extend_chunkwise",
     "gelu_and_mul",
+    "int8_scaled_mm",
     "per_tensor_quant_fp8",
     "per_token_group_quant_fp8",
     "per_token_group_quant_int8",

@@ -1,0 +1,167 @@
+"""W8A8 scaled GEMMs: mllm_kernel's int8_scaled_mm and fp8_scaled_mm beside cuBLAS(Lt) in the
+same run, at Llama-3-8B's linear-layer shapes (N x K = 4096x4096, 14336x4096, 4096x14336,
+6144x4096) and M = 1, 16, 128, 1024, 8192, bf16 output.
+
+    python benchmarks/bench_scaled_mm.py [--json benchmarks/results/cuda.json]   # H100
+    python benchmarks/bench_scaled_mm.py --sweep     # every kernel configuration at every shape
+
+Peers: bf16 ``torch.mm``; ``torch._scaled_mm`` (cuBLASLt FP8) with per-tensor and with row-wise
+scales; ``torch._int_mm`` (cuBLAS int8, int32 out; only for M > 16) followed by the scaling in
+eager PyTorch. Ours: int8 with per-token x per-channel scales, FP8 per-tensor and row-wise.
+Times: the median of CUDA-graph replays, each graph calling the op on operand sets rotated so L2
+cannot hold them (benchmarks/harness.py). TFLOP/s: 2·M·N·K over the
+time (TOPS for int8).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import results  # noqa: E402
+
+CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336), (6144, 4096)]
+MS = [1, 16, 128, 1024, 8192]
+FP8 = torch.float8_e4m3fn
+
+
+def _operand_sets(m: int, n: int, k: int) -> list[tuple]:
+    """Enough independent operand sets that the timed graph's calls cannot be served from L2
+    (the bf16 weight, the largest operand, rotated through harness.num_sets)."""
+    import harness
+
+    g = torch.Generator(device="cuda").manual_seed(m + n + k)
+    one = torch.ones(1, device="cuda")
+    sets = []
+    for _ in range(harness.num_sets(2 * (m * k + n * k))):
+        x = torch.randn(m, k, device="cuda", generator=g, dtype=torch.bfloat16)
+        w = torch.randn(n, k, device="cuda", generator=g, dtype=torch.bfloat16)
+        a8 = torch.randint(-128, 128, (m, k), device="cuda", generator=g, dtype=torch.int8)
+        w8 = torch.randint(-128, 128, (n, k), device="cuda", generator=g, dtype=torch.int8)
+        af, wf = (x * 4).to(FP8), (w * 4).to(FP8)
+        sa = torch.rand(m, 1, device="cuda", generator=g) * 0.01 + 1e-3
+        sb = torch.rand(1, n, device="cuda", generator=g) * 0.01 + 1e-3
+        sets.append((x, w, a8, w8, af, wf, sa, sb, one))
+    return sets
+
+
+def _us(fn, sets) -> float:
+    import harness
+
+    return harness.time_calls(fn, sets).us
+
+
+def run_cuda() -> list[dict]:
+    from mllm_kernel.cuda.jit import fp8_scaled_mm, int8_scaled_mm
+
+    rows = []
+    for n, k in SHAPES[:1] if CI else SHAPES:
+        for m in [1, 1024] if CI else MS:
+            sets = _operand_sets(m, n, k)
+            flop = 2 * m * n * k
+            row = {"shape": f"{n}x{k}", "m": m}
+            row["bf16_us"] = _us(lambda x, w, *_: torch.mm(x, w.t()), sets)
+            row["int8_us"] = _us(lambda x, w, a8, w8, af, wf, sa, sb, one:
+                                 int8_scaled_mm(a8, w8.t(), sa, sb, torch.bfloat16), sets)
+            if m > 16:
+                row["int_mm_us"] = _us(lambda x, w, a8, w8, af, wf, sa, sb, one:
+                                       (torch._int_mm(a8, w8.t()).float() * sa * sb).to(torch.bfloat16), sets)
+            row["fp8_us"] = _us(lambda x, w, a8, w8, af, wf, sa, sb, one:
+                                fp8_scaled_mm(af, wf.t(), one, one, torch.bfloat16), sets)
+            row["scaled_mm_us"] = _us(lambda x, w, a8, w8, af, wf, sa, sb, one: torch._scaled_mm(
+                af, wf.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16), sets)
+            row["fp8_row_us"] = _us(lambda x, w, a8, w8, af, wf, sa, sb, one:
+                                    fp8_scaled_mm(af, wf.t(), sa, sb, torch.bfloat16), sets)
+            row["scaled_mm_row_us"] = _us(lambda x, w, a8, w8, af, wf, sa, sb, one: torch._scaled_mm(
+                af, wf.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16), sets)
+            row["int8_vs_bf16"] = row["bf16_us"] / row["int8_us"]
+            if "int_mm_us" in row:
+                row["int8_vs_int_mm"] = row["int_mm_us"] / row["int8_us"]
+            row["fp8_vs_cublas"] = row["scaled_mm_us"] / row["fp8_us"]
+            row["fp8_row_vs_cublas"] = row["scaled_mm_row_us"] / row["fp8_row_us"]
+            row["int8_tops"] = flop / row["int8_us"] / 1e6
+            row["fp8_tflops"] = flop / row["fp8_us"] / 1e6
+            rows.append(row)
+            print_row(row)
+            del sets
+            torch.cuda.empty_cache()
+    return rows
+
+
+def sweep() -> None:
+    """Every configuration of scaled_mm_sm90 (and, for M >= 1024, every tile order) at every
+    shape, for tuning ``pick_config``."""
+    from mllm_kernel.cuda.jit import scaled_mm_sm90
+
+    for n, k in SHAPES:
+        for m in sorted({*MS, 64, 256, 512}):
+            sets = _operand_sets(m, n, k)
+            print(f"{n}x{k} M={m}", flush=True)
+            for label, ia, ib in (("int8", 2, 3), ("fp8", 4, 5)):
+                times = {}
+                orders = [(1, 0)] if m < 1024 else [(sw, r) for sw in (1, 4, 8) for r in (0, 1, 2)]
+                for name, config in scaled_mm_sm90.CONFIGS.items():
+                    if m >= 1024 and config.swap_ab:
+                        continue
+                    for sw, r in orders if not config.pingpong else [(1, 0)]:
+                        times[(name, sw, r)] = _us(lambda *t: scaled_mm_sm90.scaled_mm(
+                            label, t[ia], t[ib].t(), t[6].view(-1), t[7].view(-1), torch.bfloat16, None, m, n, k,
+                            config=config, swizzle=sw, raster=r), sets)
+                best = sorted(times, key=times.get)[:4]
+                picked = scaled_mm_sm90.pick_config(m, n, k).name
+                print(f"  {label}: picked {picked} {times.get((picked, 1, 0), float('nan')):.1f} us; best "
+                      + ", ".join(f"{c[0]} sw{c[1]} r{c[2]} {times[c]:.1f}" for c in best), flush=True)
+            del sets
+            torch.cuda.empty_cache()
+
+
+COLUMNS = [("shape", "N x K", "{}"), ("m", "M", "{}"), ("bf16_us", "bf16 mm µs", "{:.1f}"),
+           ("int8_us", "int8 µs", "{:.1f}"), ("int_mm_us", "_int_mm+scale µs", "{:.1f}"),
+           ("int8_vs_bf16", "int8 vs bf16", "{:.2f}x"), ("int8_vs_int_mm", "vs _int_mm", "{:.2f}x"),
+           ("int8_tops", "int8 TOPS", "{:.0f}"), ("fp8_us", "fp8 µs", "{:.1f}"),
+           ("scaled_mm_us", "_scaled_mm µs", "{:.1f}"), ("fp8_vs_cublas", "fp8 vs cuBLASLt", "{:.2f}x"),
+           ("fp8_tflops", "fp8 TFLOP/s", "{:.0f}"), ("fp8_row_us", "fp8 row-wise µs", "{:.1f}"),
+           ("scaled_mm_row_us", "_scaled_mm row-wise µs", "{:.1f}"),
+           ("fp8_row_vs_cublas", "row-wise vs cuBLASLt", "{:.2f}x")]
+NOTE = ("bf16 output. int8: per-token x per-channel scales; fp8: per-tensor, and row-wise (per-token x "
+        "per-channel). Peers in the same run: torch.mm (bf16), torch._scaled_mm (cuBLASLt), torch._int_mm "
+        "(int32 out, M > 16 only) with the scaling in eager PyTorch. Times: median of CUDA-graph replays over "
+        "operand sets rotated so that L2 cannot hold them.")
+
+
+def print_row(r: dict) -> None:
+    cells = []
+    for key, label, fmt in COLUMNS:
+        if key in r:
+            cells.append(f"{label} {fmt.format(r[key])}")
+    print(" | ".join(cells), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sweep", action="store_true", help="time every kernel configuration at every shape")
+    results.add_json_argument(parser)
+    args = parser.parse_args()
+    if args.sweep:
+        sweep()
+        return
+    import harness
+
+    rows = run_cuda()
+    copy = harness.copy_bandwidth_gbps()
+    print(f"copy bandwidth: {copy:.0f} GB/s")
+    notes = [NOTE] + (["CI=true: reduced shapes and repetitions, a smoke test only."] if CI else [])
+    results.write(args.json, results.section("cuda/scaled_mm", "scaled_mm", "W8A8 scaled GEMMs (Llama-3-8B shapes)",
+                                             torch.cuda.get_device_name(), COLUMNS, rows, copy_gbps=copy, notes=notes))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+// W8A8 scaled GEMMs on Hopper (sm_90a), one module per kernel configuration:
+//   scaled_mm_sm90<AB, Out, TileM, TileN, TileK, ClusterM, ClusterN, kPingpong, kSwapAB>(
+//       out, mat_a, mat_b, scales_a, scales_b, bias, has_bias, workspace, swizzle, raster)
+// out [M, N] (Out: fp16_t or bf16_t, rows dense) = (mat_a @ mat_b) * scales_a[m] * scales_b[n]
+// (+ bias[n]), with mat_a [M, K] row-major and mat_b [K, N] column-major, both AB (int8_t or
+// fp8_e4m3_t). scales_a holds 1 or M float32 values, scales_b 1 or N (per tensor, per token,
+// per channel). kSwapAB runs the transposed problem, for small M (scaled_mm_sm90_gemm.cuh).
+// TMA needs 16-byte aligned rows: K a multiple of 16, N of 8, the strides likewise.
+// swizzle (1, 2, 4 or 8) and raster (0: CUTLASS's choice, 1: along M, 2: along N) set the order
+// in which the persistent scheduler hands out tiles (L2 reuse of the operand panels).
+#pragma once
+
+#include "scaled_mm_sm90_gemm.cuh"
+#include <mllm_kernel/tensor.hpp>
+#include <mllm_kernel/type.cuh>
+#include <mllm_kernel/utils.hpp>
+
+#include <cutlass/numeric_types.h>
+#include <dlpack/dlpack.h>
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/extra/c_env_api.h>
+
+#include <cstdint>
+
+namespace {
+
+using mllm_kernel::bf16_t;
+using mllm_kernel::fp16_t;
+using mllm_kernel::fp8_e4m3_t;
+
+template <typename T>
+struct CutlassType;
+template <>
+struct CutlassType<std::int8_t> {
+  using type = std::int8_t;
+};
+template <>
+struct CutlassType<fp8_e4m3_t> {
+  using type = cutlass::float_e4m3_t;
+};
+template <>
+struct CutlassType<fp16_t> {
+  using type = cutlass::half_t;
+};
+template <>
+struct CutlassType<bf16_t> {
+  using type = cutlass::bfloat16_t;
+};
+
+/// Checks a scale vector: float32, 1-D, dense, on `device`, of 1 or `len` values; returns
+/// whether it is a vector (len values) rather than one value.
+bool check_scales(tvm::ffi::TensorView scales, mllm_kernel::host::SymbolicDevice& device, std::int64_t len,
+                  const char* name, const char* per) {
+  using namespace mllm_kernel::host;
+  SymbolicSize n{name};
+  (void)TensorMatcher({n}).with_dtype<float>().with_device(device).verify(scales, name);
+  RuntimeCheck(n.unwrap() == 1 || n.unwrap() == len, name, " must hold 1 value or one per ", per, " (", len,
+               "), got ", n.unwrap());
+  return n.unwrap() == len && len != 1;
+}
+
+bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
+
+/// The SM count of a device, asked once (the persistent tile scheduler sizes its grid by it).
+int sm_count(int device_id) {
+  static int counts[64] = {};
+  if (device_id < 0 || device_id >= 64) return 0;  // CUTLASS asks the driver itself
+  if (counts[device_id] == 0) {
+    cudaDeviceGetAttribute(&counts[device_id], cudaDevAttrMultiProcessorCount, device_id);
+  }
+  return counts[device_id];
+}
+
+template <typename AB, typename Out, int kTileM, int kTileN, int kTileK, int kClusterM, int kClusterN, bool kPingpong,
+          bool kSwapAB>
+void scaled_mm_sm90(tvm::ffi::TensorView out, tvm::ffi::TensorView mat_a, tvm::ffi::TensorView mat_b,
+                    tvm::ffi::TensorView scales_a, tvm::ffi::TensorView scales_b, tvm::ffi::TensorView bias,
+                    bool has_bias, tvm::ffi::TensorView workspace, std::int64_t swizzle, std::int64_t raster) {
+  using namespace mllm_kernel::host;
+  using namespace mllm_kernel::device::gemm_sm90;
+  using ElementAB = typename CutlassType<AB>::type;
+  using ElementD = typename CutlassType<Out>::type;
+  using Config = TileConfig<kTileM, kTileN, kTileK, kClusterM, kClusterN, kPingpong>;
+  using Gemm = GemmSm90<ElementAB, ElementD, Config, kSwapAB>;
+  using Adapter = typename Gemm::Gemm;
+
+  SymbolicSize M{"M"}, N{"N"}, K{"K"}, lda{"mat_a row stride"}, ldb{"mat_b column stride"}, ldo{"out row stride"};
+  SymbolicDevice device;
+  (void)TensorMatcher({M, K}).with_strides({lda, 1}).template with_dtype<AB>().template with_device<kDLCUDA>(device).verify(
+      mat_a, "mat_a");
+  (void)TensorMatcher({K, N}).with_strides({1, ldb}).template with_dtype<AB>().with_device(device).verify(mat_b, "mat_b");
+  (void)TensorMatcher({M, N}).with_strides({ldo, 1}).template with_dtype<Out>().with_device(device).verify(out, "out");
+  const std::int64_t m = M.unwrap(), n = N.unwrap(), k = K.unwrap();
+  const bool a_vector = check_scales(scales_a, device, m, "scales_a", "row of mat_a");
+  const bool b_vector = check_scales(scales_b, device, n, "scales_b", "column of mat_b");
+  if (has_bias) {
+    (void)TensorMatcher({N}).template with_dtype<Out>().with_device(device).verify(bias, "bias");
+  }
+  SymbolicSize workspace_bytes{"workspace bytes"};
+  (void)TensorMatcher({workspace_bytes}).template with_dtype<std::uint8_t>().with_device(device).verify(workspace,
+                                                                                                        "workspace");
+  RuntimeCheck(k % 16 == 0, "K must be a multiple of 16 (16-byte rows of 8-bit values), got ", k);
+  RuntimeCheck(n % 8 == 0, "N must be a multiple of 8 (16-byte output rows), got ", n);
+  RuntimeCheck(lda.unwrap() % 16 == 0 && ldb.unwrap() % 16 == 0 && ldo.unwrap() % 8 == 0,
+               "row strides must keep rows 16-byte aligned: mat_a ", lda.unwrap(), ", mat_b ", ldb.unwrap(), ", out ",
+               ldo.unwrap());
+  RuntimeCheck(aligned16(mat_a.data_ptr()) && aligned16(mat_b.data_ptr()) && aligned16(out.data_ptr()),
+               "mat_a, mat_b and out must start at 16-byte aligned addresses");
+  if (m == 0) return;
+
+  const auto* a = static_cast<const ElementAB*>(mat_a.data_ptr());
+  const auto* b = static_cast<const ElementAB*>(mat_b.data_ptr());
+  const auto* sa = static_cast<const float*>(scales_a.data_ptr());
+  const auto* sb = static_cast<const float*>(scales_b.data_ptr());
+  const auto* bias_ptr = has_bias ? static_cast<const ElementD*>(bias.data_ptr()) : nullptr;
+  auto* d = static_cast<ElementD*>(out.data_ptr());
+
+  // GEMM operands: (A, B, rows, cols) = (a, b, M, N), or (b, a, N, M) transposed.
+  using StrideA = typename Adapter::GemmKernel::StrideA;
+  using StrideB = typename Adapter::GemmKernel::StrideB;
+  using StrideD = typename Adapter::GemmKernel::StrideD;
+  const std::int64_t rows = kSwapAB ? n : m, cols = kSwapAB ? m : n;
+  StrideA stride_a{};
+  StrideB stride_b{};
+  StrideD stride_d{};
+  cute::get<0>(stride_a) = kSwapAB ? ldb.unwrap() : lda.unwrap();
+  cute::get<0>(stride_b) = kSwapAB ? lda.unwrap() : ldb.unwrap();
+  if constexpr (kSwapAB) {
+    cute::get<1>(stride_d) = ldo.unwrap();  // Dᵀ column-major
+  } else {
+    cute::get<0>(stride_d) = ldo.unwrap();
+  }
+  // The outer scale is per original row (scales_a), the inner per original column.
+  typename Adapter::Arguments args{
+      cutlass::gemm::GemmUniversalMode::kGemm,
+      {static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(k), 1},
+      {kSwapAB ? b : a, stride_a, kSwapAB ? a : b, stride_b},
+      {Gemm::Epilogue::arguments(sa, a_vector, sb, b_vector, bias_ptr), nullptr, stride_d, d, stride_d},
+  };
+
+  const DLDevice dl_device = device.unwrap();
+  args.hw_info.device_id = dl_device.device_id;
+  args.hw_info.sm_count = sm_count(dl_device.device_id);
+  RuntimeCheck(swizzle == 1 || swizzle == 2 || swizzle == 4 || swizzle == 8, "swizzle must be 1, 2, 4 or 8, got ",
+               swizzle);
+  RuntimeCheck(raster >= 0 && raster <= 2, "raster must be 0, 1 or 2, got ", raster);
+  using Raster = cutlass::gemm::kernel::detail::RasterOrderOptions;
+  args.scheduler.max_swizzle_size = static_cast<int>(swizzle);
+  args.scheduler.raster_order = raster == 1 ? Raster::AlongM : raster == 2 ? Raster::AlongN : Raster::Heuristic;
+
+  Adapter gemm;
+  const cutlass::Status can = gemm.can_implement(args);
+  RuntimeCheck(can == cutlass::Status::kSuccess, "CUTLASS cannot run this problem: ", cutlassGetStatusString(can));
+  const std::size_t needed = Adapter::get_workspace_size(args);
+  RuntimeCheck(needed <= static_cast<std::size_t>(workspace_bytes.unwrap()), "workspace holds ",
+               workspace_bytes.unwrap(), " bytes, the kernel needs ", needed);
+  auto stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(dl_device.device_type, dl_device.device_id));
+  const cutlass::Status status = gemm.run(args, workspace.data_ptr(), stream);
+  RuntimeCheck(status == cutlass::Status::kSuccess, "CUTLASS GEMM launch failed: ", cutlassGetStatusString(status));
+}
+
+}  // namespace

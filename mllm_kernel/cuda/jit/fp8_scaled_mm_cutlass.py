@@ -1,0 +1,42 @@
+"""CUDA ``fp8_scaled_mm`` (sgl-kernel's name and conventions), on CUTLASS kernels.
+
+``out = (mat_a @ mat_b) * scales_a * scales_b + bias`` with float8_e4m3fn operands, the
+product accumulated in float32, scales per tensor (one value) or per token ``[M, 1]`` and per
+channel ``[1, N]`` in any mix, the scaling and bias fused into the epilogue. Runs on Hopper
+(sm_90) through ``scaled_mm_sm90``'s kernels.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mllm_kernel.cuda.jit import scaled_mm_sm90
+from mllm_kernel.cuda.jit.int8_scaled_mm_cutlass import require_sm90
+from mllm_kernel.jit_utils import precompile as jit_precompile
+from mllm_kernel.op_args import scaled_mm_operands
+
+OP = "fp8_scaled_mm"
+
+
+def precompile(*, wait: bool = True):
+    """Builds (or loads) this GPU's FP8 modules now; see ``jit_utils.precompile``."""
+    modules = [m for (operand, _, _), m in scaled_mm_sm90.MODULES.items() if operand == torch.float8_e4m3fn]
+    return jit_precompile(*modules, wait=wait)
+
+
+def fp8_scaled_mm(
+    mat_a: torch.Tensor,
+    mat_b: torch.Tensor,
+    scales_a: torch.Tensor,
+    scales_b: torch.Tensor,
+    out_dtype: torch.dtype,
+    bias: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``[M, N]`` of ``out_dtype`` (float16 or bfloat16) from float8_e4m3fn ``mat_a`` ``[M, K]``
+    row-major and ``mat_b`` ``[K, N]`` column-major, float32 scales (``scales_a`` ``[1]``,
+    ``[M]`` or ``[M, 1]``; ``scales_b`` ``[1]``, ``[N]`` or ``[1, N]``), optional ``bias``
+    ``[N]`` of ``out_dtype``. K must be a multiple of 16 and N of 8."""
+    m, n, k, sa, sb = scaled_mm_operands(OP, mat_a, mat_b, scales_a, scales_b, out_dtype, bias,
+                                         torch.float8_e4m3fn, scaled_mm_sm90.OUT_DTYPES)
+    require_sm90(OP, mat_a.device)
+    return scaled_mm_sm90.scaled_mm(OP, mat_a, mat_b, sa, sb, out_dtype, bias, m, n, k)

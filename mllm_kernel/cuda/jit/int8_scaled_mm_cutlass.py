@@ -1,0 +1,51 @@
+"""CUDA ``int8_scaled_mm`` (sgl-kernel's name and conventions), on CUTLASS kernels.
+
+``out = (mat_a @ mat_b) * scales_a[:, None] * scales_b[None, :] + bias``, the product
+accumulated exactly in int32, the scaling and bias in float32, rounded once to ``out_dtype``.
+Runs on Hopper (sm_90) through ``scaled_mm_sm90``'s kernels; other GPUs get a ValueError that
+says so.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mllm_kernel.cuda.jit import scaled_mm_sm90
+from mllm_kernel.jit_utils import precompile as jit_precompile
+from mllm_kernel.op_args import scaled_mm_operands
+
+OP = "int8_scaled_mm"
+
+
+def precompile(*, wait: bool = True):
+    """Builds (or loads) this GPU's int8 modules now; see ``jit_utils.precompile``."""
+    modules = [m for (operand, _, _), m in scaled_mm_sm90.MODULES.items() if operand == torch.int8]
+    return jit_precompile(*modules, wait=wait)
+
+
+def require_sm90(op: str, device: torch.device) -> None:
+    """A ValueError unless ``device`` is a GPU these kernels run on (compute capability 9.0)."""
+    if device.type != "cuda":
+        raise ValueError(f"{op}: mat_a: must be a CUDA tensor here, got {device}")
+    if not scaled_mm_sm90.supported(device):
+        major, minor = torch.cuda.get_device_capability(device)
+        raise ValueError(f"{op}: runs on sm_90 (Hopper) GPUs; this GPU is sm_{major}{minor}")
+
+
+def int8_scaled_mm(
+    mat_a: torch.Tensor,
+    mat_b: torch.Tensor,
+    scales_a: torch.Tensor,
+    scales_b: torch.Tensor,
+    out_dtype: torch.dtype,
+    bias: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``[M, N]`` of ``out_dtype`` (float16 or bfloat16) from int8 ``mat_a`` ``[M, K]`` row-major
+    and int8 ``mat_b`` ``[K, N]`` column-major (``weight.t()`` of a row-major ``[N, K]`` weight),
+    float32 ``scales_a`` (``[M]``, ``[M, 1]`` or ``[1]``) and ``scales_b`` (``[N]``, ``[1, N]``
+    or ``[1]``), optional ``bias`` ``[N]`` of ``out_dtype``. K must be a multiple of 16 and N of
+    8 (16-byte rows for the tensor-memory accelerator)."""
+    m, n, k, sa, sb = scaled_mm_operands(OP, mat_a, mat_b, scales_a, scales_b, out_dtype, bias, torch.int8,
+                                         scaled_mm_sm90.OUT_DTYPES)
+    require_sm90(OP, mat_a.device)
+    return scaled_mm_sm90.scaled_mm(OP, mat_a, mat_b, sa, sb, out_dtype, bias, m, n, k)

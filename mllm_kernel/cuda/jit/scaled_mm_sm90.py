@@ -1,0 +1,131 @@
+"""Hopper (sm_90a) W8A8 scaled GEMM modules: CUTLASS kernels, one module per (operand type,
+output type, kernel configuration), shared by every shape that picks the configuration.
+
+``pick_config(m, n, k)`` is the heuristic, by M bucket (chosen from
+``benchmarks/bench_scaled_mm.py --sweep`` on an H100, at Llama-3-8B's shapes):
+
+==========  ============================================  ======================================
+M           configuration                                 why
+==========  ============================================  ======================================
+<= 16       transposed, tile 64 x 16 x 256, ping-pong     the weight fills the 64-row MMA tiles
+<= 32       transposed, tile 64 x 32 x 256, ping-pong     as above, more activation columns
+<= 128      tile 64 x 128 x 128, ping-pong, when that      enough tiles to fill most SMs, else
+            gives FILL_TILES tiles; else transposed 64 x   the transposed kernel's smaller tiles
+            64 x 256
+<= 256      tile 64 x 128 x 128, ping-pong
+> 256       tile 128 x 256 x 128, cluster 2x1,            compute-bound: the largest tile
+            cooperative
+==========  ============================================  ======================================
+
+"Transposed" runs Dᵀ = Bᵀ Aᵀ (``csrc/scaled_mm_sm90.cuh``), so a small M needs no 64-row tile
+of mostly padding.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+from mllm_kernel.jit_utils import jit_module, make_cpp_args
+
+#: The architecture these kernels are written for (warpgroup MMAs and TMA: sm_90a only).
+ARCH = "9.0a"
+OUT_DTYPES = (torch.float16, torch.bfloat16)
+#: Bytes of the per-device workspace (the persistent scheduler needs none today; the kernel
+#: checks what it needs against this).
+WORKSPACE_BYTES = 1 << 20
+#: Tiles of a problem from which the untransposed 64 x 128 kernel is picked at M <= 128 (about
+#: three quarters of an H100's 132 SMs).
+FILL_TILES = 96
+
+
+@dataclass(frozen=True)
+class Sm90Config:
+    """One CUTLASS kernel configuration (csrc/scaled_mm_sm90.cuh's template arguments)."""
+
+    tile: tuple[int, int, int]
+    cluster: tuple[int, int] = (1, 1)
+    pingpong: bool = True
+    swap_ab: bool = False
+
+    @property
+    def name(self) -> str:
+        m, n, k = self.tile
+        kind = "pingpong" if self.pingpong else "coop"
+        return f"{'swap_' if self.swap_ab else ''}{m}x{n}x{k}_c{self.cluster[0]}x{self.cluster[1]}_{kind}"
+
+    def cpp_args(self) -> str:
+        flag = lambda b: "true" if b else "false"  # noqa: E731
+        return ", ".join([*(str(v) for v in self.tile), *(str(v) for v in self.cluster), flag(self.pingpong),
+                          flag(self.swap_ab)])
+
+
+CONFIGS = {
+    c.name: c
+    for c in (
+        Sm90Config((64, 16, 256), swap_ab=True),
+        Sm90Config((64, 32, 256), swap_ab=True),
+        Sm90Config((64, 64, 256), swap_ab=True),
+        Sm90Config((64, 128, 128)),
+        Sm90Config((128, 256, 128), cluster=(2, 1), pingpong=False),
+    )
+}
+
+
+def pick_config(m: int, n: int, k: int) -> Sm90Config:
+    """The configuration for an M x N x K problem (the table in the module docstring)."""
+    if m <= 16:
+        return CONFIGS["swap_64x16x256_c1x1_pingpong"]
+    if m <= 32:
+        return CONFIGS["swap_64x32x256_c1x1_pingpong"]
+    if m <= 128:
+        # 64 x 128 tiles once they are enough to fill most SMs; the transposed 64 x 64 before.
+        if -(-m // 64) * -(-n // 128) >= FILL_TILES:
+            return CONFIGS["64x128x128_c1x1_pingpong"]
+        return CONFIGS["swap_64x64x256_c1x1_pingpong"]
+    if m <= 256:
+        return CONFIGS["64x128x128_c1x1_pingpong"]
+    return CONFIGS["128x256x128_c2x1_coop"]
+
+
+def _declare(operand: torch.dtype, out: torch.dtype, config: Sm90Config):
+    types = make_cpp_args(operand, out)
+    return jit_module(f"scaled_mm_sm90_{config.name}", args=types, device="cuda",
+                      cuda_files=["scaled_mm_sm90.cuh"],
+                      cuda_wrappers=[("scaled_mm", f"scaled_mm_sm90<{types}, {config.cpp_args()}>")],
+                      extra_cuda_cflags=["-diag-suppress=2908"], cuda_archs=[ARCH], cutlass=True)
+
+
+MODULES = {(operand, out, name): _declare(operand, out, config)
+           for operand in (torch.int8, torch.float8_e4m3fn) for out in OUT_DTYPES for name, config in CONFIGS.items()}
+
+
+@functools.lru_cache(maxsize=None)
+def _workspace(device: torch.device) -> torch.Tensor:
+    return torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=device)
+
+
+@functools.lru_cache(maxsize=None)
+def _is_sm90(index: int) -> bool:
+    return torch.cuda.get_device_capability(index) == (9, 0)
+
+
+def supported(device: torch.device) -> bool:
+    """Whether ``device`` runs these kernels (compute capability 9.0)."""
+    return device.type == "cuda" and _is_sm90(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def scaled_mm(op: str, a: torch.Tensor, b: torch.Tensor, scales_a: torch.Tensor, scales_b: torch.Tensor,
+              out_dtype: torch.dtype, bias: torch.Tensor | None, m: int, n: int, k: int,
+              config: Sm90Config | None = None, swizzle: int = 1, raster: int = 0) -> torch.Tensor:
+    """Runs the checked operands (``op_args.scaled_mm_operands``) through the kernel of
+    ``config`` (default: ``pick_config``) into a new ``[M, N]`` tensor; ``swizzle`` and
+    ``raster`` order the tiles (csrc/scaled_mm_sm90.cuh)."""
+    config = config or pick_config(m, n, k)
+    function = MODULES[(a.dtype, out_dtype, config.name)].load().scaled_mm
+    out = torch.empty((m, n), dtype=out_dtype, device=a.device)
+    function(out, a, b, scales_a, scales_b, out if bias is None else bias, bias is not None, _workspace(a.device),
+             swizzle, raster)
+    return out

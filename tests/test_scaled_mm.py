@@ -1,0 +1,258 @@
+"""W8A8 scaled GEMMs on CUDA: int8_scaled_mm and fp8_scaled_mm against float64 references.
+
+int8 products are exact integers (compared before the final rounding through a float64
+reference of the same formula), FP8 products are compared with a float64 GEMM of the
+dequantized operands. The argument checks run anywhere (they raise before any kernel runs).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mllm_kernel.cuda.jit import fp8_scaled_mm, int8_scaled_mm, scaled_mm_sm90
+
+HAS_SM90 = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+sm90 = pytest.mark.skipif(not HAS_SM90, reason="needs an sm_90 GPU")
+OUT_DTYPES = (torch.float16, torch.bfloat16)
+#: Relative size of one unit in the last place of each output dtype.
+ULP = {torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}
+
+
+def _operands(m, n, k, dtype, *, seed=0, device="cuda", a_pad=0, b_pad=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.int8:
+        a = torch.randint(-128, 128, (m, k + a_pad), generator=g, dtype=torch.int8)
+        w = torch.randint(-128, 128, (n, k + b_pad), generator=g, dtype=torch.int8)
+    else:
+        a = (torch.randn(m, k + a_pad, generator=g) * 4).clamp(-448, 448).to(dtype)
+        w = (torch.randn(n, k + b_pad, generator=g) * 4).clamp(-448, 448).to(dtype)
+    return a.to(device)[:, :k], w.to(device)[:, :k].t()
+
+
+def _scales(length, vector, shape2d, *, seed):
+    g = torch.Generator().manual_seed(seed)
+    if not vector:
+        return (torch.rand(1, generator=g) * 0.02 + 0.001).cuda()
+    s = (torch.rand(length, generator=g) * 0.02 + 0.001).cuda()
+    return s.view(shape2d) if shape2d else s
+
+
+def _reference(a, b, sa, sb, bias):
+    acc = a.double() @ b.double()
+    ref = acc * sa.double().reshape(-1, 1) * sb.double().reshape(1, -1)
+    return ref + bias.double() if bias is not None else ref
+
+
+def _poison_allocator(m, n, dtype):
+    # The caching allocator hands this block back to the op's output: unwritten elements stay NaN.
+    torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+
+
+def _check(out, ref, out_dtype, slack=None):
+    assert out.dtype == out_dtype and not torch.isnan(out).any()
+    err = (out.double() - ref).abs()
+    bound = ULP[out_dtype] * ref.abs() + 1e-6 * ref.abs().max()
+    if slack is not None:
+        bound = bound + slack
+    bad = err > bound
+    assert not bad.any(), f"{int(bad.sum())} of {bad.numel()} off; worst {float((err - bound).max())}"
+
+
+def _run(fn, dtype, m, n, k, out_dtype, *, bias, a_vector=True, b_vector=True, seed=0, config=None, **pads):
+    a, b = _operands(m, n, k, dtype, seed=seed, **pads)
+    sa = _scales(m, a_vector, (m, 1) if seed % 2 else None, seed=seed + 1)
+    sb = _scales(n, b_vector, (1, n) if seed % 2 else None, seed=seed + 2)
+    bias_t = (torch.randn(n, generator=torch.Generator().manual_seed(seed + 3)) * 4).to(out_dtype).cuda() if bias else None
+    _poison_allocator(m, n, out_dtype)
+    if config is None:
+        out = fn(a, b, sa, sb, out_dtype, bias_t)
+    else:
+        from mllm_kernel.op_args import scaled_mm_operands
+
+        _, _, _, sa1, sb1 = scaled_mm_operands("t", a, b, sa, sb, out_dtype, bias_t, dtype, OUT_DTYPES)
+        out = scaled_mm_sm90.scaled_mm("t", a, b, sa1, sb1, out_dtype, bias_t, m, n, k, config=config)
+    assert out.shape == (m, n)
+    ref = _reference(a, b, sa, sb, bias_t)
+    slack = None
+    if dtype != torch.int8:
+        # FP8 MMAs accumulate with fewer bits than float32 (no periodic promotion).
+        slack = 2.0**-11 * (a.double().abs() @ b.double().abs()) * (sa.double().reshape(-1, 1) * sb.double().reshape(1, -1))
+    _check(out, ref, out_dtype, slack)
+
+
+CASES = [(1, 8, 16), (3, 24, 48), (17, 4096, 4096), (64, 1000, 272), (100, 512, 1024), (1000, 4096, 512),
+         (2048, 2048, 4096), (4100, 520, 128)]
+
+
+@sm90
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype,fn", [(torch.int8, int8_scaled_mm), (torch.float8_e4m3fn, fp8_scaled_mm)],
+                         ids=["int8", "fp8"])
+@pytest.mark.parametrize("m,n,k", CASES)
+@pytest.mark.parametrize("out_dtype", OUT_DTYPES, ids=["fp16", "bf16"])
+def test_scaled_mm_matches_reference(dtype, fn, m, n, k, out_dtype):
+    _run(fn, dtype, m, n, k, out_dtype, bias=(m + n) % 2 == 0, seed=m + n + k)
+
+
+@sm90
+@pytest.mark.cuda
+@pytest.mark.parametrize("name", list(scaled_mm_sm90.CONFIGS))
+@pytest.mark.parametrize("dtype", [torch.int8, torch.float8_e4m3fn], ids=["int8", "fp8"])
+def test_every_configuration(name, dtype):
+    """Each kernel configuration, whatever M the heuristic gives it, on odd M and a bias."""
+    config = scaled_mm_sm90.CONFIGS[name]
+    for m in (1, 33, 300):
+        _run(None, dtype, m, 264, 400, torch.bfloat16, bias=True, seed=m, config=config)
+
+
+@sm90
+@pytest.mark.cuda
+@pytest.mark.parametrize("a_vector,b_vector", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("m", [5, 200])
+def test_fp8_scale_mixes(a_vector, b_vector, m):
+    _run(fp8_scaled_mm, torch.float8_e4m3fn, m, 136, 256, torch.bfloat16, bias=False, a_vector=a_vector,
+         b_vector=b_vector, seed=m)
+    _run(int8_scaled_mm, torch.int8, m, 136, 256, torch.float16, bias=True, a_vector=a_vector, b_vector=b_vector,
+         seed=m + 1)
+
+
+@sm90
+@pytest.mark.cuda
+@pytest.mark.parametrize("m", [1, 300])
+def test_strided_operands(m):
+    """mat_a rows and mat_b columns with padding (strides beyond K, still 16-byte aligned)."""
+    _run(int8_scaled_mm, torch.int8, m, 72, 96, torch.bfloat16, bias=True, a_pad=32, b_pad=16)
+    _run(fp8_scaled_mm, torch.float8_e4m3fn, m, 72, 96, torch.float16, bias=False, a_pad=16, b_pad=48)
+
+
+@sm90
+@pytest.mark.cuda
+def test_heuristic_buckets_cover_every_m():
+    names = {scaled_mm_sm90.pick_config(m, 4096, 4096).name for m in range(1, 5000, 7)}
+    assert names == set(scaled_mm_sm90.CONFIGS)
+
+
+@sm90
+@pytest.mark.cuda
+@pytest.mark.parametrize("fn,dtype", [(int8_scaled_mm, torch.int8), (fp8_scaled_mm, torch.float8_e4m3fn)])
+def test_alignment_limits(fn, dtype):
+    sa, sb = torch.ones(4, device="cuda"), torch.ones(16, device="cuda")
+    a, b = _operands(4, 16, 24, dtype)
+    with pytest.raises(ValueError, match="K must be a multiple of 16"):
+        fn(a, b, sa, sb, torch.bfloat16)
+    a, b = _operands(4, 12, 32, dtype)
+    with pytest.raises(ValueError, match="N must be a multiple of 8"):
+        fn(a, b, sa, torch.ones(12, device="cuda"), torch.bfloat16)
+    a, b = _operands(4, 16, 32, dtype, a_pad=8)
+    with pytest.raises(ValueError, match="row strides must keep rows 16-byte aligned"):
+        fn(a, b, sa, sb, torch.bfloat16)
+
+
+# --- argument checks (no GPU needed: they raise before the kernel) -----------------------------
+
+
+def _cpu_args(dtype=torch.int8, m=4, n=16, k=32):
+    a = torch.zeros(m, k, dtype=dtype)
+    b = torch.zeros(n, k, dtype=dtype).t()
+    return a, b, torch.ones(m), torch.ones(n)
+
+
+@pytest.mark.parametrize("fn,dtype,op", [(int8_scaled_mm, torch.int8, "int8_scaled_mm"),
+                                         (fp8_scaled_mm, torch.float8_e4m3fn, "fp8_scaled_mm")])
+def test_bad_arguments(fn, dtype, op):
+    a, b, sa, sb = _cpu_args(dtype)
+    other = torch.float8_e4m3fn if dtype == torch.int8 else torch.int8
+    cases = [
+        ((a.to(torch.float32), b, sa, sb, torch.bfloat16), f"{op}: mat_a: must be "),
+        ((a, b.contiguous().to(other), sa, sb, torch.bfloat16), f"{op}: mat_b: must be "),
+        ((a[0], b, sa, sb, torch.bfloat16), f"{op}: mat_a: must be 2-D"),
+        ((a, b[:16], sa, sb, torch.bfloat16), rf"{op}: mat_a is \[4, 32\] but mat_b is \[16, 16\]: K differs"),
+        ((a, b.contiguous(), sa, sb, torch.bfloat16), f"{op}: mat_b: must be column-major"),
+        ((a.t().contiguous().t(), b, sa, sb, torch.bfloat16), f"{op}: mat_a: must be row-major"),
+        ((a, b, sa, sb, torch.float32), f"{op}: out_dtype must be one of float16, bfloat16"),
+        ((a, b, sa.double(), sb, torch.bfloat16), f"{op}: scales_a: must be float32"),
+        ((a, b, torch.ones(3), sb, torch.bfloat16), rf"{op}: scales_a: must be \[4\], \[4, 1\] or \[1\]"),
+        ((a, b, sa, torch.ones(2, 16), torch.bfloat16), rf"{op}: scales_b: must be \[16\], \[1, 16\] or \[1\]"),
+        ((a, b, sa, sb, torch.bfloat16, torch.zeros(15, dtype=torch.bfloat16)), rf"{op}: bias: must be \[16\]"),
+        ((a, b, sa, sb, torch.bfloat16, torch.zeros(16, dtype=torch.float16)), rf"{op}: bias: must be \[16\] of bfloat16"),
+        ((a, b, sa, sb, torch.bfloat16), f"{op}: mat_a: must be a CUDA tensor here"),
+        (("a", b, sa, sb, torch.bfloat16), f"{op}: mat_a: must be a torch.Tensor"),
+    ]
+    for args, message in cases:
+        with pytest.raises(ValueError, match=message):
+            fn(*args)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.cuda
+def test_devices_must_match():
+    a, b, sa, sb = _cpu_args()
+    with pytest.raises(ValueError, match="int8_scaled_mm: mat_b is on cpu but mat_a is on cuda"):
+        int8_scaled_mm(a.cuda(), b, sa, sb, torch.bfloat16)
+
+
+# --- ops: device dispatch, torch.compile, the W8A8 linear layer ----------------------------------
+
+
+def _linear_reference(x, weight, bias):
+    return x.double() @ weight.double().t() + (bias.double() if bias is not None else 0)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=[sm90, pytest.mark.cuda])])
+@pytest.mark.parametrize("dtype", ["int8", "fp8"])
+def test_w8a8_linear(device, dtype):
+    """Quantize a float weight per channel with the package's quantizer, then y = x @ w.t() + b:
+    within the quantization error of the float layer."""
+    from mllm_kernel import ops
+
+    if device == "cpu" and dtype == "fp8":
+        pytest.skip("fp8_scaled_mm has no CPU kernel")
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(2, 5, 256, generator=g).to(torch.bfloat16).to(device)
+    weight = (torch.randn(136, 256, generator=g) * 0.05).to(torch.bfloat16).to(device)
+    bias = torch.randn(136, generator=g).to(torch.bfloat16).to(device)
+    quant = ops.per_token_quant_int8 if dtype == "int8" else ops.per_token_quant_fp8
+    w_q, w_scale = quant(weight)
+    y = ops.w8a8_linear(x, w_q, w_scale, bias, dtype=dtype)
+    assert y.shape == (2, 5, 136) and y.dtype == torch.bfloat16
+    ref = _linear_reference(x, weight, bias)
+    err = (y.double() - ref).abs().max() / ref.abs().max()
+    assert err < (0.02 if dtype == "int8" else 0.06), float(err)
+    # The same by hand, as the README shows it.
+    x_q, x_scale = quant(x.reshape(-1, 256))
+    gemm = ops.int8_scaled_mm if dtype == "int8" else ops.fp8_scaled_mm
+    assert torch.equal(gemm(x_q, w_q.t(), x_scale, w_scale, torch.bfloat16, bias).view(2, 5, 136), y)
+
+
+def test_w8a8_linear_bad_arguments():
+    from mllm_kernel import ops
+
+    x, w = torch.zeros(3, 32, dtype=torch.bfloat16), torch.zeros(16, 32, dtype=torch.int8)
+    cases = [((x, w, torch.ones(16)), {"dtype": "int4"}, "w8a8_linear: dtype must be 'int8' or 'fp8', got 'int4'"),
+             ((x.float(), w, torch.ones(16)), {}, "w8a8_linear: x: must be a float16 or bfloat16 tensor"),
+             ((x, w, torch.ones(16)), {"dtype": "fp8"}, "w8a8_linear: weight: must be a 2-D float8_e4m3fn tensor"),
+             ((x, w[:, :16], torch.ones(16)), {}, r"w8a8_linear: x has K = 32 but weight is \[16, 16\]"),
+             ((x, w, 1.0), {}, "w8a8_linear: weight_scale: must be a torch.Tensor, got float")]
+    for args, kwargs, message in cases:
+        with pytest.raises(ValueError, match=message):
+            ops.w8a8_linear(*args, **kwargs)
+
+
+@sm90
+@pytest.mark.cuda
+def test_scaled_mm_under_torch_compile_and_cuda_graphs():
+    from mllm_kernel import ops
+
+    a, b = _operands(5, 64, 128, torch.int8)
+    sa, sb = torch.rand(5, 1, device="cuda") + 0.5, torch.rand(64, device="cuda") + 0.5
+    eager = ops.int8_scaled_mm(a, b, sa, sb, torch.float16)
+    compiled = torch.compile(lambda *t: ops.int8_scaled_mm(*t, torch.float16), fullgraph=True)
+    assert torch.equal(compiled(a, b, sa, sb), eager)
+    graph, static = torch.cuda.CUDAGraph(), {}
+    ops.int8_scaled_mm(a, b, sa, sb, torch.float16)  # warm up outside capture
+    with torch.cuda.graph(graph):
+        static["out"] = ops.int8_scaled_mm(a, b, sa, sb, torch.float16)
+    a.copy_(torch.flip(a, [0]))
+    graph.replay()
+    torch.testing.assert_close(static["out"], ops.int8_scaled_mm(a, b, sa, sb, torch.float16), rtol=0, atol=0)
