@@ -116,10 +116,10 @@ def _line(row: dict) -> str:
 
 
 COLUMNS = [
-    ("shape", "M x N x K", ""), ("ours_us", "ours µs", ".1f"), ("ours_gops", "GOP/s", ".0f"),
-    ("ours_gbps", "weight GB/s", ".1f"), ("int_mm_us", "int_mm + scale µs", ".1f"), ("int_mm_gops", "GOP/s", ".0f"),
-    ("bf16_us", "bf16 mm µs", ".1f"), ("bf16_gops", "GOP/s", ".0f"), ("vs_int_mm", "vs int_mm", ".2f"),
-    ("vs_bf16", "vs bf16", ".2f"),
+    ("shape", "M x N x K", "{}"), ("ours_us", "ours µs", "{:.1f}"), ("ours_gops", "GOP/s", "{:.0f}"),
+    ("ours_gbps", "weight GB/s", "{:.1f}"), ("int_mm_us", "int_mm + scale µs", "{:.1f}"),
+    ("int_mm_gops", "GOP/s", "{:.0f}"), ("bf16_us", "bf16 mm µs", "{:.1f}"), ("bf16_gops", "GOP/s", "{:.0f}"),
+    ("vs_int_mm", "vs int_mm", "{:.2f}x"), ("vs_bf16", "vs bf16", "{:.2f}x"),
 ]
 
 
