@@ -113,7 +113,7 @@ def sweep() -> None:
                         continue
                     for sw, r in orders if not config.pingpong else [(1, 0)]:
                         times[(name, sw, r)] = _us(lambda *t: scaled_mm_sm90.scaled_mm(
-                            label, t[ia], t[ib].t(), t[6].view(-1), t[7].view(-1), torch.bfloat16, None, m, n, k,
+                            t[ia], t[ib].t(), t[6].view(-1), t[7].view(-1), torch.bfloat16, None, m, n, k,
                             config=config, swizzle=sw, raster=r), sets)
                 best = sorted(times, key=times.get)[:4]
                 picked = scaled_mm_sm90.pick_config(m, n, k).name

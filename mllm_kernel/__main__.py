@@ -121,7 +121,7 @@ def cmd_prebuild(args: argparse.Namespace) -> int:
     archs = toolchain.parse_arch_list(args.cuda_arch_list) if args.cuda_arch_list else None
     output = Path(args.output).expanduser().resolve() if args.output else None
     jobs = [(k, d) for k in registered_kernels() for d in devices
-            if d in k.devices and (d == "cpu" or k.kernel.builds_for(archs))]
+            if d in k.devices and k.kernel.builds_for(d, archs)]
     start = time.perf_counter()
 
     def build(job):

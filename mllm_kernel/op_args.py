@@ -20,6 +20,11 @@ FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 ADD_CONSTANTS = (1, 2, 4, 8, 16)
 
 
+def dtype_names(*dtypes: torch.dtype) -> str:
+    """``"float16, bfloat16"``: dtypes as messages name them."""
+    return ", ".join(str(d).removeprefix("torch.") for d in dtypes)
+
+
 def resolve_pdl(enable_pdl: bool | None) -> bool:
     """``enable_pdl`` of a CUDA op: programmatic dependent launch is on by default (``None``), as
     in flashinfer and sglang; the launch leaves it off below sm_90 (docs/pdl.md)."""
@@ -77,7 +82,7 @@ def wants_fp8_store(op: str, k: torch.Tensor, k_cache: torch.Tensor, k_scale, v_
     cache_dtype = getattr(k_cache, "dtype", None)
     k_dtype = getattr(k, "dtype", None)
     if cache_dtype == torch.float8_e4m3fn and k_dtype not in (None, torch.float8_e4m3fn):
-        raise ValueError(f"{op}: a float8_e4m3fn cache of {str(k_dtype).removeprefix('torch.')} k and v needs "
+        raise ValueError(f"{op}: a float8_e4m3fn cache of {dtype_names(k_dtype)} k and v needs "
                          "k_scale and v_scale (float32 [1] tensors: the cache holds k / k_scale)")
     return False
 
@@ -195,10 +200,6 @@ def check_gdn_indices(op: str, state_pool, cache_indices, cu_seqlens=None, token
         raise ValueError(f"{op}: cu_seqlens must end at the number of tokens ({tokens}), got {last_value}")
 
 
-def _dtype_names(dtypes) -> str:
-    return ", ".join(str(d).removeprefix("torch.") for d in dtypes)
-
-
 def scaled_mm_operands(op: str, mat_a, mat_b, scales_a, scales_b, out_dtype, bias, operand_dtype: torch.dtype,
                        out_dtypes: tuple[torch.dtype, ...]) -> tuple[int, int, int, torch.Tensor, torch.Tensor]:
     """Checks the arguments of a W8A8 scaled GEMM (``int8_scaled_mm``, ``fp8_scaled_mm``):
@@ -212,7 +213,7 @@ def scaled_mm_operands(op: str, mat_a, mat_b, scales_a, scales_b, out_dtype, bia
         if t.dim() != 2:
             raise ValueError(f"{op}: {name}: must be 2-D, got shape {list(t.shape)}")
         if t.dtype != operand_dtype:
-            raise ValueError(f"{op}: {name}: must be {_dtype_names([operand_dtype])}, got {_dtype_names([t.dtype])}")
+            raise ValueError(f"{op}: {name}: must be {dtype_names(operand_dtype)}, got {dtype_names(t.dtype)}")
     m, k = a.shape
     k_b, n = b.shape
     if k_b != k:
@@ -223,13 +224,13 @@ def scaled_mm_operands(op: str, mat_a, mat_b, scales_a, scales_b, out_dtype, bia
         raise ValueError(f"{op}: mat_b: must be column-major (stride(0) == 1, the transpose of a row-major "
                          f"[N, K] weight), got strides {list(b.stride())}")
     if out_dtype not in out_dtypes:
-        raise ValueError(f"{op}: out_dtype must be one of {_dtype_names(out_dtypes)}, got {out_dtype!r}")
+        raise ValueError(f"{op}: out_dtype must be one of {dtype_names(*out_dtypes)}, got {out_dtype!r}")
     flat = []
     for name, s, length, shapes in (("scales_a", scales_a, m, f"[{m}], [{m}, 1] or [1]"),
                                     ("scales_b", scales_b, n, f"[{n}], [1, {n}] or [1]")):
         s = require_tensor(s, op, name)
         if s.dtype != torch.float32:
-            raise ValueError(f"{op}: {name}: must be float32, got {_dtype_names([s.dtype])}")
+            raise ValueError(f"{op}: {name}: must be float32, got {dtype_names(s.dtype)}")
         ok = s.numel() in (1, length) and s.dim() in (1, 2) and (s.dim() == 1 or 1 in s.shape)
         if not ok:
             raise ValueError(f"{op}: {name}: must be {shapes}, got shape {list(s.shape)}")
@@ -237,8 +238,8 @@ def scaled_mm_operands(op: str, mat_a, mat_b, scales_a, scales_b, out_dtype, bia
     if bias is not None:
         bias = require_tensor(bias, op, "bias")
         if bias.shape != (n,) or bias.dtype != out_dtype:
-            raise ValueError(f"{op}: bias: must be [{n}] of {_dtype_names([out_dtype])}, got shape "
-                             f"{list(bias.shape)} of {_dtype_names([bias.dtype])}")
+            raise ValueError(f"{op}: bias: must be [{n}] of {dtype_names(out_dtype)}, got shape "
+                             f"{list(bias.shape)} of {dtype_names(bias.dtype)}")
     tensors = [("mat_b", b), ("scales_a", flat[0]), ("scales_b", flat[1])] + ([("bias", bias)] if bias is not None else [])
     for name, t in tensors:
         if t.device != a.device:

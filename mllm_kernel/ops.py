@@ -19,6 +19,7 @@ from torch import Tensor
 
 from mllm_kernel.cpu import jit as cpu
 from mllm_kernel.cuda import jit as cuda
+from mllm_kernel.op_args import dtype_names
 from mllm_kernel.op_registration import REGISTERED_OPS, register_op
 
 
@@ -207,7 +208,7 @@ def w8a8_linear(x: Tensor, weight: Tensor, weight_scale: Tensor, bias: Tensor | 
         raise ValueError("w8a8_linear: x: must be a float16 or bfloat16 tensor [..., K], got "
                          f"{getattr(x, 'dtype', type(x).__name__)}")
     if not isinstance(weight, Tensor) or weight.dtype != operand or weight.dim() != 2:
-        raise ValueError(f"w8a8_linear: weight: must be a 2-D {str(operand).removeprefix('torch.')} tensor [N, K] "
+        raise ValueError(f"w8a8_linear: weight: must be a 2-D {dtype_names(operand)} tensor [N, K] "
                          f"for dtype={dtype!r}, got {getattr(weight, 'dtype', type(weight).__name__)}")
     if weight.shape[1] != x.shape[-1]:
         raise ValueError(f"w8a8_linear: x has K = {x.shape[-1]} but weight is {list(weight.shape)}")

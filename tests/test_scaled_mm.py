@@ -71,7 +71,7 @@ def _run(fn, dtype, m, n, k, out_dtype, *, bias, a_vector=True, b_vector=True, s
         from mllm_kernel.op_args import scaled_mm_operands
 
         _, _, _, sa1, sb1 = scaled_mm_operands("t", a, b, sa, sb, out_dtype, bias_t, dtype, OUT_DTYPES)
-        out = scaled_mm_sm90.scaled_mm("t", a, b, sa1, sb1, out_dtype, bias_t, m, n, k, config=config)
+        out = scaled_mm_sm90.scaled_mm(a, b, sa1, sb1, out_dtype, bias_t, m, n, k, config=config)
     assert out.shape == (m, n)
     ref = _reference(a, b, sa, sb, bias_t)
     slack = None

@@ -39,12 +39,13 @@ class JitModule:
         files = [*(build.get("cpp_files") or ()), *(build.get("cuda_files") or ())]
         register(KernelRecord(name, devices, args, tuple(str(f) for f in files), kernel=self))
 
-    def builds_for(self, cuda_archs: Sequence[str] | None) -> bool:
-        """Whether a build for ``cuda_archs`` (None: the JIT's, ``toolchain.cuda_arch_list()``)
-        includes this module: always, unless the declaration pins architectures of which none
-        is listed (sm_90a kernels are not built for an Ampere GPU)."""
+    def builds_for(self, device: str, cuda_archs: Sequence[str] | None = None) -> bool:
+        """Whether a build of ``device`` modules, for ``cuda_archs`` (None: the JIT's,
+        ``toolchain.cuda_arch_list()``), includes this module: always, unless it is a CUDA
+        build and the declaration pins architectures of which none is listed (sm_90a kernels
+        are not built for an Ampere GPU)."""
         pinned = self._build["cuda_archs"]
-        if not pinned:
+        if device != "cuda" or not pinned:
             return True
         cuda_archs = cuda_archs or toolchain.cuda_arch_list()
         base = {a.rstrip("af") for a in cuda_archs}

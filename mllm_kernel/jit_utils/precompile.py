@@ -79,5 +79,5 @@ def precompile_library(device: str, *, wait: bool = True) -> bool | Future:
     package's modules name their sources relative to its csrc folders, users' absolutely)."""
     modules = [record.kernel for record in registered_kernels()
                if device in record.devices and not any(os.path.isabs(f) for f in record.files)
-               and (device == "cpu" or record.kernel.builds_for(None))]
+               and record.kernel.builds_for(device)]
     return precompile(*modules, device=device, wait=wait)

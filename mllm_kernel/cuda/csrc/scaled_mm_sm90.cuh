@@ -11,6 +11,8 @@
 #pragma once
 
 #include "scaled_mm_sm90_gemm.cuh"
+#include <mllm_kernel/launch.cuh>
+#include <mllm_kernel/runtime.cuh>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/type.cuh>
 #include <mllm_kernel/utils.hpp>
@@ -18,7 +20,6 @@
 #include <cutlass/numeric_types.h>
 #include <dlpack/dlpack.h>
 #include <tvm/ffi/container/tensor.h>
-#include <tvm/ffi/extra/c_env_api.h>
 
 #include <cstdint>
 
@@ -60,16 +61,6 @@ bool check_scales(tvm::ffi::TensorView scales, mllm_kernel::host::SymbolicDevice
 }
 
 bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
-
-/// The SM count of a device, asked once (the persistent tile scheduler sizes its grid by it).
-int sm_count(int device_id) {
-  static int counts[64] = {};
-  if (device_id < 0 || device_id >= 64) return 0;  // CUTLASS asks the driver itself
-  if (counts[device_id] == 0) {
-    cudaDeviceGetAttribute(&counts[device_id], cudaDevAttrMultiProcessorCount, device_id);
-  }
-  return counts[device_id];
-}
 
 template <typename AB, typename Out, int kTileM, int kTileN, int kTileK, int kClusterM, int kClusterN, bool kPingpong,
           bool kSwapAB>
@@ -138,9 +129,12 @@ void scaled_mm_sm90(tvm::ffi::TensorView out, tvm::ffi::TensorView mat_a, tvm::f
       {Gemm::Epilogue::arguments(sa, a_vector, sb, b_vector, bias_ptr), nullptr, stride_d, d, stride_d},
   };
 
+  // CUTLASS launches on the current device: make it the tensors'. The persistent tile scheduler
+  // sizes its grid by the SM count.
   const DLDevice dl_device = device.unwrap();
+  detail::DeviceGuard guard(dl_device.device_id);
   args.hw_info.device_id = dl_device.device_id;
-  args.hw_info.sm_count = sm_count(dl_device.device_id);
+  args.hw_info.sm_count = runtime::get_sm_count(dl_device.device_id);
   RuntimeCheck(swizzle == 1 || swizzle == 2 || swizzle == 4 || swizzle == 8, "swizzle must be 1, 2, 4 or 8, got ",
                swizzle);
   RuntimeCheck(raster >= 0 && raster <= 2, "raster must be 0, 1 or 2, got ", raster);
@@ -154,8 +148,7 @@ void scaled_mm_sm90(tvm::ffi::TensorView out, tvm::ffi::TensorView mat_a, tvm::f
   const std::size_t needed = Adapter::get_workspace_size(args);
   RuntimeCheck(needed <= static_cast<std::size_t>(workspace_bytes.unwrap()), "workspace holds ",
                workspace_bytes.unwrap(), " bytes, the kernel needs ", needed);
-  auto stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(dl_device.device_type, dl_device.device_id));
-  const cutlass::Status status = gemm.run(args, workspace.data_ptr(), stream);
+  const cutlass::Status status = gemm.run(args, workspace.data_ptr(), LaunchKernel::resolve_device(dl_device));
   RuntimeCheck(status == cutlass::Status::kSuccess, "CUTLASS GEMM launch failed: ", cutlassGetStatusString(status));
 }
 

@@ -6,12 +6,12 @@
 // and B [K, N], both K-major (A row-major, B column-major: the only layout the 8-bit warpgroup
 // MMAs take). Each scale is a vector or a single value, chosen at run time (CUTLASS's dynamic
 // broadcast strides), so per-tensor, per-token and per-channel scales share one kernel. The bias
-// is a vector along the columns (kBiasRows false) or the rows (true), or absent (a null
-// pointer reads zeros).
+// is a vector along the columns, or absent (a null pointer reads zeros).
 //
 // Small M runs the transposed problem (Dᵀ = Bᵀ Aᵀ, the weight in the MMA's M position, where
-// tiles are at least 64 wide) and stores Dᵀ column-major, which is D row-major: the caller
-// swaps the operands and the roles of the scales; `ScaledGemmSm90<..., kSwapAB>` does that.
+// tiles are at least 64 wide) and stores Dᵀ column-major, which is D row-major:
+// `GemmSm90<..., kColumnMajorD = true>`, with the caller swapping the operands
+// (csrc/scaled_mm_sm90.cuh) and the epilogue the roles of rows and columns.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -45,17 +45,18 @@ struct TileConfig {
   static constexpr bool pingpong = kPingpong;
 };
 
-/// The epilogue tree: fma(outer, mul(inner, acc), bias). `outer` is per GEMM row and `inner`
-/// per GEMM column, or the other way round when kOuterOnCols.
-template <class TileShape, class ElementD, bool kOuterOnCols, bool kBiasRows>
+/// The epilogue tree: fma(outer, mul(inner, acc), bias). `outer` (scales_a) is per GEMM row,
+/// `inner` (scales_b) and the bias per GEMM column; kTransposed (the Dᵀ = Bᵀ Aᵀ problem) swaps
+/// rows and columns for all three.
+template <class TileShape, class ElementD, bool kTransposed>
 struct ScaledEpilogue {
   // A per-row vector (or scalar: stride false) and a per-column one.
   using RowVector = cutlass::epilogue::fusion::Sm90ColBroadcast<0, TileShape, float, float, Stride<bool, _0, std::int64_t>>;
   using ColVector = cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float, float, Stride<_0, bool, std::int64_t>>;
-  using Outer = std::conditional_t<kOuterOnCols, ColVector, RowVector>;
-  using Inner = std::conditional_t<kOuterOnCols, RowVector, ColVector>;
+  using Outer = std::conditional_t<kTransposed, ColVector, RowVector>;
+  using Inner = std::conditional_t<kTransposed, RowVector, ColVector>;
   using Bias = std::conditional_t<
-      kBiasRows, cutlass::epilogue::fusion::Sm90ColBroadcast<0, TileShape, ElementD, ElementD, Stride<_1, _0, std::int64_t>>,
+      kTransposed, cutlass::epilogue::fusion::Sm90ColBroadcast<0, TileShape, ElementD, ElementD, Stride<_1, _0, std::int64_t>>,
       cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, ElementD, ElementD, Stride<_0, _1, std::int64_t>>>;
   using Mul = cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, float, float,
                                                      cutlass::FloatRoundStyle::round_to_nearest>;
@@ -97,7 +98,7 @@ struct GemmSm90 {
   static constexpr int kAlignAB = 16;  // 16 bytes of 8-bit elements: K a multiple of 16
   static constexpr int kAlignD = 8;    // 16 bytes of 16-bit outputs
 
-  using Epilogue = ScaledEpilogue<typename Config::TileShape, ElementD, kColumnMajorD, kColumnMajorD>;
+  using Epilogue = ScaledEpilogue<typename Config::TileShape, ElementD, kColumnMajorD>;
   using EpilogueSchedule = std::conditional_t<Config::pingpong, cutlass::epilogue::TmaWarpSpecialized,
                                               cutlass::epilogue::TmaWarpSpecializedCooperative>;
   // Fast accumulation (no periodic promotion into float32 registers) is what cuBLASLt and

@@ -11,17 +11,14 @@ from __future__ import annotations
 import torch
 
 from mllm_kernel.cuda.jit import scaled_mm_sm90
-from mllm_kernel.cuda.jit.int8_scaled_mm_cutlass import require_sm90
 from mllm_kernel.jit_utils import precompile as jit_precompile
-from mllm_kernel.op_args import scaled_mm_operands
 
 OP = "fp8_scaled_mm"
 
 
 def precompile(*, wait: bool = True):
     """Builds (or loads) this GPU's FP8 modules now; see ``jit_utils.precompile``."""
-    modules = [m for (operand, _, _), m in scaled_mm_sm90.MODULES.items() if operand == torch.float8_e4m3fn]
-    return jit_precompile(*modules, wait=wait)
+    return jit_precompile(*scaled_mm_sm90.modules(torch.float8_e4m3fn), wait=wait)
 
 
 def fp8_scaled_mm(
@@ -36,7 +33,5 @@ def fp8_scaled_mm(
     row-major and ``mat_b`` ``[K, N]`` column-major, float32 scales (``scales_a`` ``[1]``,
     ``[M]`` or ``[M, 1]``; ``scales_b`` ``[1]``, ``[N]`` or ``[1, N]``), optional ``bias``
     ``[N]`` of ``out_dtype``. K must be a multiple of 16 and N of 8."""
-    m, n, k, sa, sb = scaled_mm_operands(OP, mat_a, mat_b, scales_a, scales_b, out_dtype, bias,
-                                         torch.float8_e4m3fn, scaled_mm_sm90.OUT_DTYPES)
-    require_sm90(OP, mat_a.device)
-    return scaled_mm_sm90.scaled_mm(OP, mat_a, mat_b, sa, sb, out_dtype, bias, m, n, k)
+    return scaled_mm_sm90.checked_scaled_mm(OP, torch.float8_e4m3fn, mat_a, mat_b, scales_a, scales_b, out_dtype,
+                                            bias)

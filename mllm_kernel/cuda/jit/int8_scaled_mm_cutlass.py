@@ -12,24 +12,13 @@ import torch
 
 from mllm_kernel.cuda.jit import scaled_mm_sm90
 from mllm_kernel.jit_utils import precompile as jit_precompile
-from mllm_kernel.op_args import scaled_mm_operands
 
 OP = "int8_scaled_mm"
 
 
 def precompile(*, wait: bool = True):
     """Builds (or loads) this GPU's int8 modules now; see ``jit_utils.precompile``."""
-    modules = [m for (operand, _, _), m in scaled_mm_sm90.MODULES.items() if operand == torch.int8]
-    return jit_precompile(*modules, wait=wait)
-
-
-def require_sm90(op: str, device: torch.device) -> None:
-    """A ValueError unless ``device`` is a GPU these kernels run on (compute capability 9.0)."""
-    if device.type != "cuda":
-        raise ValueError(f"{op}: mat_a: must be a CUDA tensor here, got {device}")
-    if not scaled_mm_sm90.supported(device):
-        major, minor = torch.cuda.get_device_capability(device)
-        raise ValueError(f"{op}: runs on sm_90 (Hopper) GPUs; this GPU is sm_{major}{minor}")
+    return jit_precompile(*scaled_mm_sm90.modules(torch.int8), wait=wait)
 
 
 def int8_scaled_mm(
@@ -45,7 +34,4 @@ def int8_scaled_mm(
     float32 ``scales_a`` (``[M]``, ``[M, 1]`` or ``[1]``) and ``scales_b`` (``[N]``, ``[1, N]``
     or ``[1]``), optional ``bias`` ``[N]`` of ``out_dtype``. K must be a multiple of 16 and N of
     8 (16-byte rows for the tensor-memory accelerator)."""
-    m, n, k, sa, sb = scaled_mm_operands(OP, mat_a, mat_b, scales_a, scales_b, out_dtype, bias, torch.int8,
-                                         scaled_mm_sm90.OUT_DTYPES)
-    require_sm90(OP, mat_a.device)
-    return scaled_mm_sm90.scaled_mm(OP, mat_a, mat_b, sa, sb, out_dtype, bias, m, n, k)
+    return scaled_mm_sm90.checked_scaled_mm(OP, torch.int8, mat_a, mat_b, scales_a, scales_b, out_dtype, bias)

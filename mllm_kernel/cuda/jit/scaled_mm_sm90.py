@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from mllm_kernel.jit_utils import jit_module, make_cpp_args
+from mllm_kernel.op_args import scaled_mm_operands
 
 #: The architecture these kernels are written for (warpgroup MMAs and TMA: sm_90a only).
 ARCH = "9.0a"
@@ -107,22 +108,40 @@ def _workspace(device: torch.device) -> torch.Tensor:
     return torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=device)
 
 
+def modules(operand: torch.dtype) -> list:
+    """The modules of one operand type (every output type and configuration), for precompile."""
+    return [module for (dtype, _, _), module in MODULES.items() if dtype == operand]
+
+
 @functools.lru_cache(maxsize=None)
-def _is_sm90(index: int) -> bool:
-    return torch.cuda.get_device_capability(index) == (9, 0)
+def _capability(index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(index)
 
 
-def supported(device: torch.device) -> bool:
-    """Whether ``device`` runs these kernels (compute capability 9.0)."""
-    return device.type == "cuda" and _is_sm90(device.index if device.index is not None else torch.cuda.current_device())
+def require_sm90(op: str, device: torch.device) -> None:
+    """A ValueError unless ``device`` is a GPU these kernels run on (compute capability 9.0)."""
+    if device.type != "cuda":
+        raise ValueError(f"{op}: mat_a: must be a CUDA tensor here, got {device}")
+    major, minor = _capability(device.index if device.index is not None else torch.cuda.current_device())
+    if (major, minor) != (9, 0):
+        raise ValueError(f"{op}: runs on sm_90 (Hopper) GPUs; this GPU is sm_{major}{minor}")
 
 
-def scaled_mm(op: str, a: torch.Tensor, b: torch.Tensor, scales_a: torch.Tensor, scales_b: torch.Tensor,
+def checked_scaled_mm(op: str, operand: torch.dtype, mat_a, mat_b, scales_a, scales_b, out_dtype,
+                      bias) -> torch.Tensor:
+    """``op``'s public entry: checks the arguments (``op_args.scaled_mm_operands``, operands of
+    dtype ``operand``) and the GPU, then runs ``scaled_mm``."""
+    m, n, k, sa, sb = scaled_mm_operands(op, mat_a, mat_b, scales_a, scales_b, out_dtype, bias, operand, OUT_DTYPES)
+    require_sm90(op, mat_a.device)
+    return scaled_mm(mat_a, mat_b, sa, sb, out_dtype, bias, m, n, k)
+
+
+def scaled_mm(a: torch.Tensor, b: torch.Tensor, scales_a: torch.Tensor, scales_b: torch.Tensor,
               out_dtype: torch.dtype, bias: torch.Tensor | None, m: int, n: int, k: int,
               config: Sm90Config | None = None, swizzle: int = 1, raster: int = 0) -> torch.Tensor:
-    """Runs the checked operands (``op_args.scaled_mm_operands``) through the kernel of
-    ``config`` (default: ``pick_config``) into a new ``[M, N]`` tensor; ``swizzle`` and
-    ``raster`` order the tiles (csrc/scaled_mm_sm90.cuh)."""
+    """Runs the checked operands (1-D scales) through the kernel of ``config`` (default:
+    ``pick_config``) into a new ``[M, N]`` tensor; ``swizzle`` and ``raster`` order the tiles
+    (csrc/scaled_mm_sm90.cuh)."""
     config = config or pick_config(m, n, k)
     function = MODULES[(a.dtype, out_dtype, config.name)].load().scaled_mm
     out = torch.empty((m, n), dtype=out_dtype, device=a.device)
