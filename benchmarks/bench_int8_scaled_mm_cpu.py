@@ -145,8 +145,9 @@ def main() -> None:
              f"reads the next of several weight copies (together over {ROTATE_BYTES >> 20} MiB). int_mm: "
              "torch._int_mm then the eager scaling; bf16 mm: torch.mm of bfloat16 operands. Weight GB/s (M = 1): "
              "int8 weight bytes per call."]
-    results.write(args.json, results.section("cpu/int8_scaled_mm", "int8_scaled_mm", "int8_scaled_mm",
-                                             results.cpu_name(), COLUMNS, rows, copy_gbps=bandwidth, notes=notes))
+    title = "W8A8 scaled GEMMs: int8_scaled_mm (Llama-3-8B shapes)"
+    results.write(args.json, results.section("cpu/scaled_mm", "scaled_mm", title, results.cpu_name(), COLUMNS, rows,
+                                             copy_gbps=bandwidth, notes=notes))
 
 
 if __name__ == "__main__":
