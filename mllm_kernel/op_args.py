@@ -245,3 +245,35 @@ def scaled_mm_operands(op: str, mat_a, mat_b, scales_a, scales_b, out_dtype, bia
         if t.device != a.device:
             raise ValueError(f"{op}: {name} is on {t.device} but mat_a is on {a.device}")
     return m, n, k, flat[0], flat[1]
+
+
+def marlin_sizes(op: str, size_k: object, size_n: object, num_bits: object = 4) -> tuple[int, int, int]:
+    """Checks the sizes of a Marlin-format weight (K a multiple of 16, N of 64, 4 or 8 bits)."""
+    for name, value in (("size_k", size_k), ("size_n", size_n), ("num_bits", num_bits)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError(f"{op}: {name} must be an int, got {type(value).__name__}")
+    if num_bits not in (4, 8):
+        raise ValueError(f"{op}: num_bits must be 4 or 8, got {num_bits}")
+    if size_k <= 0 or size_k % 16:
+        raise ValueError(f"{op}: size_k = {size_k} must be a positive multiple of 16")
+    if size_n <= 0 or size_n % 64:
+        raise ValueError(f"{op}: size_n = {size_n} must be a positive multiple of 64")
+    return size_k, size_n, num_bits
+
+
+def marlin_perm(op: str, perm: object, size_k: int, device: torch.device, validate: bool = True) -> torch.Tensor:
+    """A GPTQ act-order row permutation as int32 ``[size_k]`` (None or empty: an empty tensor).
+    With ``validate``, values outside ``[0, size_k)`` raise (one device-to-host sync)."""
+    if perm is None:
+        return torch.empty(0, dtype=torch.int32, device=device)
+    perm = require_tensor(perm, op, "perm")
+    if perm.numel() == 0:
+        return perm.new_empty(0, dtype=torch.int32)
+    if perm.dtype not in (torch.int32, torch.int64) or perm.shape != (size_k,):
+        raise ValueError(f"{op}: perm: must be an int32 or int64 tensor [{size_k}] (or empty), got shape "
+                         f"{list(perm.shape)} of {dtype_names(perm.dtype)}")
+    if validate and not (perm.device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+        low, high = int(perm.min()), int(perm.max())
+        if low < 0 or high >= size_k:
+            raise ValueError(f"{op}: perm: values must lie in [0, {size_k}), got [{low}, {high}]")
+    return perm.to(torch.int32).contiguous()

@@ -42,3 +42,63 @@ def gdn(q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, cu_seqlens=Non
         if index >= 0:
             state_pool[index] = state.to(state_pool.dtype)
     return out.to(v.dtype)
+
+
+def quantize_gptq(w: torch.Tensor, num_bits: int, group_size: int, act_order: bool = False,
+                  generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+    """Symmetric round-to-nearest GPTQ quantization of ``w`` ``[K, N]`` in a GPTQ checkpoint's
+    format: ``qweight`` ``[K * bits / 32, N]`` int32 (packed along K, lowest bits first, stored
+    value = q + 2^(bits-1)), ``scales`` ``[groups, N]`` in w's dtype, ``g_idx`` ``[K]`` int32
+    (with act_order, row ``perm[i]`` joins group ``i // group_size`` for a random perm), and
+    ``w_ref``: the dequantized weights in float64. group_size -1: one group."""
+    from mllm_kernel.marlin import to_int32_bits
+
+    k, n = w.shape
+    group_size = k if group_size == -1 else group_size
+    order = torch.randperm(k, generator=generator).to(w.device) if act_order else torch.arange(k, device=w.device)
+    g_idx = torch.empty(k, dtype=torch.int32, device=w.device)
+    g_idx[order] = (torch.arange(k, device=w.device) // group_size).to(torch.int32)
+    groups = k // group_size
+    bias = 1 << (num_bits - 1)
+    wd = w.to(torch.float64)
+    amax = torch.zeros(groups, n, dtype=torch.float64, device=w.device).scatter_reduce_(
+        0, g_idx.long()[:, None].expand(k, n), wd.abs(), "amax")
+    scales = (amax / (bias - 1)).clamp_min(1e-8).to(w.dtype)
+    s_rows = scales.to(torch.float64)[g_idx.long()]
+    q = torch.round(wd / s_rows).clamp(-bias, bias - 1)
+    stored = (q + bias).to(torch.int64)
+    per_word = 32 // num_bits
+    shifts = (torch.arange(per_word, device=w.device) * num_bits)[None, :, None]
+    qweight = to_int32_bits((stored.reshape(k // per_word, per_word, n) << shifts).sum(1))
+    return {"qweight": qweight, "scales": scales, "g_idx": g_idx, "w_ref": q * s_rows}
+
+
+AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
+
+
+def quantize_awq(w: torch.Tensor, group_size: int, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+    """Asymmetric 4-bit AWQ quantization of ``w`` ``[K, N]`` in an AWQ checkpoint's format:
+    ``qweight`` ``[K, N / 8]`` int32 and ``qzeros`` ``[groups, N / 8]`` int32, both packed along N
+    with nibble i holding column ``AWQ_ORDER[i]`` of each run of 8; ``scales`` ``[groups, N]`` in
+    w's dtype; ``w_ref = (q - zero) * scale`` in float64. Zero points are drawn at random in
+    [1, 14] so that every nibble value occurs."""
+    from mllm_kernel.marlin import to_int32_bits
+
+    k, n = w.shape
+    group_size = k if group_size == -1 else group_size
+    groups = k // group_size
+    wd = w.to(torch.float64).reshape(groups, group_size, n)
+    zeros = torch.randint(1, 15, (groups, n), generator=generator).to(w.device)
+    amax = wd.abs().amax(1)
+    # q = round(w / s) + z must fit [0, 15]: the side with less room decides the scale.
+    room = torch.minimum(zeros, 15 - zeros).to(torch.float64)
+    scales = (amax / room).clamp_min(1e-8).to(w.dtype)
+    s = scales.to(torch.float64)[:, None, :]
+    q = (torch.round(wd / s) + zeros[:, None, :]).clamp(0, 15)
+    w_ref = ((q - zeros[:, None, :]) * s).reshape(k, n)
+
+    def pack(values: torch.Tensor) -> torch.Tensor:
+        values = values.to(torch.int64).reshape(values.shape[0], n // 8, 8)[..., list(AWQ_ORDER)]
+        return to_int32_bits((values << (torch.arange(8, device=w.device) * 4)).sum(-1))
+
+    return {"qweight": pack(q.reshape(k, n)), "qzeros": pack(zeros), "scales": scales, "w_ref": w_ref}

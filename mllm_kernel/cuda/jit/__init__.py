@@ -6,8 +6,10 @@ from mllm_kernel.cuda.jit.create_kv_indices import create_kv_indices
 from mllm_kernel.cuda.jit.fp8_scaled_mm_cutlass import fp8_scaled_mm
 from mllm_kernel.cuda.jit.gdn_decode import gdn_decode
 from mllm_kernel.cuda.jit.gdn_extend_chunkwise import gdn_extend_chunkwise
+from mllm_kernel.cuda.jit.gptq_marlin import gptq_marlin_gemm
 from mllm_kernel.cuda.jit.int8_scaled_mm_cutlass import int8_scaled_mm
 from mllm_kernel.cuda.jit.kv_cache import store_kv_cache
+from mllm_kernel.cuda.jit.marlin_repack import awq_marlin_repack, gptq_marlin_repack
 from mllm_kernel.cuda.jit.norm import fused_add_rmsnorm, qknorm, qknorm_across_heads, rmsnorm
 from mllm_kernel.cuda.jit.quant import (
     per_tensor_quant_fp8,
@@ -23,6 +25,7 @@ from mllm_kernel.cuda.jit.store_cache import can_use_store_cache, store_cache
 __all__ = [
     "add_constant",
     "apply_rope",
+    "awq_marlin_repack",
     "can_use_store_cache",
     "create_kv_indices",
     "fp8_scaled_mm",
@@ -30,6 +33,8 @@ __all__ = [
     "gdn_decode",
     "gdn_extend_chunkwise",
     "gelu_and_mul",
+    "gptq_marlin_gemm",
+    "gptq_marlin_repack",
     "int8_scaled_mm",
     "per_tensor_quant_fp8",
     "per_token_group_quant_fp8",

@@ -85,6 +85,36 @@ MLLM_DEVICE void mma_strip(float (&acc)[kTiles][4], const float* a, int lda, con
   }
 }
 
+/// Four 8x8 matrices of 16-bit elements from shared memory: lane l gives the address of row
+/// l % 8 of matrix l / 8 and receives, of each matrix, row l / 4, elements 2 (l % 4), +1.
+MLLM_DEVICE void ldmatrix_x4_b16(std::uint32_t (&r)[4], const void* row) {
+  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+/// c += a b, one m16n8k16 MMA on float16 (kBf16 = false) or bfloat16 operands with float32
+/// accumulation. A 16x16 row-major: a0 (g, 2t..2t+1), a1 (g + 8, ..), a2 (g, 2t + 8..), a3
+/// (g + 8, 2t + 8..); B 16x8: b0 (k = 2t..2t+1, n = g), b1 (k = 2t + 8.., n = g); the lower
+/// half of each register holds the lower k (or column).
+template <bool kBf16>
+MLLM_DEVICE void mma_m16n8k16(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+  if constexpr (kBf16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
 /// Row and column within a 16x8 C tile of accumulator element i (0..3) of this lane.
 MLLM_DEVICE int c_row(int i) { return threadIdx.x % 32 / 4 + (i / 2) * 8; }
 MLLM_DEVICE int c_col(int i) { return threadIdx.x % 4 * 2 + i % 2; }

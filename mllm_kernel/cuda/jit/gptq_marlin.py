@@ -1,0 +1,151 @@
+"""CUDA ``gptq_marlin_gemm``: the weight-only quantized GEMM (W4A16 / W8A16, GPTQ and AWQ) on
+Marlin-format weights, with vLLM's and sglang's signature (format:
+``mllm_kernel/include/mllm_kernel/marlin.hpp``; kernel: ``mllm_kernel/cuda/csrc/marlin_gemm.cuh``).
+One module per activation dtype (float16, bfloat16) and weight width (4, 8 bits); sm_80 and newer.
+
+Weights come from ``gptq_marlin_repack`` / ``awq_marlin_repack``, scales and zero points
+permuted as serving code does (``mllm_kernel.marlin`` has the helpers)::
+
+    from mllm_kernel.scalar_type import scalar_types
+    c = gptq_marlin_gemm(a, None, q_weight, scales, None, zeros, g_idx, perm, workspace,
+                         scalar_types.uint4b8.id, m, n, k)
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from mllm_kernel.jit_utils import KernelTable, jit_module, make_cpp_args
+from mllm_kernel.jit_utils import precompile as jit_precompile
+from mllm_kernel.op_args import dtype_names, marlin_perm, require_tensor
+from mllm_kernel.scalar_type import ScalarType, scalar_types
+
+_OP = "gptq_marlin_gemm"
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+#: Weight types this GEMM takes: type id -> (bits, whether zero points come with it).
+WEIGHT_TYPES = {scalar_types.uint4b8.id: (4, False), scalar_types.uint4.id: (4, True),
+                scalar_types.uint8b128.id: (8, False)}
+
+
+def _declare(dtype: torch.dtype, bits: int):
+    args = make_cpp_args(dtype, bits)
+    return jit_module("marlin_gemm", args=args, device="cuda", cuda_files=["marlin_gemm.cuh"],
+                      cuda_wrappers=[("marlin_gemm", f"marlin_gemm<{args}>")])
+
+
+_GEMM = KernelTable(_OP, {(dtype, bits): _declare(dtype, bits) for dtype in HALF_DTYPES for bits in (4, 8)},
+                    arg="a", export="marlin_gemm")
+
+
+def precompile(*, wait: bool = True):
+    """Builds (or loads) the modules now; see ``jit_utils.precompile``."""
+    return jit_precompile(_GEMM, wait=wait)
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+@functools.lru_cache(maxsize=None)
+def _locks(device: torch.device) -> torch.Tensor:
+    """Split-K arrival counters for calls whose workspace is too small; kernels leave them zero."""
+    return torch.zeros(4096, dtype=torch.int32, device=device)
+
+
+def m_tiles_for(m: int) -> int:
+    """16-row MMA tiles a block takes: 1 up to 16 rows, 2 up to 32, else 4."""
+    return 1 if m <= 16 else 2 if m <= 32 else 4
+
+
+def splits_for(m: int, n: int, k: int, sm_count: int) -> int:
+    """K splits: enough blocks for every SM (two blocks an SM for 1 or 2 row tiles, one for 4),
+    each split keeping at least two pipeline stages (8 steps of 16 rows)."""
+    m_tiles = m_tiles_for(m)
+    blocks = -(-n // 256) * -(-m // (16 * m_tiles))
+    target = sm_count * (1 if m_tiles == 4 else 2)
+    return max(1, min(target // blocks, k // 16 // 8, 4096 // blocks))
+
+
+def _weight_type(b_q_type_id) -> tuple[int, bool]:
+    if isinstance(b_q_type_id, ScalarType):
+        b_q_type_id = b_q_type_id.id
+    if b_q_type_id not in WEIGHT_TYPES:
+        try:
+            name = str(ScalarType.from_id(b_q_type_id))
+        except ValueError:
+            name = repr(b_q_type_id)
+        raise ValueError(f"{_OP}: b_q_type_id: weight type {name} is not supported (uint4b8, uint4 with zero "
+                         "points, uint8b128)")
+    return WEIGHT_TYPES[b_q_type_id]
+
+
+def _empty_or(t: torch.Tensor | None, device: torch.device) -> torch.Tensor:
+    return t if t is not None and t.numel() > 0 else torch.empty(0, dtype=torch.int32, device=device)
+
+
+def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.Tensor, b_scales: torch.Tensor,
+                     global_scale: torch.Tensor | None, b_zeros: torch.Tensor | None, g_idx: torch.Tensor | None,
+                     perm: torch.Tensor | None, workspace: torch.Tensor | None, b_q_type_id: int, size_m: int,
+                     size_n: int, size_k: int, is_k_full: bool = True, use_atomic_add: bool = False,
+                     use_fp32_reduce: bool = False, is_zp_float: bool = False) -> torch.Tensor:
+    """``c[size_m, size_n] = a @ dequant(b_q_weight)``; returns c (allocated when None).
+
+    ``a``: float16/bfloat16 ``[size_m, size_k]`` (any row stride); ``b_q_weight``: the
+    repacked weights; ``b_scales``: ``[groups, size_n]`` of a's dtype, permuted as
+    ``mllm_kernel.marlin.marlin_permute_scales`` does (one row: channel-wise); ``b_zeros``:
+    ``[groups, size_n * bits / 32]`` int32 from ``awq_to_marlin_zero_points`` for ``uint4``
+    weights, else None or empty; ``g_idx`` (int32 ``[size_k]``, sorted) and ``perm`` (its
+    argsort, int32/int64) for GPTQ act-order, else None or empty: a's columns are then taken
+    in ``perm`` order (one gather). ``b_q_type_id``: ``scalar_types.uint4b8.id`` (GPTQ 4-bit),
+    ``uint4.id`` (AWQ, with zero points) or ``uint8b128.id`` (GPTQ 8-bit).
+
+    ``workspace`` (int32, zero) holds the split-K counters when it is large enough
+    (``mllm_kernel.marlin.marlin_make_workspace`` gives one), else the module's own are used;
+    it is left zero. ``is_k_full`` and ``use_atomic_add`` are accepted for compatibility (the
+    groups come from g_idx either way; partial sums always go through a float32 buffer, so
+    ``use_fp32_reduce`` is always in effect). ``global_scale`` (NVFP4) and ``is_zp_float``
+    (HQQ) are not supported.
+    """
+    bits, needs_zeros = _weight_type(b_q_type_id)
+    if is_zp_float:
+        raise ValueError(f"{_OP}: is_zp_float (float zero points) is not supported")
+    if global_scale is not None and global_scale.numel() > 0:
+        raise ValueError(f"{_OP}: global_scale is for NVFP4 weights, which are not supported")
+    a = require_tensor(a, _OP, "a")
+    if a.dtype not in HALF_DTYPES:
+        raise ValueError(f"{_OP}: a: dtype must be one of {dtype_names(*HALF_DTYPES)}, got {dtype_names(a.dtype)}")
+    if a.device.type != "cuda":
+        raise ValueError(f"{_OP}: a: must be a CUDA tensor, got {a.device}")
+    zeros = _empty_or(b_zeros, a.device)
+    if needs_zeros and zeros.numel() == 0:
+        raise ValueError(f"{_OP}: b_zeros: uint4 weights need zero points")
+    if not needs_zeros and zeros.numel() > 0:
+        raise ValueError(f"{_OP}: b_zeros: weight type {ScalarType.from_id(b_q_type_id)} takes no zero points")
+    for name, value in (("size_m", size_m), ("size_n", size_n), ("size_k", size_k)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{_OP}: {name} must be a non-negative int, got {value!r}")
+    perm = marlin_perm(_OP, perm, size_k, a.device, validate=False)
+    if perm.numel() > 0:
+        if a.dim() != 2 or a.shape[1] != size_k:
+            raise ValueError(f"{_OP}: a: must be [{size_m}, {size_k}], got shape {list(a.shape)}")
+        a = a.index_select(1, perm)
+    elif a.dim() == 2 and (a.stride(1) != 1 or a.stride(0) % 8 or a.data_ptr() % 16):
+        a = a.contiguous() if not a.is_contiguous() else a.clone()
+    if c is None:
+        c = torch.empty((size_m, size_n), dtype=a.dtype, device=a.device)
+    splits = splits_for(size_m, size_n, size_k, _sm_count(a.device.index)) if size_m > 0 else 1
+    m_tiles = m_tiles_for(size_m)
+    if splits > 1:
+        partials = torch.empty(splits * size_m * size_n, dtype=torch.float32, device=a.device)
+        blocks = -(-size_n // 256) * -(-size_m // (16 * m_tiles))
+        usable = (workspace is not None and workspace.dtype == torch.int32 and workspace.device == a.device
+                  and workspace.is_contiguous() and workspace.numel() >= blocks)
+        locks = workspace.reshape(-1) if usable else _locks(a.device)
+    else:
+        partials = locks = torch.empty(0, dtype=torch.int32, device=a.device)
+    _GEMM[(a.dtype, bits)](a, c, b_q_weight, b_scales, zeros, _empty_or(g_idx, a.device), partials, locks, size_m,
+                           size_n, size_k, m_tiles, splits)
+    return c

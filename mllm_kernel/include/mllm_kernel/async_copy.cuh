@@ -1,0 +1,32 @@
+// Asynchronous global-to-shared copies (cp.async, sm_80+), for kernels that keep several tiles
+// in flight: issue copies, commit them as a group, and wait until at most N groups are pending.
+#pragma once
+
+#include <mllm_kernel/host_device.hpp>
+
+#include <cstdint>
+
+namespace mllm_kernel::device {
+
+/// Copies 16 bytes from global `src` to shared `dst` (both 16-byte aligned), bypassing L1.
+MLLM_DEVICE void cp_async16(void* dst, const void* src) {
+  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(src));
+}
+
+/// As cp_async16, writing zeros instead when `valid` is false (src is then not read, but
+/// must still be a valid address).
+MLLM_DEVICE void cp_async16_or_zero(void* dst, const void* src, bool valid) {
+  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(address), "l"(src), "r"(valid ? 16 : 0));
+}
+
+MLLM_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::); }
+
+/// Waits until at most kPending committed groups are still in flight.
+template <int kPending>
+MLLM_DEVICE void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending));
+}
+
+}  // namespace mllm_kernel::device

@@ -1,0 +1,319 @@
+"""Weight-only quantized GEMM on Marlin-format weights (W4A16 / W8A16, GPTQ and AWQ).
+
+The format helpers and type ids are checked here on any machine against the published
+construction, written out as loops; the CUDA repacks against that construction applied to the
+checkpoint's unpacked values; the GEMM against a float64 product with the dequantized weights,
+on weights prepared exactly as serving code prepares them (repack, permuted scales and zero
+points, sorted g_idx for act-order).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mllm_kernel import marlin, reference
+from mllm_kernel.scalar_type import NanRepr, ScalarType, scalar_types
+
+HAS_CUDA = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8
+cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs an sm_80+ GPU")
+
+
+# --- the published format, written as loops ---------------------------------------------------------
+def _weight_perm(num_bits: int) -> list[int]:
+    """Marlin's order of a 16x64 tile's 1024 values (index 256 j + 16 row + col, j the
+    16-column sub-tile), interleaved for the dequantizer."""
+    order = []
+    for thread in range(32):
+        run = []
+        for half in (0, 1):
+            for row in (2 * (thread % 4), 2 * (thread % 4) + 1, 2 * (thread % 4 + 4), 2 * (thread % 4 + 4) + 1):
+                run.append(16 * row + thread // 4 + 8 * half)
+        for j in range(4):
+            order.extend(p + 256 * j for p in run)
+    interleave = marlin.INTERLEAVE[num_bits]
+    return [order[i - i % len(interleave) + interleave[i % len(interleave)]] for i in range(len(order))]
+
+
+def _marlin_weights(q: torch.Tensor, num_bits: int) -> torch.Tensor:
+    """Unpacked values [K, N] to Marlin's packed [K / 16, N * 16 * bits / 32]."""
+    k, n = q.shape
+    tiles = q.reshape(k // 16, 16, n // 16, 16).permute(0, 2, 1, 3).reshape(k // 16, n * 16)
+    perm = torch.tensor(_weight_perm(num_bits))
+    tiles = tiles.reshape(-1, 1024)[:, perm].reshape(k // 16, n * 16)
+    per_word = 32 // num_bits
+    words = torch.zeros(k // 16, n * 16 // per_word, dtype=torch.int64)
+    for i in range(per_word):
+        words |= tiles[:, i::per_word].to(torch.int64) << (num_bits * i)
+    return marlin.to_int32_bits(words)
+
+
+def _unpack_gptq(qweight: torch.Tensor, num_bits: int) -> torch.Tensor:
+    per_word = 32 // num_bits
+    rows = [(qweight.to(torch.int64) >> (num_bits * i)) & ((1 << num_bits) - 1) for i in range(per_word)]
+    return torch.stack(rows, 1).reshape(-1, qweight.shape[1])
+
+
+def _unpack_awq(qweight: torch.Tensor) -> torch.Tensor:
+    k, words = qweight.shape
+    out = torch.empty(k, words * 8, dtype=torch.int64)
+    for i, column in enumerate(reference.AWQ_ORDER):
+        out[:, column::8] = (qweight.to(torch.int64) >> (4 * i)) & 0xF
+    return out
+
+
+# --- type ids and format helpers (any machine) ------------------------------------------------------
+def test_scalar_type_ids_pack_the_fields():
+    assert scalar_types.uint4b8.id == 4 << 8 | 8 << 17 | 1 << 50
+    assert scalar_types.uint4.id == 4 << 8 | 1 << 50
+    assert scalar_types.uint8b128.id == 8 << 8 | 128 << 17 | 1 << 50
+    assert scalar_types.float8_e4m3fn.id == 4 | 3 << 8 | 1 << 16 | 1 << 49 | 2 << 50
+    for t in (scalar_types.uint4b8, scalar_types.uint4, scalar_types.uint8b128, scalar_types.float8_e4m3fn,
+              scalar_types.int8, scalar_types.bfloat16):
+        assert ScalarType.from_id(t.id) == t
+    assert str(scalar_types.uint4b8) == "uint4b8" and str(scalar_types.float8_e4m3fn) == "float8_e4m3fn"
+    assert scalar_types.uint8b128.size_bits == 8 and scalar_types.float8_e4m3fn.nan_repr == NanRepr.EXTD_RANGE_MAX_MIN
+
+
+@pytest.mark.parametrize("bad", [-1, 1 << 58, 3 << 50, "x", True])
+def test_scalar_type_from_bad_id(bad):
+    with pytest.raises(ValueError, match="not a ScalarType id"):
+        ScalarType.from_id(bad)
+
+
+def test_scale_permutations_are_the_published_tables():
+    assert marlin.scale_perm() == [i + 8 * j for i in range(8) for j in range(8)]
+    single = []
+    for i in range(4):
+        single.extend([2 * i + j for j in [0, 1, 8, 9, 16, 17, 24, 25]])
+    assert marlin.scale_perm_single() == single
+
+
+@pytest.mark.parametrize("group_size", [-1, 64, 128])
+def test_marlin_permute_scales(group_size):
+    k, n = 256, 192
+    groups = 1 if group_size == -1 else k // group_size
+    s = torch.randn(groups, n)
+    out = marlin.marlin_permute_scales(s, k, n, group_size)
+    table = marlin.scale_perm() if groups > 1 else marlin.scale_perm_single()
+    expected = s.reshape(-1, len(table))[:, table].reshape(groups, n)
+    assert torch.equal(out, expected)
+
+
+def test_awq_to_marlin_zero_points():
+    groups, n = 3, 128
+    zp = torch.randint(0, 16, (groups, n))
+    packed_awq = reference.quantize_awq(torch.randn(groups * 32, n), 32)["qzeros"]
+    unpacked = _unpack_awq(packed_awq)
+    out = marlin.awq_to_marlin_zero_points(packed_awq, groups, n, 4)
+    # The published recipe: permute like grouped scales, interleave each run of 8, pack.
+    z = unpacked.reshape(-1, 64)[:, marlin.scale_perm()].reshape(-1, 8)[:, list(marlin.INTERLEAVE[4])]
+    z = z.reshape(groups, n // 8, 8)
+    expected = marlin.to_int32_bits(sum(z[..., i] << (4 * i) for i in range(8)))
+    assert torch.equal(out, expected)
+    direct = zp.reshape(-1, 64)[:, marlin.scale_perm()].reshape(-1, 8)[:, list(marlin.INTERLEAVE[4])]
+    direct = direct.reshape(groups, n // 8, 8)
+    assert torch.equal(marlin.marlin_zero_points(zp, groups, n, 4),
+                       marlin.to_int32_bits(sum(direct[..., i] << (4 * i) for i in range(8))))
+
+
+def test_marlin_sort_g_idx():
+    g_idx = torch.tensor([2, 0, 1, 0, 2, 1], dtype=torch.int32)
+    sorted_g, perm = marlin.marlin_sort_g_idx(g_idx)
+    assert sorted_g.tolist() == [0, 0, 1, 1, 2, 2] and perm.dtype == torch.int32
+    assert torch.equal(g_idx[perm.long()], sorted_g)
+
+
+# --- CUDA -------------------------------------------------------------------------------------------
+def _gptq_weights(k, n, bits, group_size, act_order, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(k, n, generator=g).to(dtype)
+    return reference.quantize_gptq(w, bits, group_size, act_order, generator=g)
+
+
+@cuda
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("act_order", [False, True])
+def test_gptq_marlin_repack_matches_the_published_layout(bits, act_order):
+    from mllm_kernel.cuda.jit import gptq_marlin_repack
+
+    k, n = 256, 192
+    ckpt = _gptq_weights(k, n, bits, 64, act_order, torch.float16)
+    values = _unpack_gptq(ckpt["qweight"], bits)
+    perm = None
+    if act_order:
+        _, perm = marlin.marlin_sort_g_idx(ckpt["g_idx"])
+        values = values[perm.long()]
+    out = gptq_marlin_repack(ckpt["qweight"].cuda(), None if perm is None else perm.cuda(), k, n, bits)
+    assert out.shape == (k // 16, n * 16 * bits // 32) and out.dtype == torch.int32
+    assert torch.equal(out.cpu(), _marlin_weights(values, bits))
+
+
+@cuda
+def test_awq_marlin_repack_matches_the_published_layout():
+    from mllm_kernel.cuda.jit import awq_marlin_repack
+
+    k, n = 128, 256
+    ckpt = reference.quantize_awq(torch.randn(k, n), 64)
+    out = awq_marlin_repack(ckpt["qweight"].cuda(), k, n, 4)
+    assert torch.equal(out.cpu(), _marlin_weights(_unpack_awq(ckpt["qweight"]), 4))
+
+
+def _prepare(kind, k, n, group_size, act_order, dtype, seed):
+    """A checkpoint quantized from random weights and prepared as serving code does."""
+    from mllm_kernel.cuda.jit import awq_marlin_repack, gptq_marlin_repack
+
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(k, n, generator=g).to(dtype) * 0.1
+    groups_size = k if group_size == -1 else group_size
+    if kind == "awq":
+        ckpt = reference.quantize_awq(w, group_size, generator=g)
+        q = awq_marlin_repack(ckpt["qweight"].cuda(), k, n, 4)
+        zeros = marlin.awq_to_marlin_zero_points(ckpt["qzeros"], k // groups_size, n, 4).cuda()
+        return dict(q=q, s=marlin.marlin_permute_scales(ckpt["scales"], k, n, group_size).cuda(), zeros=zeros,
+                    g_idx=None, perm=None, type_id=scalar_types.uint4.id, w_ref=ckpt["w_ref"])
+    bits = 8 if kind == "gptq8" else 4
+    ckpt = reference.quantize_gptq(w, bits, group_size, act_order, generator=g)
+    g_idx = perm = None
+    if act_order:
+        g_idx, perm = marlin.marlin_sort_g_idx(ckpt["g_idx"])
+        g_idx, perm = g_idx.cuda(), perm.cuda()
+    q = gptq_marlin_repack(ckpt["qweight"].cuda(), perm, k, n, bits)
+    type_id = scalar_types.uint8b128.id if bits == 8 else scalar_types.uint4b8.id
+    return dict(q=q, s=marlin.marlin_permute_scales(ckpt["scales"], k, n, group_size).cuda(), zeros=None,
+                g_idx=g_idx, perm=perm, type_id=type_id, w_ref=ckpt["w_ref"])
+
+
+def _run(prep, a, n, k, c=None, workspace="make"):
+    from mllm_kernel.cuda.jit import gptq_marlin_gemm
+
+    ws = marlin.marlin_make_workspace(a.device) if workspace == "make" else workspace
+    return gptq_marlin_gemm(a, c, prep["q"], prep["s"], None, prep["zeros"], prep["g_idx"], prep["perm"], ws,
+                            prep["type_id"], a.shape[0], n, k)
+
+
+def _check(out, a, w_ref, dtype):
+    ref = a.double().cpu() @ w_ref
+    bound = a.double().abs().cpu() @ w_ref.abs()
+    eps = torch.finfo(dtype).eps
+    err = (out.double().cpu() - ref).abs()
+    # Dequantized weights rounded to the activation dtype, float32 sums, the output rounded.
+    assert bool((err <= eps * bound + eps * ref.abs() + 1e-6).all()), float((err - eps * bound).max())
+
+
+CASES = [("gptq4", -1, False), ("gptq4", 32, False), ("gptq4", 128, False), ("gptq4", 64, True), ("gptq8", 128, False),
+         ("gptq8", -1, False), ("gptq8", 64, True), ("awq", 64, False), ("awq", 128, False), ("awq", 32, False)]
+
+
+@cuda
+@pytest.mark.parametrize("kind,group_size,act_order", CASES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("m", [1, 7, 16, 33, 128, 1000])
+def test_gptq_marlin_gemm(kind, group_size, act_order, dtype, m):
+    k, n = 512, 320
+    prep = _prepare(kind, k, n, group_size, act_order, dtype, seed=m)
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    out = _run(prep, a, n, k)
+    assert out.shape == (m, n) and out.dtype == dtype
+    _check(out, a, prep["w_ref"], dtype)
+
+
+@cuda
+@pytest.mark.parametrize("m,n,k", [(1, 64, 16), (3, 64, 48), (16, 4096, 4096), (5, 14336, 1024), (200, 576, 2048)])
+def test_gptq_marlin_gemm_shapes(m, n, k):
+    dtype = torch.bfloat16
+    prep = _prepare("gptq4", k, n, -1 if k < 128 else 128, False, dtype, seed=k)
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+    out = _run(prep, a, n, k, c=c)
+    assert out.data_ptr() == c.data_ptr()
+    _check(out, a, prep["w_ref"], dtype)
+
+
+@cuda
+def test_gptq_marlin_gemm_strided_a_and_workspace_left_zero():
+    dtype = torch.float16
+    k, n, m = 256, 128, 9
+    prep = _prepare("awq", k, n, 64, False, dtype, seed=3)
+    big = torch.randn(m, k + 24, device="cuda").to(dtype)
+    a = big[:, 8:8 + k]  # row stride k + 24, 16-byte aligned rows
+    ws = marlin.marlin_make_workspace(a.device)
+    out = _run(prep, a, n, k, workspace=ws)
+    _check(out, a, prep["w_ref"], dtype)
+    assert int(ws.abs().sum()) == 0
+    odd = big[:, 3:3 + k]  # misaligned rows are copied first
+    _check(_run(prep, odd, n, k), odd, prep["w_ref"], dtype)
+
+
+@cuda
+def test_gptq_marlin_gemm_is_deterministic_and_graph_safe():
+    dtype = torch.bfloat16
+    k, n, m = 4096, 1024, 4
+    prep = _prepare("gptq4", k, n, 128, False, dtype, seed=5)
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    first = _run(prep, a, n, k)
+    assert all(torch.equal(first, _run(prep, a, n, k)) for _ in range(3))
+    static_out = torch.empty_like(first)
+    _run(prep, a, n, k, c=static_out)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        _run(prep, a, n, k, c=static_out)
+    static_out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(static_out, first)
+
+
+@cuda
+def test_gptq_marlin_gemm_bad_inputs():
+    from mllm_kernel.cuda.jit import gptq_marlin_gemm
+
+    k, n, m = 128, 64, 2
+    prep = _prepare("gptq4", k, n, 64, False, torch.float16, seed=1)
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    args = [a, None, prep["q"], prep["s"], None, None, None, None, None, scalar_types.uint4b8.id, m, n, k]
+
+    def call(**changes):
+        values = list(args)
+        names = ["a", "c", "q", "s", "global_scale", "zeros", "g_idx", "perm", "workspace", "type", "m", "n", "k"]
+        for name, value in changes.items():
+            values[names.index(name)] = value
+        return gptq_marlin_gemm(*values)
+
+    with pytest.raises(ValueError, match="weight type int8 is not supported"):
+        call(type=scalar_types.int8.id)
+    with pytest.raises(ValueError, match="uint4 weights need zero points"):
+        call(type=scalar_types.uint4.id)
+    with pytest.raises(ValueError, match="takes no zero points"):
+        call(zeros=torch.zeros(2, 8, dtype=torch.int32, device="cuda"))
+    with pytest.raises(ValueError, match="a: dtype must be one of float16, bfloat16, got float32"):
+        call(a=a.float())
+    with pytest.raises(ValueError, match="global_scale is for NVFP4"):
+        call(global_scale=torch.ones(1, device="cuda"))
+    with pytest.raises(ValueError, match="size_n = 96 must be a positive multiple of 64"):
+        call(n=96)
+    with pytest.raises(ValueError, match="size_k = 120 must be a positive multiple of 16"):
+        call(k=120)
+    with pytest.raises(ValueError, match="b_scales"):
+        call(s=prep["s"].float())
+    with pytest.raises(ValueError, match="b_q_weight"):
+        call(q=prep["q"][:, :-1])
+    with pytest.raises(ValueError, match="a"):
+        call(m=3)
+
+
+@cuda
+def test_repack_bad_inputs():
+    from mllm_kernel.cuda.jit import awq_marlin_repack, gptq_marlin_repack
+
+    q = torch.zeros(16, 64, dtype=torch.int32, device="cuda")
+    with pytest.raises(ValueError, match="num_bits must be 4 or 8, got 3"):
+        gptq_marlin_repack(q, None, 128, 64, 3)
+    with pytest.raises(ValueError, match="size_n = 32 must be a positive multiple of 64"):
+        gptq_marlin_repack(q, None, 128, 32, 4)
+    with pytest.raises(ValueError, match="size_k = 8 must be a positive multiple of 16"):
+        awq_marlin_repack(q, 8, 64, 4)
+    with pytest.raises(ValueError, match=r"perm: values must lie in \[0, 128\), got \[0, 128\]"):
+        gptq_marlin_repack(q, torch.arange(1, 129, device="cuda") % 129, 128, 64, 4)
+    with pytest.raises(ValueError, match="b_q_weight"):
+        gptq_marlin_repack(q, None, 256, 64, 4)
