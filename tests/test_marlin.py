@@ -313,7 +313,7 @@ def test_repack_bad_inputs():
         gptq_marlin_repack(q, None, 128, 32, 4)
     with pytest.raises(ValueError, match="size_k = 8 must be a positive multiple of 16"):
         awq_marlin_repack(q, 8, 64, 4)
-    with pytest.raises(ValueError, match=r"perm: values must lie in \[0, 128\), got \[0, 128\]"):
+    with pytest.raises(ValueError, match=r"perm: values must lie in \[0, 128\), got \[1, 128\]"):
         gptq_marlin_repack(q, torch.arange(1, 129, device="cuda") % 129, 128, 64, 4)
     with pytest.raises(ValueError, match="b_q_weight"):
         gptq_marlin_repack(q, None, 256, 64, 4)
