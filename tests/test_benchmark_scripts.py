@@ -61,7 +61,7 @@ def test_no_tuning_archive_left():
 
 #: What the benchmarks may import from the library.
 PUBLIC_MODULES = ("mllm_kernel.ops", "mllm_kernel.cuda.jit", "mllm_kernel.cpu.jit", "mllm_kernel.jit_utils",
-                  "mllm_kernel.reference")
+                  "mllm_kernel.reference", "mllm_kernel.marlin", "mllm_kernel.scalar_type")
 PRIVATE_PATTERNS = [r"_KERNELS", r"_RMSNORM", r"FunctionTable", r"\bpick\(", r"\.module\(", r"csrc",
                     r"mllm_kernel(\.\w+)*\._\w", r"from mllm_kernel[\w.]* import [^\n]*\b_\w",
                     r"\b(K|jit|ops|norm|quant|kv_cache)\._\w", r"include <mllm_kernel/(?!(utils\.cuh|utils\.hpp|tensor\.hpp)>)"]

@@ -32,7 +32,14 @@ GEMM_CHECKED = {("scaled_mm_sm90_swap_64x16x256_c1x1_pingpong", ("int8_t", "bf16
                 ("scaled_mm_sm90_128x256x128_c2x1_coop", ("fp8_e4m3_t", "fp16_t"))}
 
 
+#: The Marlin GEMM module built through the JIT here (sm_90); test_marlin_gemm_builds_for_ampere_and_orin
+#: compiles the other dtype and weight width for sm_80 and sm_87.
+MARLIN_CHECKED = ("bf16_t", "4")
+
+
 def _checked(record) -> bool:
+    if record.name == "marlin_gemm":
+        return tuple(record.args) == MARLIN_CHECKED
     return not record.name.startswith("scaled_mm_sm90_") or (record.name, record.args) in GEMM_CHECKED
 
 
@@ -74,7 +81,7 @@ def test_cooperative_launch_test_kernel_builds():
 
 
 HEADERS = ["type.cuh", "math.cuh", "vec.cuh", "warp.cuh", "cta.cuh", "atomic.cuh", "tile.cuh", "quantize.cuh", "cache_hint.cuh",
-           "impl/norm.cuh", "impl/quant.cuh", "impl/gdn.cuh", "impl/gdn_chunked.cuh", "mma.cuh"]
+           "impl/norm.cuh", "impl/quant.cuh", "impl/gdn.cuh", "impl/gdn_chunked.cuh", "mma.cuh", "async_copy.cuh"]
 
 
 @pytest.mark.parametrize("header", HEADERS)
@@ -132,5 +139,20 @@ template __global__ void probe<bf16_t>(bf16_t*, const bf16_t*, float*);
     command = [toolchain.find_nvcc(), "-std=c++20", "-c", str(source), "-o", str(tmp_path / "inst.o"),
                "--expt-relaxed-constexpr", f"-I{INCLUDE_DIR}", *(f"-I{d}" for d in includes),
                "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=sm_90"]
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_marlin_gemm_builds_for_ampere_and_orin(tmp_path):
+    """The weight-only GEMM (fp16 activations, 8-bit weights: the variant the JIT test above
+    does not build) compiles for sm_80 (A100) and sm_87 (Jetson Orin)."""
+    from mllm_kernel.jit_utils.paths import CUDA_CSRC_DIR
+
+    source = tmp_path / "marlin.cu"
+    source.write_text('#include "marlin_gemm.cuh"\nvoid* probe = (void*)&marlin_gemm<fp16_t, 8>;\n')
+    includes, _ = toolchain.tvm_ffi_paths()
+    command = [toolchain.find_nvcc(), "-std=c++20", "-c", str(source), "-o", str(tmp_path / "marlin.o"),
+               "--expt-relaxed-constexpr", f"-I{CUDA_CSRC_DIR}", f"-I{INCLUDE_DIR}", *(f"-I{d}" for d in includes),
+               "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_87,code=sm_87"]
     result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
