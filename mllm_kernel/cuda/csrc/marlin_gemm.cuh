@@ -207,6 +207,12 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
 
   const T bias = from_float<T>(kBits == 4 ? kBase4<T> + (p.zeros ? 0.0f : 8.0f) : 0.0f);
 
+  // Per 8-column block x: what to subtract and the scale, for the fragment's rows (2t, 2t + 1)
+  // in `lo` and (2t + 8, 2t + 9) in `hi`; kept across steps of one group.
+  Pair<T> sub_lo[8], sub_hi[8], scale_lo[8], scale_hi[8];
+  int cached_group = -1;
+  const int group_steps = static_cast<int>(p.group_size / marlin::kTileK);
+
   auto compute_stage = [&](int s) {
     const int4* stage = smem + (s % kStages) * Smem::kStageVecs;
     const int4* stage_a = stage + Smem::kBVecs;
@@ -228,9 +234,6 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
         const int4 w = stage[(r * kWarpsN + wn) * kTileVecs + lane * (kBits / 4) + v];
         q[4 * v] = w.x, q[4 * v + 1] = w.y, q[4 * v + 2] = w.z, q[4 * v + 3] = w.w;
       }
-      // Per 8-column block x: what to subtract and the scale, for the fragment's rows
-      // (2t, 2t + 1) in `lo` and (2t + 8, 2t + 9) in `hi`.
-      Pair<T> sub_lo[8], sub_hi[8], scale_lo[8], scale_hi[8];
       const std::int64_t k0 = row * marlin::kTileK + 2 * (lane % 4);
       if constexpr (kActOrder) {
         GroupParams<T, kBits> g[4];
@@ -250,14 +253,19 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
           scale_hi[xb] = pair_of<T>(g[2].scale[xb], g[3].scale[xb]);
         }
       } else {
-        const std::int64_t group = channelwise ? 0 : k0 / p.group_size;
-        const GroupParams<T, kBits> g = load_group<T, kBits>(p, group, tile, lane, !channelwise);
+        // Decoded once per group (a warp-uniform test): consecutive steps mostly share one.
+        const int group = channelwise ? 0 : static_cast<int>(row) / group_steps;
+        if (group != cached_group) {
+          cached_group = group;
+          const GroupParams<T, kBits> g = load_group<T, kBits>(p, group, tile, lane, !channelwise);
 #pragma unroll
-        for (int xb = 0; xb < 8; ++xb) {
-          const int slot = marlin::slot_of(kBits, xb);
-          const T sub = p.zeros ? from_float<T>(kBase4<T> + static_cast<float>(g.zeros >> (kBits * slot) & 0xfu)) : bias;
-          sub_lo[xb] = sub_hi[xb] = pair_of<T>(sub, sub);
-          if (!channelwise) scale_lo[xb] = scale_hi[xb] = pair_of<T>(g.scale[xb], g.scale[xb]);
+          for (int xb = 0; xb < 8; ++xb) {
+            const int slot = marlin::slot_of(kBits, xb);
+            const T sub =
+                p.zeros ? from_float<T>(kBase4<T> + static_cast<float>(g.zeros >> (kBits * slot) & 0xfu)) : bias;
+            sub_lo[xb] = sub_hi[xb] = pair_of<T>(sub, sub);
+            if (!channelwise) scale_lo[xb] = scale_hi[xb] = pair_of<T>(g.scale[xb], g.scale[xb]);
+          }
         }
       }
 #pragma unroll
