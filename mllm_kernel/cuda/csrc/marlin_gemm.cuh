@@ -138,7 +138,7 @@ __device__ __forceinline__ GroupParams<T, kBits> load_group(const MarlinGemmPara
     *reinterpret_cast<int4*>(g.scale) = s;
   }
   g.zeros = p.zeros ? static_cast<std::uint32_t>(
-                          __ldg(p.zeros + group * (p.n * kBits / 32) + marlin::zero_point_word(kBits, tile * 64) +
+                          __ldg(p.zeros + group * (p.n * kBits / 32) + marlin::zero_point_word(kBits, tile * marlin::kTileN) +
                                 lane / 4))
                     : 0u;
   return g;

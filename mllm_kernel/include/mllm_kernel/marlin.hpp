@@ -94,6 +94,16 @@ MLLM_HOST_DEVICE constexpr int zero_point_slot(int bits, std::int64_t n) {
 
 namespace mllm_kernel::host {
 
+/// The sizes every Marlin-format weight has: 4 or 8 bits, K in whole 16-row tiles, N in whole
+/// 64-column tiles.
+inline void check_marlin_sizes(std::int64_t bits, std::int64_t size_k, std::int64_t size_n) {
+  RuntimeCheck(bits == 4 || bits == 8, "num_bits must be 4 or 8, got ", bits);
+  RuntimeCheck(size_n % marlin::kTileN == 0 && size_n > 0, "size_n = ", size_n, " must be a positive multiple of ",
+               marlin::kTileN);
+  RuntimeCheck(size_k % marlin::kTileK == 0 && size_k > 0, "size_k = ", size_k, " must be a positive multiple of ",
+               marlin::kTileK);
+}
+
 struct MarlinGemmParams {
   const void* a;
   void* c;
@@ -116,11 +126,7 @@ MarlinGemmParams check_marlin_gemm(tvm::ffi::TensorView a, tvm::ffi::TensorView 
                                    tvm::ffi::TensorView scales, tvm::ffi::TensorView zeros,
                                    tvm::ffi::TensorView g_idx, std::int64_t bits, std::int64_t size_m,
                                    std::int64_t size_n, std::int64_t size_k) {
-  RuntimeCheck(bits == 4 || bits == 8, "num_bits must be 4 or 8, got ", bits);
-  RuntimeCheck(size_n % marlin::kTileN == 0 && size_n > 0, "size_n = ", size_n, " must be a positive multiple of ",
-               marlin::kTileN);
-  RuntimeCheck(size_k % marlin::kTileK == 0 && size_k > 0, "size_k = ", size_k, " must be a positive multiple of ",
-               marlin::kTileK);
+  check_marlin_sizes(bits, size_k, size_n);
   SymbolicSize M{"size_m"}, N{"size_n"}, K{"size_k"}, lda{"a row stride"}, groups{"groups"};
   SymbolicSize z_rows{"zero-point rows"};
   M.bind(size_m, "size_m");
@@ -174,11 +180,7 @@ template <DLDeviceType kDevice>
 MarlinRepackParams check_marlin_repack(tvm::ffi::TensorView in, const tvm::ffi::TensorView* perm,
                                        tvm::ffi::TensorView out, std::int64_t size_k, std::int64_t size_n,
                                        std::int64_t bits, bool awq) {
-  RuntimeCheck(bits == 4 || bits == 8, "num_bits must be 4 or 8, got ", bits);
-  RuntimeCheck(size_n % marlin::kTileN == 0 && size_n > 0, "size_n = ", size_n, " must be a positive multiple of ",
-               marlin::kTileN);
-  RuntimeCheck(size_k % marlin::kTileK == 0 && size_k > 0, "size_k = ", size_k, " must be a positive multiple of ",
-               marlin::kTileK);
+  check_marlin_sizes(bits, size_k, size_n);
   const std::int64_t per_word = 32 / bits;
   SymbolicDevice device;
   if (awq) {
