@@ -262,13 +262,14 @@ def marlin_sizes(op: str, size_k: object, size_n: object, num_bits: object = 4) 
 
 
 def marlin_perm(op: str, perm: object, size_k: int, device: torch.device, validate: bool = True) -> torch.Tensor:
-    """A GPTQ act-order row permutation as int32 ``[size_k]`` (None or empty: an empty tensor).
+    """A GPTQ act-order row permutation as int32 ``[size_k]`` (None: an empty tensor; an empty
+    one is returned as it is).
     With ``validate``, values outside ``[0, size_k)`` raise (one device-to-host sync)."""
     if perm is None:
         return torch.empty(0, dtype=torch.int32, device=device)
     perm = require_tensor(perm, op, "perm")
     if perm.numel() == 0:
-        return perm.new_empty(0, dtype=torch.int32)
+        return perm
     if perm.dtype not in (torch.int32, torch.int64) or perm.shape != (size_k,):
         raise ValueError(f"{op}: perm: must be an int32 or int64 tensor [{size_k}] (or empty), got shape "
                          f"{list(perm.shape)} of {dtype_names(perm.dtype)}")

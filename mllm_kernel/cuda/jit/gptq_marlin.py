@@ -50,9 +50,20 @@ def _sm_count(index: int) -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def _locks(device: torch.device) -> torch.Tensor:
-    """Split-K arrival counters for calls whose workspace is too small; kernels leave them zero."""
-    return torch.zeros(4096, dtype=torch.int32, device=device)
+def _locks(device: torch.device, sm_count: int) -> torch.Tensor:
+    """Split-K arrival counters for calls whose workspace is too small (K is split only while
+    the output blocks number fewer than two an SM); kernels leave them zero."""
+    return torch.zeros(2 * sm_count, dtype=torch.int32, device=device)
+
+
+@functools.lru_cache(maxsize=None)
+def _empty(device: torch.device) -> torch.Tensor:
+    """The empty int32 tensor that stands for an absent optional argument."""
+    return torch.empty(0, dtype=torch.int32, device=device)
+
+
+#: Output columns a block computes (kBlockN in csrc/marlin_gemm.cuh).
+BLOCK_N = 256
 
 
 def m_tiles_for(m: int) -> int:
@@ -60,13 +71,16 @@ def m_tiles_for(m: int) -> int:
     return 1 if m <= 16 else 2 if m <= 32 else 4
 
 
+def output_blocks(m: int, n: int) -> int:
+    """Blocks that cover the [m, n] output (each needs one split-K counter when K is split)."""
+    return -(-n // BLOCK_N) * -(-m // (16 * m_tiles_for(m)))
+
+
 def splits_for(m: int, n: int, k: int, sm_count: int) -> int:
     """K splits: enough blocks for every SM (two blocks an SM for 1 or 2 row tiles, one for 4),
     each split keeping at least two pipeline stages (8 steps of 16 rows)."""
-    m_tiles = m_tiles_for(m)
-    blocks = -(-n // 256) * -(-m // (16 * m_tiles))
-    target = sm_count * (1 if m_tiles == 4 else 2)
-    return max(1, min(target // blocks, k // 16 // 8, 4096 // blocks))
+    target = sm_count * (1 if m_tiles_for(m) == 4 else 2)
+    return max(1, min(target // output_blocks(m, n), k // 16 // 8))
 
 
 def _weight_type(b_q_type_id) -> tuple[int, bool]:
@@ -83,7 +97,7 @@ def _weight_type(b_q_type_id) -> tuple[int, bool]:
 
 
 def _empty_or(t: torch.Tensor | None, device: torch.device) -> torch.Tensor:
-    return t if t is not None and t.numel() > 0 else torch.empty(0, dtype=torch.int32, device=device)
+    return t if t is not None and t.numel() > 0 else _empty(device)
 
 
 def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.Tensor, b_scales: torch.Tensor,
@@ -127,8 +141,8 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
     for name, value in (("size_m", size_m), ("size_n", size_n), ("size_k", size_k)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"{_OP}: {name} must be a non-negative int, got {value!r}")
-    perm = marlin_perm(_OP, perm, size_k, a.device, validate=False)
-    if perm.numel() > 0:
+    perm = None if perm is None else marlin_perm(_OP, perm, size_k, a.device, validate=False)
+    if perm is not None and perm.numel() > 0:
         if a.dim() != 2 or a.shape[1] != size_k:
             raise ValueError(f"{_OP}: a: must be [{size_m}, {size_k}], got shape {list(a.shape)}")
         a = a.index_select(1, perm)
@@ -136,16 +150,15 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
         a = a.contiguous() if not a.is_contiguous() else a.clone()
     if c is None:
         c = torch.empty((size_m, size_n), dtype=a.dtype, device=a.device)
-    splits = splits_for(size_m, size_n, size_k, _sm_count(a.device.index)) if size_m > 0 else 1
-    m_tiles = m_tiles_for(size_m)
+    sm_count = _sm_count(a.device.index)
+    splits = splits_for(size_m, size_n, size_k, sm_count) if size_m > 0 else 1
     if splits > 1:
         partials = torch.empty(splits * size_m * size_n, dtype=torch.float32, device=a.device)
-        blocks = -(-size_n // 256) * -(-size_m // (16 * m_tiles))
         usable = (workspace is not None and workspace.dtype == torch.int32 and workspace.device == a.device
-                  and workspace.is_contiguous() and workspace.numel() >= blocks)
-        locks = workspace.reshape(-1) if usable else _locks(a.device)
+                  and workspace.is_contiguous() and workspace.numel() >= output_blocks(size_m, size_n))
+        locks = workspace.reshape(-1) if usable else _locks(a.device, sm_count)
     else:
-        partials = locks = torch.empty(0, dtype=torch.int32, device=a.device)
+        partials = locks = _empty(a.device)
     _GEMM[(a.dtype, bits)](a, c, b_q_weight, b_scales, zeros, _empty_or(g_idx, a.device), partials, locks, size_m,
-                           size_n, size_k, m_tiles, splits)
+                           size_n, size_k, m_tiles_for(size_m), splits)
     return c
