@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 __all__ = ["awq_to_marlin_zero_points", "marlin_make_empty_g_idx", "marlin_make_workspace", "marlin_permute_scales",
-           "marlin_sort_g_idx", "marlin_zero_points", "scale_perm", "scale_perm_single"]
+           "marlin_sort_g_idx", "marlin_zero_points", "pack_columns", "scale_perm", "scale_perm_single", "to_int32_bits"]
 
 #: Slot q of a packed word holds value INTERLEAVE[bits][q] of its run (the dequantizer's order).
 INTERLEAVE = {4: (0, 2, 4, 6, 1, 3, 5, 7), 8: (0, 2, 1, 3)}
@@ -52,7 +52,7 @@ def marlin_permute_scales(s: torch.Tensor, size_k: int, size_n: int, group_size:
     return _take_columns(s, scale_perm() if several else scale_perm_single()).reshape(-1, size_n).contiguous()
 
 
-def _pack_columns(q: torch.Tensor, num_bits: int) -> torch.Tensor:
+def pack_columns(q: torch.Tensor, num_bits: int) -> torch.Tensor:
     """Values [rows, N] (0 .. 2^bits - 1) packed along N, value i of each run at bits i * num_bits."""
     per_word = 32 // num_bits
     q = q.to(torch.int64).reshape(q.shape[0], -1, per_word)
@@ -78,7 +78,7 @@ def marlin_zero_points(zp: torch.Tensor, size_k: int, size_n: int, num_bits: int
     num_bits = _bits(num_bits)
     zp = _take_columns(zp, scale_perm())
     zp = _take_columns(zp, list(INTERLEAVE[num_bits])).reshape(-1, size_n)
-    return _pack_columns(zp, num_bits)
+    return pack_columns(zp, num_bits)
 
 
 def awq_to_marlin_zero_points(q_zp_packed: torch.Tensor, size_k: int, size_n: int, num_bits: int) -> torch.Tensor:

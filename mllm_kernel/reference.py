@@ -51,7 +51,7 @@ def quantize_gptq(w: torch.Tensor, num_bits: int, group_size: int, act_order: bo
     value = q + 2^(bits-1)), ``scales`` ``[groups, N]`` in w's dtype, ``g_idx`` ``[K]`` int32
     (with act_order, row ``perm[i]`` joins group ``i // group_size`` for a random perm), and
     ``w_ref``: the dequantized weights in float64. group_size -1: one group."""
-    from mllm_kernel.marlin import to_int32_bits
+    from mllm_kernel.marlin import pack_columns
 
     k, n = w.shape
     group_size = k if group_size == -1 else group_size
@@ -67,9 +67,7 @@ def quantize_gptq(w: torch.Tensor, num_bits: int, group_size: int, act_order: bo
     s_rows = scales.to(torch.float64)[g_idx.long()]
     q = torch.round(wd / s_rows).clamp(-bias, bias - 1)
     stored = (q + bias).to(torch.int64)
-    per_word = 32 // num_bits
-    shifts = (torch.arange(per_word, device=w.device) * num_bits)[None, :, None]
-    qweight = to_int32_bits((stored.reshape(k // per_word, per_word, n) << shifts).sum(1))
+    qweight = pack_columns(stored.t(), num_bits).t().contiguous()  # packed along K
     return {"qweight": qweight, "scales": scales, "g_idx": g_idx, "w_ref": q * s_rows}
 
 
@@ -82,7 +80,7 @@ def quantize_awq(w: torch.Tensor, group_size: int, generator: torch.Generator | 
     with nibble i holding column ``AWQ_ORDER[i]`` of each run of 8; ``scales`` ``[groups, N]`` in
     w's dtype; ``w_ref = (q - zero) * scale`` in float64. Zero points are drawn at random in
     [1, 14] so that every nibble value occurs."""
-    from mllm_kernel.marlin import to_int32_bits
+    from mllm_kernel.marlin import pack_columns
 
     k, n = w.shape
     group_size = k if group_size == -1 else group_size
@@ -98,7 +96,6 @@ def quantize_awq(w: torch.Tensor, group_size: int, generator: torch.Generator | 
     w_ref = ((q - zeros[:, None, :]) * s).reshape(k, n)
 
     def pack(values: torch.Tensor) -> torch.Tensor:
-        values = values.to(torch.int64).reshape(values.shape[0], n // 8, 8)[..., list(AWQ_ORDER)]
-        return to_int32_bits((values << (torch.arange(8, device=w.device) * 4)).sum(-1))
+        return pack_columns(values.reshape(values.shape[0], n // 8, 8)[..., list(AWQ_ORDER)].reshape(-1, n), 4)
 
     return {"qweight": pack(q.reshape(k, n)), "qzeros": pack(zeros), "scales": scales, "w_ref": w_ref}
