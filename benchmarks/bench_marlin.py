@@ -120,7 +120,7 @@ NOTE = ("bf16 activations and output, group size 128. Peers in the same run: tor
 
 
 def print_row(r: dict) -> None:
-    print(" | ".join(f"{label} {fmt.format(r[key])}" for key, label, fmt in COLUMNS if key in r), flush=True)
+    print(results.format_row(COLUMNS, r), flush=True)
 
 
 def main() -> None:

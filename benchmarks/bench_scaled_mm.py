@@ -138,11 +138,7 @@ NOTE = ("bf16 output. int8: per-token x per-channel scales; fp8: per-tensor, and
 
 
 def print_row(r: dict) -> None:
-    cells = []
-    for key, label, fmt in COLUMNS:
-        if key in r:
-            cells.append(f"{label} {fmt.format(r[key])}")
-    print(" | ".join(cells), flush=True)
+    print(results.format_row(COLUMNS, r), flush=True)
 
 
 def main() -> None:

@@ -40,6 +40,11 @@ def add_json_argument(parser) -> None:
                              f"the committed ones are benchmarks/results/{{cuda,cpu}}.json)")
 
 
+def format_row(columns: Sequence[Column], row: dict) -> str:
+    """One row as ``header value | header value ...`` for the terminal (the columns it has)."""
+    return " | ".join(f"{label} {fmt.format(row[key])}" for key, label, fmt in columns if key in row)
+
+
 def command_line() -> str:
     """The command that is running, as a reader would type it from the repository root."""
     script = Path(sys.argv[0]).resolve()
