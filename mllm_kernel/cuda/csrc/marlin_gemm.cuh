@@ -9,11 +9,13 @@
 // A block of 8 warps computes 16 * m_tiles rows x 256 columns over a range of K: warp (wn, wk)
 // owns the 64-column tile wn and every other 16-row step of K (wk), so each step is one warp's
 // 512-byte (4-bit) slice of a repacked tile: one 16-byte shared-memory load a lane, which
-// dequantizes straight into m16n8k16 B fragments. Weights and activations stream through a
-// 4-stage cp.async pipeline; the two K-halves are summed through shared memory at the end.
-// When the grid would not fill the GPU (small M), K is split across blocks: each writes float32
-// partial sums and the last block of a tile to arrive (counted in `locks`, which it resets to
-// zero) adds them in split order, so results do not depend on timing.
+// dequantizes straight into m16n8k16 B fragments, read one step ahead of their use. Weights,
+// activations and each group's scales and zero points stream through a 4-stage cp.async
+// pipeline of 8 steps a stage, so the inner loop never waits on global memory; the two K-halves
+// are summed through shared memory at the end. When the grid would not fill the GPU (small M),
+// K is split across blocks: each writes float32 partial sums and the last block of a tile to
+// arrive (counted in `locks`, which it resets to zero) adds them in split order, so results do
+// not depend on timing.
 #pragma once
 
 #include <mllm_kernel/async_copy.cuh>
@@ -42,13 +44,14 @@ constexpr int kThreads = 256;
 constexpr int kWarpsN = 4;
 constexpr int kWarpsK = 2;
 constexpr int kBlockN = kWarpsN * marlin::kTileN;
-constexpr int kStageRows = 4;  // 16-row steps of K per pipeline stage
+constexpr int kStageRows = 8;  // 16-row steps of K per pipeline stage
+constexpr int kWarpSteps = kStageRows / kWarpsK;  // steps a warp computes per stage
 constexpr int kStages = 4;
 
 struct MarlinSplit {
   float* partials;  // [splits, M, N] when splits > 1
   std::int32_t* locks;
-  std::int64_t rows_per_split;  // 16-row steps of K per split
+  int rows_per_split;  // 16-row steps of K per split
   int splits;
 };
 
@@ -56,8 +59,14 @@ template <int kBits, int kMTiles>
 struct MarlinSmem {
   static constexpr int kTileVecs = marlin::tile_words(kBits) / 4;  // int4 per tile row
   static constexpr int kBVecs = kStageRows * kWarpsN * kTileVecs;
-  static constexpr int kAVecs = kMTiles * 16 * 8;  // 16 * kMTiles rows of 64 elements
-  static constexpr int kStageVecs = kBVecs + kAVecs;
+  static constexpr int kARowVecs = kStageRows * marlin::kTileK / 8;  // one row of a stage's A
+  static constexpr int kAVecs = kMTiles * 16 * kARowVecs;
+  // A group's scales (and zero points) for the block's columns, one slot a 16-row step; only
+  // the slots where a group starts (and slot 0) are filled.
+  static constexpr int kScaleVecs = kWarpsN * marlin::kTileN * 2 / 16;
+  static constexpr int kZeroVecs = kWarpsN * marlin::kTileN * kBits / 32 / 4;
+  static constexpr int kGroupVecs = kStageRows * (kScaleVecs + kZeroVecs);
+  static constexpr int kStageVecs = kBVecs + kAVecs + kGroupVecs;
   static constexpr int kPipelineBytes = kStages * kStageVecs * 16;
   static constexpr int kReduceBytes = kWarpsN * kMTiles * 32 * 32 * 4;
   static constexpr int kBytes = (kPipelineBytes > kReduceBytes ? kPipelineBytes : kReduceBytes) + 16;
@@ -82,10 +91,13 @@ constexpr std::uint32_t kExponent4 = std::is_same_v<T, fp16_t> ? 0x64006400u : 0
 template <typename T>
 constexpr float kBase4 = std::is_same_v<T, fp16_t> ? 1024.0f : 128.0f;
 
-/// (value of nibbles 0 and 4 of w) + kBase4, as a pair.
+/// (value of nibbles 0 and 4 of w) + kBase4, as a pair: (w & mask) | exponent in one LOP3
+/// (written out because the compiler splits an AND and an OR of two constants in two).
 template <typename T>
 __device__ __forceinline__ std::uint32_t nibble_pair(std::uint32_t w) {
-  return (w & 0x000f000fu) | kExponent4<T>;
+  std::uint32_t out;
+  asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(out) : "r"(w), "n"(0x000f000fu), "n"(kExponent4<T>));
+  return out;
 }
 
 /// Bytes (lo, hi) of w as a pair of exact signed values minus 128.
@@ -129,7 +141,7 @@ struct GroupParams {
 };
 
 template <typename T, int kBits>
-__device__ __forceinline__ GroupParams<T, kBits> load_group(const MarlinGemmParams& p, std::int64_t group,
+__device__ __forceinline__ GroupParams<T, kBits> load_group_params(const MarlinGemmParams& p, std::int64_t group,
                                                             std::int64_t tile, int lane, bool scaled) {
   GroupParams<T, kBits> g;
   if (scaled) {
@@ -164,36 +176,84 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wn = warp % kWarpsN, wk = warp / kWarpsN;
-  const std::int64_t n_tiles = p.n / marlin::kTileN;
-  const std::int64_t tile = static_cast<std::int64_t>(blockIdx.x) * kWarpsN + wn;
+  // Steps (16-row runs of K), tiles and stage rows fit in 32 bits; only global offsets are 64-bit.
+  const int n_tiles = static_cast<int>(p.n / marlin::kTileN);
+  const int tile0 = static_cast<int>(blockIdx.x) * kWarpsN;
+  const int tile = tile0 + wn;
   const bool tile_ok = tile < n_tiles;
   const std::int64_t m0 = static_cast<std::int64_t>(blockIdx.y) * kMTiles * 16;
-  const std::int64_t steps = p.k / marlin::kTileK;
-  const std::int64_t row_begin = blockIdx.z * split.rows_per_split;
-  const std::int64_t row_end = std::min(steps, row_begin + split.rows_per_split);
-  const int stages = row_end > row_begin ? static_cast<int>((row_end - row_begin + kStageRows - 1) / kStageRows) : 0;
-  const std::int64_t row_words = p.n * marlin::kTileK * kBits / 32;
+  const int steps = static_cast<int>(p.k / marlin::kTileK);
+  const int row_begin = static_cast<int>(blockIdx.z) * split.rows_per_split;
+  const int rows = max(0, min(steps - row_begin, split.rows_per_split));  // steps of this split
+  const int stages = (rows + kStageRows - 1) / kStageRows;
   const bool channelwise = p.groups == 1;
+  const int group_steps = static_cast<int>(p.group_size / marlin::kTileK);
   const T* a = static_cast<const T*>(p.a);
+  const T* scales = static_cast<const T*>(p.scales);
+
+  // Each thread copies the same places of every stage; only the stage's offset changes.
+  constexpr int kBIters = Smem::kBVecs / kThreads;
+  static_assert(Smem::kBVecs % kThreads == 0);
+  const std::int64_t row_vecs = p.n * marlin::kTileK * kBits / 32 / 4;
+  const int4* b_base = reinterpret_cast<const int4*>(p.b) + row_begin * row_vecs;
+  constexpr int kAIters = (Smem::kAVecs + kThreads - 1) / kThreads;
+  const T* a_base = a + static_cast<std::int64_t>(row_begin) * marlin::kTileK;
+  // Group bookkeeping of the copies: this thread's slot row, its group and where the next starts.
+  constexpr int kSlotVecs = Smem::kScaleVecs + Smem::kZeroVecs;
+  constexpr int kGIters = (kStageRows * kSlotVecs + kThreads - 1) / kThreads;
+  int load_group[kGIters], load_next[kGIters];
+#pragma unroll
+  for (int it = 0; it < kGIters; ++it) {
+    load_group[it] = !kActOrder && !channelwise ? (row_begin + (threadIdx.x + it * kThreads) / kSlotVecs) / group_steps : 0;
+    load_next[it] = (load_group[it] + 1) * group_steps;
+  }
 
   auto load_stage = [&](int s) {
     int4* stage = smem + (s % kStages) * Smem::kStageVecs;
-    const std::int64_t row0 = row_begin + static_cast<std::int64_t>(s) * kStageRows;
+    const int stage_row = s * kStageRows;  // relative to row_begin
 #pragma unroll
-    for (int i = threadIdx.x; i < Smem::kBVecs; i += kThreads) {
+    for (int it = 0; it < kBIters; ++it) {
+      const int i = threadIdx.x + it * kThreads;
       const int r = i / (kWarpsN * kTileVecs), t = i / kTileVecs % kWarpsN;
-      const std::int64_t row = row0 + r, tl = static_cast<std::int64_t>(blockIdx.x) * kWarpsN + t;
-      if (row < row_end && tl < n_tiles) {
-        cp_async16(stage + i, reinterpret_cast<const int4*>(p.b + row * row_words) + tl * kTileVecs + i % kTileVecs);
+      if (stage_row + r < rows && tile0 + t < n_tiles) {
+        cp_async16(stage + i, b_base + (stage_row + r) * row_vecs + (tile0 + t) * kTileVecs + i % kTileVecs);
       }
     }
     int4* stage_a = stage + Smem::kBVecs;
 #pragma unroll
-    for (int i = threadIdx.x; i < Smem::kAVecs; i += kThreads) {
-      const int r = i / 8, c = i % 8;
-      const std::int64_t k = row0 * marlin::kTileK + c * 8;
-      const bool valid = m0 + r < p.m && k < row_end * marlin::kTileK;
-      cp_async16_or_zero(stage_a + r * 8 + (c ^ (r % 8)), valid ? a + (m0 + r) * p.lda + k : a, valid);
+    for (int it = 0; it < kAIters; ++it) {
+      const int i = threadIdx.x + it * kThreads;
+      if (Smem::kAVecs % kThreads != 0 && i >= Smem::kAVecs) break;
+      const int r = i / Smem::kARowVecs, c = i % Smem::kARowVecs;
+      const bool valid = m0 + r < p.m && stage_row + c / 2 < rows;
+      cp_async16_or_zero(stage_a + r * Smem::kARowVecs + (c ^ (r % 8)),
+                         valid ? a_base + (m0 + r) * p.lda + stage_row * marlin::kTileK + c * 8 : a, valid);
+    }
+    if constexpr (!kActOrder) {
+      if (channelwise) return;
+      // The scales (and zero points) of the first step's group and of each group that starts in
+      // this stage, so that the inner loop never waits on a global load.
+#pragma unroll
+      for (int it = 0; it < kGIters; ++it) {
+        const int i = threadIdx.x + it * kThreads;
+        const int g_slot = i / kSlotVecs, g_vec = i % kSlotVecs;
+        if (g_slot >= kStageRows) break;
+        const int row = row_begin + stage_row + g_slot;
+        while (row >= load_next[it]) ++load_group[it], load_next[it] += group_steps;
+        if (stage_row + g_slot >= rows || (g_slot > 0 && row != load_next[it] - group_steps)) continue;
+        int4* dst = stage_a + Smem::kAVecs + i;
+        if (g_vec < Smem::kScaleVecs) {
+          if (tile0 + g_vec / (Smem::kScaleVecs / kWarpsN) < n_tiles) {
+            cp_async16(dst, reinterpret_cast<const int4*>(scales + load_group[it] * p.n + tile0 * marlin::kTileN) + g_vec);
+          }
+        } else if (p.zeros != nullptr) {
+          const int z = g_vec - Smem::kScaleVecs;
+          if (tile0 + z / (Smem::kZeroVecs / kWarpsN) < n_tiles) {
+            cp_async16(dst, reinterpret_cast<const int4*>(p.zeros + load_group[it] * (p.n * kBits / 32) +
+                                                          tile0 * marlin::kTileN * kBits / 32) + z);
+          }
+        }
+      }
     }
   };
 
@@ -210,35 +270,55 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
   // Per 8-column block x: what to subtract and the scale, for the fragment's rows (2t, 2t + 1)
   // in `lo` and (2t + 8, 2t + 9) in `hi`; kept across steps of one group.
   Pair<T> sub_lo[8], sub_hi[8], scale_lo[8], scale_hi[8];
-  int cached_group = -1;
-  const int group_steps = static_cast<int>(p.group_size / marlin::kTileK);
+  auto use_group = [&](const GroupParams<T, kBits>& g, bool scaled) {
+#pragma unroll
+    for (int xb = 0; xb < 8; ++xb) {
+      const int slot = marlin::slot_of(kBits, xb);
+      const T sub = p.zeros ? from_float<T>(kBase4<T> + static_cast<float>(g.zeros >> (kBits * slot) & 0xfu)) : bias;
+      sub_lo[xb] = sub_hi[xb] = pair_of<T>(sub, sub);
+      if (scaled) scale_lo[xb] = scale_hi[xb] = pair_of<T>(g.scale[xb], g.scale[xb]);
+    }
+  };
+  if (!kActOrder && channelwise && tile_ok) use_group(load_group_params<T, kBits>(p, 0, tile, lane, false), false);
+  // The compute side's group: the step where the next one starts (the first step always reads).
+  int next_group = row_begin / max(group_steps, 1) * group_steps;
 
   auto compute_stage = [&](int s) {
     const int4* stage = smem + (s % kStages) * Smem::kStageVecs;
     const int4* stage_a = stage + Smem::kBVecs;
-    const std::int64_t row0 = row_begin + static_cast<std::int64_t>(s) * kStageRows;
-#pragma unroll
-    for (int x = 0; x < kStageRows / kWarpsK; ++x) {
-      const int r = wk + x * kWarpsK;
-      const std::int64_t row = row0 + r;
-      if (!tile_ok || row >= row_end) continue;
-      std::uint32_t fa[kMTiles][4];
+    const int stage_row = s * kStageRows;
+    // Fragments are read one step ahead of the math that uses them (two register buffers), so
+    // shared-memory latency overlaps the previous step's dequantization and MMAs.
+    std::uint32_t frag_a[2][kMTiles][4], frag_q[2][kLaneWords];
+    auto fetch = [&](int x) {
+      const int r = wk + x * kWarpsK, buf = x % 2;
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
         const int ar = mt * 16 + lane % 16;
-        mma::ldmatrix_x4_b16(fa[mt], stage_a + ar * 8 + ((r * 2 + lane / 16) ^ (ar % 8)));
+        mma::ldmatrix_x4_b16(frag_a[buf][mt], stage_a + ar * Smem::kARowVecs + ((r * 2 + lane / 16) ^ (ar % 8)));
       }
-      std::uint32_t q[kLaneWords];
 #pragma unroll
       for (int v = 0; v < kBits / 4; ++v) {
         const int4 w = stage[(r * kWarpsN + wn) * kTileVecs + lane * (kBits / 4) + v];
-        q[4 * v] = w.x, q[4 * v + 1] = w.y, q[4 * v + 2] = w.z, q[4 * v + 3] = w.w;
+        frag_q[buf][4 * v] = w.x, frag_q[buf][4 * v + 1] = w.y, frag_q[buf][4 * v + 2] = w.z, frag_q[buf][4 * v + 3] = w.w;
       }
-      const std::int64_t k0 = row * marlin::kTileK + 2 * (lane % 4);
+    };
+    fetch(0);
+#pragma unroll
+    for (int x = 0; x < kWarpSteps; ++x) {
+      if (x + 1 < kWarpSteps) fetch(x + 1);
+      const int r = wk + x * kWarpsK;
+      if (!tile_ok || stage_row + r >= rows) continue;
+      const int row = row_begin + stage_row + r;
+      const std::uint32_t(&fa)[kMTiles][4] = frag_a[x % 2];
+      const std::uint32_t(&q)[kLaneWords] = frag_q[x % 2];
       if constexpr (kActOrder) {
+        const std::int64_t k0 = static_cast<std::int64_t>(row) * marlin::kTileK + 2 * (lane % 4);
         GroupParams<T, kBits> g[4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) g[e] = load_group<T, kBits>(p, group_of(p, k0 + e % 2 + e / 2 * 8, true), tile, lane, true);
+        for (int e = 0; e < 4; ++e) {
+          g[e] = load_group_params<T, kBits>(p, group_of(p, k0 + e % 2 + e / 2 * 8, true), tile, lane, true);
+        }
 #pragma unroll
         for (int xb = 0; xb < 8; ++xb) {
           T sub[4];
@@ -252,21 +332,18 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
           scale_lo[xb] = pair_of<T>(g[0].scale[xb], g[1].scale[xb]);
           scale_hi[xb] = pair_of<T>(g[2].scale[xb], g[3].scale[xb]);
         }
-      } else {
-        // Decoded once per group (a warp-uniform test): consecutive steps mostly share one.
-        const int group = channelwise ? 0 : static_cast<int>(row) / group_steps;
-        if (group != cached_group) {
-          cached_group = group;
-          const GroupParams<T, kBits> g = load_group<T, kBits>(p, group, tile, lane, !channelwise);
-#pragma unroll
-          for (int xb = 0; xb < 8; ++xb) {
-            const int slot = marlin::slot_of(kBits, xb);
-            const T sub =
-                p.zeros ? from_float<T>(kBase4<T> + static_cast<float>(g.zeros >> (kBits * slot) & 0xfu)) : bias;
-            sub_lo[xb] = sub_hi[xb] = pair_of<T>(sub, sub);
-            if (!channelwise) scale_lo[xb] = scale_hi[xb] = pair_of<T>(g.scale[xb], g.scale[xb]);
-          }
-        }
+      } else if (!channelwise && row >= next_group) {
+        // A new group (a warp-uniform test): read it from the stage slot where it starts, or
+        // from slot 0 when it started before this stage.
+        while (row >= next_group) next_group += group_steps;
+        const int start = next_group - group_steps - (row_begin + stage_row);
+        const int4* slot = stage + Smem::kBVecs + Smem::kAVecs + max(start, 0) * kSlotVecs;
+        GroupParams<T, kBits> g;
+        *reinterpret_cast<int4*>(g.scale) = slot[wn * (Smem::kScaleVecs / kWarpsN) + lane / 4];
+        g.zeros = p.zeros ? reinterpret_cast<const std::uint32_t*>(slot + Smem::kScaleVecs)
+                                [wn * (marlin::kTileN * kBits / 32) + lane / 4]
+                          : 0u;
+        use_group(g, true);
       }
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -353,20 +430,32 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
     __syncthreads();
     if (!last_flag) return;
     __threadfence();
-    if (wk == 0 && tile_ok) {
-      for_each_pair([&](int mt, int xb, int h, std::int64_t row, std::int64_t col) {
-        float2 sum = make_float2(0.0f, 0.0f);
-        for (int z = 0; z < split.splits; ++z) {
-          const float2 v = __ldcg(reinterpret_cast<const float2*>(split.partials + (z * p.m + row) * p.n + col));
-          sum.x += v.x, sum.y += v.y;
-        }
-        acc[mt][xb][2 * h] = sum.x, acc[mt][xb][2 * h + 1] = sum.y;
-      });
+    // The last block adds the splits of its output block, four columns a thread at a time.
+    const int block_rows = static_cast<int>(std::min<std::int64_t>(kMTiles * 16, p.m - m0));
+    const int quads = min(kWarpsN, n_tiles - tile0) * marlin::kTileN / 4;
+    T* c = static_cast<T*>(p.c);
+    for (int i = threadIdx.x; i < block_rows * quads; i += kThreads) {
+      const std::int64_t row = m0 + i / quads, col = tile0 * marlin::kTileN + i % quads * 4;
+      float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 1
+      for (int z = 0; z < split.splits; ++z) {
+        const float4 v = __ldcg(reinterpret_cast<const float4*>(split.partials + (z * p.m + row) * p.n + col));
+        sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+      }
+      if (channelwise) {
+        sum.x *= cast<float>(scales[marlin::channel_scale_pos(col)]);
+        sum.y *= cast<float>(scales[marlin::channel_scale_pos(col + 1)]);
+        sum.z *= cast<float>(scales[marlin::channel_scale_pos(col + 2)]);
+        sum.w *= cast<float>(scales[marlin::channel_scale_pos(col + 3)]);
+      }
+      Pair<T>* out = reinterpret_cast<Pair<T>*>(c + row * p.n + col);
+      out[0] = pair_of<T>(from_float<T>(sum.x), from_float<T>(sum.y));
+      out[1] = pair_of<T>(from_float<T>(sum.z), from_float<T>(sum.w));
     }
+    return;
   }
   if (wk != 0 || !tile_ok) return;
   T* c = static_cast<T*>(p.c);
-  const T* scales = static_cast<const T*>(p.scales);
   for_each_pair([&](int mt, int xb, int h, std::int64_t row, std::int64_t col) {
     float v0 = acc[mt][xb][2 * h], v1 = acc[mt][xb][2 * h + 1];
     if (channelwise) {
@@ -405,10 +494,12 @@ void marlin_gemm(tvm::ffi::TensorView a, tvm::ffi::TensorView c, tvm::ffi::Tenso
   RuntimeCheck(m_tiles == 1 || m_tiles == 2 || m_tiles == 4, "m_tiles must be 1, 2 or 4, got ", m_tiles);
   RuntimeCheck(p.lda % 8 == 0 && reinterpret_cast<std::uintptr_t>(p.a) % 16 == 0,
                "a: rows must start 16-byte aligned (row stride a multiple of 8), got row stride ", p.lda);
+  RuntimeCheck(reinterpret_cast<std::uintptr_t>(p.scales) % 16 == 0 && reinterpret_cast<std::uintptr_t>(p.zeros) % 16 == 0,
+               "b_scales and b_zeros must start 16-byte aligned");
   if (p.m == 0) return;
   const std::int64_t steps = size_k / marlin::kTileK;
   RuntimeCheck(splits >= 1 && splits <= steps, "splits must be in [1, ", steps, "], got ", splits);
-  MarlinSplit split{nullptr, nullptr, div_ceil(steps, splits), static_cast<int>(splits)};
+  MarlinSplit split{nullptr, nullptr, static_cast<int>(div_ceil(steps, splits)), static_cast<int>(splits)};
   const std::int64_t blocks = div_ceil(size_n, kBlockN) * div_ceil(size_m, m_tiles * 16);
   if (splits > 1) {
     SymbolicDevice device;

@@ -64,6 +64,8 @@ def _empty(device: torch.device) -> torch.Tensor:
 
 #: Output columns a block computes (kBlockN in csrc/marlin_gemm.cuh).
 BLOCK_N = 256
+#: 16-row steps of K in one pipeline stage (kStageRows there).
+STAGE_STEPS = 8
 
 
 def m_tiles_for(m: int) -> int:
@@ -77,10 +79,11 @@ def output_blocks(m: int, n: int) -> int:
 
 
 def splits_for(m: int, n: int, k: int, sm_count: int) -> int:
-    """K splits: enough blocks for every SM (two blocks an SM for 1 or 2 row tiles, one for 4),
-    each split keeping at least two pipeline stages (8 steps of 16 rows)."""
-    target = sm_count * (1 if m_tiles_for(m) == 4 else 2)
-    return max(1, min(target // output_blocks(m, n), k // 16 // 8))
+    """K splits: enough blocks for every SM, each split keeping at least two pipeline stages.
+    Two blocks an SM for up to 4 rows, where the float32 partial sums cost little; one above,
+    where they grow with M (measured on the H100)."""
+    target = sm_count * (2 if m <= 4 else 1)
+    return max(1, min(target // output_blocks(m, n), k // 16 // (2 * STAGE_STEPS)))
 
 
 def _weight_type(b_q_type_id) -> tuple[int, bool]:
@@ -98,6 +101,11 @@ def _weight_type(b_q_type_id) -> tuple[int, bool]:
 
 def _empty_or(t: torch.Tensor | None, device: torch.device) -> torch.Tensor:
     return t if t is not None and t.numel() > 0 else _empty(device)
+
+
+def _aligned16(t: torch.Tensor) -> torch.Tensor:
+    """t, or a copy when it does not start 16-byte aligned (the kernel reads 16 bytes at once)."""
+    return t.clone(memory_format=torch.contiguous_format) if t.data_ptr() % 16 else t
 
 
 def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.Tensor, b_scales: torch.Tensor,
@@ -159,6 +167,8 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
         locks = workspace.reshape(-1) if usable else _locks(a.device, sm_count)
     else:
         partials = locks = _empty(a.device)
-    _GEMM[(a.dtype, bits)](a, c, b_q_weight, b_scales, zeros, _empty_or(g_idx, a.device), partials, locks, size_m,
+    if isinstance(b_scales, torch.Tensor):
+        b_scales = _aligned16(b_scales)
+    _GEMM[(a.dtype, bits)](a, c, b_q_weight, b_scales, _aligned16(zeros), _empty_or(g_idx, a.device), partials, locks, size_m,
                            size_n, size_k, m_tiles_for(size_m), splits)
     return c
