@@ -278,3 +278,62 @@ def marlin_perm(op: str, perm: object, size_k: int, device: torch.device, valida
         if low < 0 or high >= size_k:
             raise ValueError(f"{op}: perm: values must lie in [0, {size_k}), got [{low}, {high}]")
     return perm.to(torch.int32).contiguous()
+
+
+def marlin_weight_type(op: str, b_q_type_id: object, supported: dict) -> tuple[int, bool]:
+    """(bits, whether zero points come with it) of a ``b_q_type_id`` (a ScalarType or its id)
+    among ``supported`` (id -> that pair); any other type is a ValueError that names it."""
+    from mllm_kernel.scalar_type import ScalarType
+
+    if isinstance(b_q_type_id, ScalarType):
+        b_q_type_id = b_q_type_id.id
+    if b_q_type_id not in supported:
+        try:
+            name = str(ScalarType.from_id(b_q_type_id))
+        except ValueError:
+            name = repr(b_q_type_id)
+        names = ", ".join(f"{ScalarType.from_id(i)}{' with zero points' if z else ''}" for i, (_, z) in supported.items())
+        raise ValueError(f"{op}: b_q_type_id: weight type {name} is not supported ({names})")
+    return supported[b_q_type_id]
+
+
+def marlin_gemm_operands(op: str, a: object, c: torch.Tensor | None, global_scale: torch.Tensor | None,
+                         b_zeros: torch.Tensor | None, perm: torch.Tensor | None, b_q_type_id: object, size_m: object,
+                         size_n: object, size_k: object, is_zp_float: bool, dtypes: tuple, device_type: str,
+                         weight_types: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """The checks and preparation ``gptq_marlin_gemm`` shares across devices: returns (a, c,
+    zeros, bits) with a's columns gathered in ``perm`` order for act-order (and its rows made
+    contiguous and 16-byte aligned otherwise), c allocated when None, zeros an empty int32
+    tensor when absent."""
+    from mllm_kernel.scalar_type import ScalarType
+
+    bits, needs_zeros = marlin_weight_type(op, b_q_type_id, weight_types)
+    if is_zp_float:
+        raise ValueError(f"{op}: is_zp_float (float zero points) is not supported")
+    if global_scale is not None and global_scale.numel() > 0:
+        raise ValueError(f"{op}: global_scale is for NVFP4 weights, which are not supported")
+    a = require_tensor(a, op, "a")
+    if a.dtype not in dtypes:
+        raise ValueError(f"{op}: a: dtype must be one of {dtype_names(*dtypes)}, got {dtype_names(a.dtype)}")
+    if a.device.type != device_type:
+        raise ValueError(f"{op}: a: must be a {device_type.upper()} tensor, got {a.device}")
+    has_zeros = b_zeros is not None and b_zeros.numel() > 0
+    zeros = b_zeros if has_zeros else torch.empty(0, dtype=torch.int32, device=a.device)
+    if needs_zeros and not has_zeros:
+        raise ValueError(f"{op}: b_zeros: uint4 weights need zero points")
+    if not needs_zeros and has_zeros:
+        type_id = getattr(b_q_type_id, "id", b_q_type_id)
+        raise ValueError(f"{op}: b_zeros: weight type {ScalarType.from_id(type_id)} takes no zero points")
+    for name, value in (("size_m", size_m), ("size_n", size_n), ("size_k", size_k)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{op}: {name} must be a non-negative int, got {value!r}")
+    perm = None if perm is None else marlin_perm(op, perm, size_k, a.device, validate=False)
+    if perm is not None and perm.numel() > 0:
+        if a.dim() != 2 or a.shape[1] != size_k:
+            raise ValueError(f"{op}: a: must be [{size_m}, {size_k}], got shape {list(a.shape)}")
+        a = a.index_select(1, perm)
+    elif a.dim() == 2 and (a.stride(1) != 1 or a.stride(0) % 8 or a.data_ptr() % 16):
+        a = a.contiguous() if not a.is_contiguous() else a.clone()
+    if c is None:
+        c = torch.empty((size_m, size_n), dtype=a.dtype, device=a.device)
+    return a, c, zeros, bits

@@ -159,34 +159,42 @@ def test_awq_marlin_repack_matches_the_published_layout():
     assert torch.equal(out.cpu(), _marlin_weights(_unpack_awq(ckpt["qweight"]), 4))
 
 
-def _prepare(kind, k, n, group_size, act_order, dtype, seed):
-    """A checkpoint quantized from random weights and prepared as serving code does."""
-    from mllm_kernel.cuda.jit import awq_marlin_repack, gptq_marlin_repack
+def _ops(device: str):
+    """The module with gptq_marlin_gemm and the repacks for a device."""
+    if device == "cpu":
+        from mllm_kernel.cpu import jit as ops
+    else:
+        from mllm_kernel.cuda import jit as ops
+    return ops
 
+
+def _prepare(kind, k, n, group_size, act_order, dtype, seed, device="cuda"):
+    """A checkpoint quantized from random weights and prepared as serving code does."""
+    ops = _ops(device)
+    awq_marlin_repack, gptq_marlin_repack = ops.awq_marlin_repack, ops.gptq_marlin_repack
     g = torch.Generator().manual_seed(seed)
     w = torch.randn(k, n, generator=g).to(dtype) * 0.1
     groups_size = k if group_size == -1 else group_size
     if kind == "awq":
         ckpt = reference.quantize_awq(w, group_size, generator=g)
-        q = awq_marlin_repack(ckpt["qweight"].cuda(), k, n, 4)
-        zeros = marlin.awq_to_marlin_zero_points(ckpt["qzeros"], k // groups_size, n, 4).cuda()
-        return dict(q=q, s=marlin.marlin_permute_scales(ckpt["scales"], k, n, group_size).cuda(), zeros=zeros,
+        q = awq_marlin_repack(ckpt["qweight"].to(device), k, n, 4)
+        zeros = marlin.awq_to_marlin_zero_points(ckpt["qzeros"], k // groups_size, n, 4).to(device)
+        return dict(q=q, s=marlin.marlin_permute_scales(ckpt["scales"], k, n, group_size).to(device), zeros=zeros,
                     g_idx=None, perm=None, type_id=scalar_types.uint4.id, w_ref=ckpt["w_ref"])
     bits = 8 if kind == "gptq8" else 4
     ckpt = reference.quantize_gptq(w, bits, group_size, act_order, generator=g)
     g_idx = perm = None
     if act_order:
         g_idx, perm = marlin.marlin_sort_g_idx(ckpt["g_idx"])
-        g_idx, perm = g_idx.cuda(), perm.cuda()
-    q = gptq_marlin_repack(ckpt["qweight"].cuda(), perm, k, n, bits)
+        g_idx, perm = g_idx.to(device), perm.to(device)
+    q = gptq_marlin_repack(ckpt["qweight"].to(device), perm, k, n, bits)
     type_id = scalar_types.uint8b128.id if bits == 8 else scalar_types.uint4b8.id
-    return dict(q=q, s=marlin.marlin_permute_scales(ckpt["scales"], k, n, group_size).cuda(), zeros=None,
+    return dict(q=q, s=marlin.marlin_permute_scales(ckpt["scales"], k, n, group_size).to(device), zeros=None,
                 g_idx=g_idx, perm=perm, type_id=type_id, w_ref=ckpt["w_ref"])
 
 
 def _run(prep, a, n, k, c=None, workspace="make"):
-    from mllm_kernel.cuda.jit import gptq_marlin_gemm
-
+    gptq_marlin_gemm = _ops(a.device.type).gptq_marlin_gemm
     ws = marlin.marlin_make_workspace(a.device) if workspace == "make" else workspace
     return gptq_marlin_gemm(a, c, prep["q"], prep["s"], None, prep["zeros"], prep["g_idx"], prep["perm"], ws,
                             prep["type_id"], a.shape[0], n, k)
@@ -315,5 +323,151 @@ def test_repack_bad_inputs():
         awq_marlin_repack(q, 8, 64, 4)
     with pytest.raises(ValueError, match=r"perm: values must lie in \[0, 128\), got \[1, 128\]"):
         gptq_marlin_repack(q, torch.arange(1, 129, device="cuda") % 129, 128, 64, 4)
+    with pytest.raises(ValueError, match="b_q_weight"):
+        gptq_marlin_repack(q, None, 256, 64, 4)
+
+
+# --- CPU: the same functions on CPU tensors (4-bit GEMM; repacks of 4 and 8 bits) -------------------
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("act_order", [False, True])
+def test_cpu_gptq_marlin_repack_matches_the_published_layout(bits, act_order):
+    from mllm_kernel.cpu.jit import gptq_marlin_repack
+
+    k, n = 256, 192
+    ckpt = _gptq_weights(k, n, bits, 64, act_order, torch.float16)
+    values = _unpack_gptq(ckpt["qweight"], bits)
+    perm = None
+    if act_order:
+        _, perm = marlin.marlin_sort_g_idx(ckpt["g_idx"])
+        values = values[perm.long()]
+    out = gptq_marlin_repack(ckpt["qweight"], perm, k, n, bits)
+    assert out.shape == (k // 16, n * 16 * bits // 32) and out.dtype == torch.int32
+    assert torch.equal(out, _marlin_weights(values, bits))
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_cpu_awq_marlin_repack_matches_the_published_layout(bits):
+    from mllm_kernel.cpu.jit import awq_marlin_repack
+
+    k, n = 128, 256
+    per_word = 32 // bits
+    values = torch.randint(0, 1 << bits, (k, n), generator=torch.Generator().manual_seed(bits), dtype=torch.int32)
+    packed = torch.zeros(k, n // per_word, dtype=torch.int32)
+    for c in range(n):  # AWQ packs along N, interleaved like Marlin's words
+        slot = marlin.INTERLEAVE[bits].index(c % per_word)
+        packed[:, c // per_word] |= values[:, c] << (bits * slot)
+    assert torch.equal(awq_marlin_repack(packed, k, n, bits), _marlin_weights(values, bits))
+
+
+CPU_CASES = [case for case in CASES if case[0] != "gptq8"] + [("gptq4", 16, False), ("awq", -1, False)]
+
+
+@pytest.mark.parametrize("kind,group_size,act_order", CPU_CASES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("m", [1, 7, 16, 33])
+def test_cpu_gptq_marlin_gemm(kind, group_size, act_order, dtype, m):
+    k, n = 256, 320
+    prep = _prepare(kind, k, n, group_size, act_order, dtype, seed=m, device="cpu")
+    a = torch.randn(m, k).to(dtype)
+    c = torch.full((m, n), float("nan"), dtype=dtype)
+    out = _run(prep, a, n, k, c=c)
+    assert out.data_ptr() == c.data_ptr() and out.dtype == dtype
+    _check(out, a, prep["w_ref"], torch.bfloat16 if dtype == torch.float32 else dtype)
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 64, 16), (3, 64, 48), (5, 2112, 1024), (130, 128, 512)])
+def test_cpu_gptq_marlin_gemm_shapes(m, n, k):
+    dtype = torch.bfloat16
+    prep = _prepare("awq", k, n, -1 if k < 128 else 128, False, dtype, seed=k, device="cpu")
+    a = torch.randn(m, k).to(dtype)
+    out = _run(prep, a, n, k)
+    assert out.shape == (m, n)
+    _check(out, a, prep["w_ref"], dtype)
+
+
+def test_cpu_gptq_marlin_gemm_groups_split_inside_a_block():
+    """Act-order groups of unequal sizes meet inside 16-row blocks: each run is scaled by its own group."""
+    from mllm_kernel.cpu.jit import gptq_marlin_gemm, gptq_marlin_repack
+
+    k, n, m = 96, 128, 3
+    g = torch.Generator().manual_seed(7)
+    g_idx = torch.sort(torch.randint(0, 5, (k,), generator=g, dtype=torch.int32)).values
+    values = torch.randint(0, 16, (k, n), generator=g, dtype=torch.int32)
+    scales = torch.rand(5, n, generator=g) + 0.5
+    w_ref = (values.double() - 8) * scales.double()[g_idx.long()]
+    qweight = torch.zeros(k // 8, n, dtype=torch.int32)
+    for i in range(8):
+        qweight |= values[i::8] << (4 * i)
+    q = gptq_marlin_repack(qweight, None, k, n, 4)
+    a = torch.randn(m, k, generator=g)
+    out = gptq_marlin_gemm(a, None, q, marlin.marlin_permute_scales(scales, k, n, 16), None, None, g_idx, None, None,
+                           scalar_types.uint4b8.id, m, n, k)
+    torch.testing.assert_close(out.double(), a.double() @ w_ref, rtol=1e-5, atol=1e-4)
+
+
+def test_cpu_gptq_marlin_gemm_strided_a_and_threads():
+    k, n, m = 512, 1024, 6
+    prep = _prepare("gptq4", k, n, 128, False, torch.bfloat16, seed=9, device="cpu")
+    big = torch.randn(m, k + 40).to(torch.bfloat16)
+    a = big[:, 8:8 + k]
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = _run(prep, a, n, k)
+        torch.set_num_threads(max(2, threads))
+        assert torch.equal(_run(prep, a, n, k), one)
+    finally:
+        torch.set_num_threads(threads)
+    _check(one, a, prep["w_ref"], torch.bfloat16)
+
+
+def test_cpu_gptq_marlin_gemm_bad_inputs():
+    from mllm_kernel.cpu.jit import gptq_marlin_gemm
+
+    k, n, m = 128, 64, 2
+    prep = _prepare("gptq4", k, n, 64, False, torch.float16, seed=1, device="cpu")
+    a = torch.randn(m, k, dtype=torch.float16)
+    args = [a, None, prep["q"], prep["s"], None, None, None, None, None, scalar_types.uint4b8.id, m, n, k]
+
+    def call(**changes):
+        values = list(args)
+        names = ["a", "c", "q", "s", "global_scale", "zeros", "g_idx", "perm", "workspace", "type", "m", "n", "k"]
+        for name, value in changes.items():
+            values[names.index(name)] = value
+        return gptq_marlin_gemm(*values)
+
+    with pytest.raises(ValueError, match="weight type uint8b128 is not supported"):
+        call(type=scalar_types.uint8b128.id)
+    with pytest.raises(ValueError, match="uint4 weights need zero points"):
+        call(type=scalar_types.uint4.id)
+    with pytest.raises(ValueError, match="a: dtype must be one of float16, bfloat16, float32, got int8"):
+        call(a=a.to(torch.int8))
+    with pytest.raises(ValueError, match="is_zp_float"):
+        gptq_marlin_gemm(*args, is_zp_float=True)
+    with pytest.raises(ValueError, match="size_n = 96 must be a positive multiple of 64"):
+        call(n=96)
+    with pytest.raises(ValueError, match="b_scales"):
+        call(s=prep["s"].float())
+    with pytest.raises(ValueError, match="b_q_weight"):
+        call(q=prep["q"][:, :-1])
+    with pytest.raises(ValueError, match="b_scales has 3 groups, which do not split size_k = 128"):
+        call(s=torch.ones(3, n, dtype=torch.float16))
+    with pytest.raises(ValueError, match="c"):
+        call(c=torch.empty(m, n + 64, dtype=torch.float16))
+    if HAS_CUDA:
+        with pytest.raises(ValueError, match="a: must be a CPU tensor"):
+            call(a=a.cuda())
+
+
+def test_cpu_repack_bad_inputs():
+    from mllm_kernel.cpu.jit import awq_marlin_repack, gptq_marlin_repack
+
+    q = torch.zeros(16, 64, dtype=torch.int32)
+    with pytest.raises(ValueError, match="num_bits must be 4 or 8, got 3"):
+        gptq_marlin_repack(q, None, 128, 64, 3)
+    with pytest.raises(ValueError, match="size_k = 8 must be a positive multiple of 16"):
+        awq_marlin_repack(q, 8, 64, 4)
+    with pytest.raises(ValueError, match=r"perm: values must lie in \[0, 128\), got \[1, 128\]"):
+        gptq_marlin_repack(q, torch.arange(128, 0, -1, dtype=torch.int32), 128, 64, 4)
     with pytest.raises(ValueError, match="b_q_weight"):
         gptq_marlin_repack(q, None, 256, 64, 4)

@@ -4,6 +4,7 @@ from mllm_kernel.cpu.jit.activation import gelu_and_mul, silu_and_mul
 from mllm_kernel.cpu.jit.add_constant import add_constant, add_constant_runtime
 from mllm_kernel.cpu.jit.create_kv_indices import create_kv_indices
 from mllm_kernel.cpu.jit.gdn import gdn_decode, gdn_extend_chunkwise
+from mllm_kernel.cpu.jit.gptq_marlin import awq_marlin_repack, gptq_marlin_gemm, gptq_marlin_repack
 from mllm_kernel.cpu.jit.int8_scaled_mm import int8_scaled_mm
 from mllm_kernel.cpu.jit.kv_cache import store_kv_cache
 from mllm_kernel.cpu.jit.norm import fused_add_rmsnorm, qknorm, qknorm_across_heads, rmsnorm
@@ -17,12 +18,15 @@ __all__ = [
     "add_constant",
     "add_constant_runtime",
     "apply_rope",
+    "awq_marlin_repack",
     "can_use_store_cache",
     "create_kv_indices",
     "fused_add_rmsnorm",
     "gdn_decode",
     "gdn_extend_chunkwise",
     "gelu_and_mul",
+    "gptq_marlin_gemm",
+    "gptq_marlin_repack",
     "int8_scaled_mm",
     "per_token_group_quant_fp8",
     "per_token_group_quant_int8",

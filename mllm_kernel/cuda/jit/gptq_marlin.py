@@ -19,8 +19,8 @@ import torch
 
 from mllm_kernel.jit_utils import KernelTable, jit_module, make_cpp_args
 from mllm_kernel.jit_utils import precompile as jit_precompile
-from mllm_kernel.op_args import dtype_names, marlin_perm, require_tensor
-from mllm_kernel.scalar_type import ScalarType, scalar_types
+from mllm_kernel.op_args import marlin_gemm_operands
+from mllm_kernel.scalar_type import scalar_types
 
 _OP = "gptq_marlin_gemm"
 HALF_DTYPES = (torch.float16, torch.bfloat16)
@@ -86,19 +86,6 @@ def splits_for(m: int, n: int, k: int, sm_count: int) -> int:
     return max(1, min(target // output_blocks(m, n), k // 16 // (2 * STAGE_STEPS)))
 
 
-def _weight_type(b_q_type_id) -> tuple[int, bool]:
-    if isinstance(b_q_type_id, ScalarType):
-        b_q_type_id = b_q_type_id.id
-    if b_q_type_id not in WEIGHT_TYPES:
-        try:
-            name = str(ScalarType.from_id(b_q_type_id))
-        except ValueError:
-            name = repr(b_q_type_id)
-        raise ValueError(f"{_OP}: b_q_type_id: weight type {name} is not supported (uint4b8, uint4 with zero "
-                         "points, uint8b128)")
-    return WEIGHT_TYPES[b_q_type_id]
-
-
 def _empty_or(t: torch.Tensor | None, device: torch.device) -> torch.Tensor:
     return t if t is not None and t.numel() > 0 else _empty(device)
 
@@ -131,33 +118,8 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
     ``use_fp32_reduce`` is always in effect). ``global_scale`` (NVFP4) and ``is_zp_float``
     (HQQ) are not supported.
     """
-    bits, needs_zeros = _weight_type(b_q_type_id)
-    if is_zp_float:
-        raise ValueError(f"{_OP}: is_zp_float (float zero points) is not supported")
-    if global_scale is not None and global_scale.numel() > 0:
-        raise ValueError(f"{_OP}: global_scale is for NVFP4 weights, which are not supported")
-    a = require_tensor(a, _OP, "a")
-    if a.dtype not in HALF_DTYPES:
-        raise ValueError(f"{_OP}: a: dtype must be one of {dtype_names(*HALF_DTYPES)}, got {dtype_names(a.dtype)}")
-    if a.device.type != "cuda":
-        raise ValueError(f"{_OP}: a: must be a CUDA tensor, got {a.device}")
-    zeros = _empty_or(b_zeros, a.device)
-    if needs_zeros and zeros.numel() == 0:
-        raise ValueError(f"{_OP}: b_zeros: uint4 weights need zero points")
-    if not needs_zeros and zeros.numel() > 0:
-        raise ValueError(f"{_OP}: b_zeros: weight type {ScalarType.from_id(b_q_type_id)} takes no zero points")
-    for name, value in (("size_m", size_m), ("size_n", size_n), ("size_k", size_k)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ValueError(f"{_OP}: {name} must be a non-negative int, got {value!r}")
-    perm = None if perm is None else marlin_perm(_OP, perm, size_k, a.device, validate=False)
-    if perm is not None and perm.numel() > 0:
-        if a.dim() != 2 or a.shape[1] != size_k:
-            raise ValueError(f"{_OP}: a: must be [{size_m}, {size_k}], got shape {list(a.shape)}")
-        a = a.index_select(1, perm)
-    elif a.dim() == 2 and (a.stride(1) != 1 or a.stride(0) % 8 or a.data_ptr() % 16):
-        a = a.contiguous() if not a.is_contiguous() else a.clone()
-    if c is None:
-        c = torch.empty((size_m, size_n), dtype=a.dtype, device=a.device)
+    a, c, zeros, bits = marlin_gemm_operands(_OP, a, c, global_scale, b_zeros, perm, b_q_type_id, size_m, size_n,
+                                             size_k, is_zp_float, HALF_DTYPES, "cuda", WEIGHT_TYPES)
     sm_count = _sm_count(a.device.index)
     splits = splits_for(size_m, size_n, size_k, sm_count) if size_m > 0 else 1
     if splits > 1:

@@ -1,0 +1,80 @@
+// CPU side of the Marlin-format weight-only GEMM (format and checks: mllm_kernel/marlin.hpp):
+//   marlin_gemm(a, c, b, scales, zeros, g_idx, num_threads)   4-bit weights; body in
+//       mllm_kernel/cpu/marlin_gemm.hpp, Highway SIMD chosen at run time, 64-column tiles split
+//       over the module's thread pool
+//   gptq_marlin_repack(b_q_weight, perm, out, size_k, size_n, num_bits, num_threads)
+//   awq_marlin_repack(b_q_weight, out, size_k, size_n, num_bits, num_threads)
+// The repacks gather each output word from the checkpoint, as the CUDA ones do.
+#include <mllm_kernel/marlin.hpp>
+#include <mllm_kernel/tensor.hpp>
+#include <mllm_kernel/utils.hpp>
+
+#include <tvm/ffi/container/tensor.h>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "mllm_kernel/cpu/marlin_gemm.hpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <mllm_kernel/cpu/dispatch.hpp>
+#include <mllm_kernel/cpu/marlin_gemm.hpp>
+#include <mllm_kernel/cpu/thread_pool.hpp>
+#include <mllm_kernel/cpu/types.hpp>
+
+#include <cstdint>
+
+namespace mllm_kernel::cpu {
+
+namespace detail {
+
+template <typename T>
+void run_marlin_gemm(tvm::ffi::TensorView a, tvm::ffi::TensorView c, tvm::ffi::TensorView b,
+                     tvm::ffi::TensorView scales, tvm::ffi::TensorView zeros, tvm::ffi::TensorView g_idx,
+                     std::int64_t size_m, std::int64_t size_n, std::int64_t size_k, std::int64_t num_threads) {
+  const host::MarlinGemmParams p =
+      host::check_marlin_gemm<kDLCPU, T>(a, c, b, scales, zeros, g_idx, 4, size_m, size_n, size_k);
+  if (p.m == 0) return;
+  auto* fn = MLLM_KERNEL_CPU_DISPATCH(MarlinGemm<T>);
+  // A tile streams K / 16 blocks of 512 bytes for each row of a.
+  parallel_for(p.n / marlin::kTileN, p.k * 32 * p.m, num_threads,
+               [&](std::int64_t begin, std::int64_t end) { fn(p, begin, end); });
+}
+
+inline void repack(const host::MarlinRepackParams& p, std::int64_t num_threads) {
+  const std::int64_t rows = p.k / marlin::kTileK, row_words = p.n * marlin::kTileK * p.bits / 32;
+  parallel_for(rows, row_words * 4 * 2, num_threads, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      for (std::int64_t w = 0; w < row_words; ++w) p.out[r * row_words + w] = host::marlin_repacked_word(p, r, w);
+    }
+  });
+}
+
+}  // namespace detail
+
+/// c [M, N] = a [M, K] @ dequant(b) for 4-bit Marlin-format weights (uint4b8 when zeros is
+/// empty, uint4 with zero points otherwise); a, c and scales float16, bfloat16 or float32 alike.
+inline void marlin_gemm(tvm::ffi::TensorView a, tvm::ffi::TensorView c, tvm::ffi::TensorView b,
+                        tvm::ffi::TensorView scales, tvm::ffi::TensorView zeros, tvm::ffi::TensorView g_idx,
+                        std::int64_t size_m, std::int64_t size_n, std::int64_t size_k, std::int64_t num_threads) {
+  visit_float_dtype(a.dtype(), [&](auto tag) {
+    detail::run_marlin_gemm<decltype(tag)>(a, c, b, scales, zeros, g_idx, size_m, size_n, size_k, num_threads);
+  });
+}
+
+inline void gptq_marlin_repack(tvm::ffi::TensorView b_q_weight, tvm::ffi::TensorView perm, tvm::ffi::TensorView out,
+                               std::int64_t size_k, std::int64_t size_n, std::int64_t num_bits,
+                               std::int64_t num_threads) {
+  const host::MarlinRepackParams p =
+      host::check_marlin_repack<kDLCPU>(b_q_weight, &perm, out, size_k, size_n, num_bits, false);
+  for (std::int64_t k = 0; p.perm != nullptr && k < size_k; ++k) {
+    host::RuntimeCheck(p.perm[k] >= 0 && p.perm[k] < size_k, "perm: values must lie in [0, ", size_k, "), got ",
+                       p.perm[k], " at ", k);
+  }
+  detail::repack(p, num_threads);
+}
+
+inline void awq_marlin_repack(tvm::ffi::TensorView b_q_weight, tvm::ffi::TensorView out, std::int64_t size_k,
+                              std::int64_t size_n, std::int64_t num_bits, std::int64_t num_threads) {
+  detail::repack(host::check_marlin_repack<kDLCPU>(b_q_weight, nullptr, out, size_k, size_n, num_bits, true),
+                 num_threads);
+}
+
+}  // namespace mllm_kernel::cpu
