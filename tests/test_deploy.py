@@ -90,6 +90,11 @@ EVERY_CPU_OP = textwrap.dedent("""
     a8, w8 = torch.randint(-128, 128, (3, 64), dtype=torch.int8), torch.randint(-128, 128, (16, 64), dtype=torch.int8)
     torch.testing.assert_close(ops.int8_scaled_mm(a8, w8.t(), torch.ones(3), torch.ones(16), torch.float32),
                                (a8.double() @ w8.double().t()).float())
+    from mllm_kernel.cpu.jit import awq_marlin_repack, gptq_marlin_gemm, gptq_marlin_repack
+    from mllm_kernel.scalar_type import scalar_types
+    qw = gptq_marlin_repack(torch.randint(-2**31, 2**31 - 1, (4, 64), dtype=torch.int32), None, 32, 64, 4)
+    assert awq_marlin_repack(torch.zeros(32, 8, dtype=torch.int32), 32, 64, 4).shape == qw.shape
+    gptq_marlin_gemm(r(2, 32), None, qw, r(1, 64), None, None, None, None, None, scalar_types.uint4b8.id, 2, 64, 32)
     v = r(1000)
     for c in (1, 2, 4, 8, 16):
         torch.testing.assert_close(add_constant(v, c), v + c)

@@ -471,3 +471,22 @@ def test_cpu_repack_bad_inputs():
         gptq_marlin_repack(q, torch.arange(128, 0, -1, dtype=torch.int32), 128, 64, 4)
     with pytest.raises(ValueError, match="b_q_weight"):
         gptq_marlin_repack(q, None, 256, 64, 4)
+
+
+def test_cuda_path_names_take_cpu_tensors():
+    """Serving code calls mllm_kernel.cuda.jit's names; CPU tensors reach the CPU kernels."""
+    from mllm_kernel.cuda.jit import gptq_marlin
+    from mllm_kernel.cuda.jit.awq_marlin_repack import awq_marlin_repack
+    from mllm_kernel.cuda.jit.gptq_marlin_repack import gptq_marlin_repack
+
+    k, n, m = 128, 128, 2
+    g = torch.Generator().manual_seed(11)
+    ckpt = reference.quantize_gptq(torch.randn(k, n, generator=g), 4, 64, False, generator=g)
+    q = gptq_marlin_repack(ckpt["qweight"], None, k, n, 4)
+    assert torch.equal(q, _marlin_weights(_unpack_gptq(ckpt["qweight"], 4), 4))
+    awq = reference.quantize_awq(torch.randn(k, n, generator=g), 64, generator=g)
+    assert torch.equal(awq_marlin_repack(awq["qweight"], k, n, 4), _marlin_weights(_unpack_awq(awq["qweight"]), 4))
+    a = torch.randn(m, k, generator=g)
+    out = gptq_marlin.gptq_marlin_gemm(a, None, q, marlin.marlin_permute_scales(ckpt["scales"], k, n, 64), None, None,
+                                       None, None, None, scalar_types.uint4b8.id, m, n, k)
+    _check(out, a, ckpt["w_ref"], torch.bfloat16)

@@ -117,7 +117,15 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
     groups come from g_idx either way; partial sums always go through a float32 buffer, so
     ``use_fp32_reduce`` is always in effect). ``global_scale`` (NVFP4) and ``is_zp_float``
     (HQQ) are not supported.
+
+    CPU tensors go to ``mllm_kernel.cpu.jit.gptq_marlin_gemm`` (4-bit weights; float32
+    activations too), so one call serves a layer on either device.
     """
+    if isinstance(a, torch.Tensor) and a.device.type == "cpu":
+        from mllm_kernel.cpu.jit.gptq_marlin import gptq_marlin_gemm as cpu_gemm
+
+        return cpu_gemm(a, c, b_q_weight, b_scales, global_scale, b_zeros, g_idx, perm, workspace, b_q_type_id,
+                        size_m, size_n, size_k, is_k_full, use_atomic_add, use_fp32_reduce, is_zp_float)
     a, c, zeros, bits = marlin_gemm_operands(_OP, a, c, global_scale, b_zeros, perm, b_q_type_id, size_m, size_n,
                                              size_k, is_zp_float, HALF_DTYPES, "cuda", WEIGHT_TYPES)
     sm_count = _sm_count(a.device.index)

@@ -1,7 +1,8 @@
 """CUDA repacking of GPTQ and AWQ checkpoint weights into the Marlin tile layout that
 ``gptq_marlin_gemm`` reads (layout: ``mllm_kernel/include/mllm_kernel/marlin.hpp``; kernel:
 ``mllm_kernel/cuda/csrc/marlin_repack.cuh``). Public names: ``gptq_marlin_repack`` and
-``awq_marlin_repack``, also at ``mllm_kernel.cuda.jit.{gptq,awq}_marlin_repack``.
+``awq_marlin_repack``, also at ``mllm_kernel.cuda.jit.{gptq,awq}_marlin_repack``. CPU tensors
+are repacked by the CPU module, so the same names prepare a layer for either device.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ def precompile(*, wait: bool = True):
     return jit_precompile(_GPTQ, wait=wait)
 
 
+def _on_cpu(weight) -> bool:
+    """CPU tensors go to the CPU repacks (``mllm_kernel.cpu.jit.gptq_marlin``), same results."""
+    return isinstance(weight, torch.Tensor) and weight.device.type == "cpu"
+
+
 def _out(op: str, b_q_weight, size_k: int, size_n: int, num_bits: int) -> torch.Tensor:
     weight = require_tensor(b_q_weight, op, "b_q_weight")
     return torch.empty((size_k // 16, size_n * 16 * num_bits // 32), dtype=torch.int32, device=weight.device)
@@ -36,6 +42,10 @@ def gptq_marlin_repack(b_q_weight: torch.Tensor, perm: torch.Tensor | None, size
     (int32 or int64 ``[size_k]``, or empty/None) reorders K first: row k of the result is row
     ``perm[k]`` of the checkpoint (GPTQ act-order, with ``perm = argsort(g_idx)``); its values
     are checked (one sync). size_k a multiple of 16, size_n of 64, num_bits 4 or 8."""
+    if _on_cpu(b_q_weight):
+        from mllm_kernel.cpu.jit.gptq_marlin import gptq_marlin_repack as cpu_repack
+
+        return cpu_repack(b_q_weight, perm, size_k, size_n, num_bits)
     op = "gptq_marlin_repack"
     size_k, size_n, num_bits = marlin_sizes(op, size_k, size_n, num_bits)
     out = _out(op, b_q_weight, size_k, size_n, num_bits)
@@ -47,6 +57,10 @@ def awq_marlin_repack(b_q_weight: torch.Tensor, size_k: int, size_n: int, num_bi
     """AWQ weights ``[size_k, size_n * num_bits / 32]`` int32 (values packed along N in AWQ's
     interleaved order 0, 2, 4, 6, 1, 3, 5, 7) to Marlin's ``[size_k / 16, size_n * 16 *
     num_bits / 32]`` int32. size_k a multiple of 16, size_n of 64, num_bits 4 or 8."""
+    if _on_cpu(b_q_weight):
+        from mllm_kernel.cpu.jit.gptq_marlin import awq_marlin_repack as cpu_repack
+
+        return cpu_repack(b_q_weight, size_k, size_n, num_bits)
     op = "awq_marlin_repack"
     size_k, size_n, num_bits = marlin_sizes(op, size_k, size_n, num_bits)
     out = _out(op, b_q_weight, size_k, size_n, num_bits)

@@ -46,7 +46,9 @@ inline constexpr std::int64_t kMarlinPanelTiles = 32;
 HWY_BEFORE_NAMESPACE();
 namespace mllm_kernel::cpu::HWY_NAMESPACE {
 
-using D4 = hn::FixedTag<float, 4>;
+#if HWY_TARGET != HWY_SCALAR
+using D4 = hn::FixedTag<float, 4>;  // one group's column sums, four at a time
+#endif
 
 /// Words of a repacked tile, and the period of their row pattern.
 inline constexpr int kMarlinTileWords = 128;
@@ -158,14 +160,23 @@ void MarlinGemm(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::i
               p.zeros != nullptr ? static_cast<std::uint32_t>(p.zeros[group * (p.n / 8) + panel * 8 + i / 8]) : 0u;
           panel_zeros[i] = p.zeros != nullptr ? static_cast<float>(word >> (4 * marlin::slot_of(4, i % 8)) & 0xfu) : 8.0f;
         }
-        const D4 d4;
         for (int r = 0; r < rows; ++r) {
-          const auto gs = hn::Set(d4, group_sum[r]);
           for (int t = 0; t < tiles; ++t) {
             const float* g = sums.get() + r * kSumsStride + t * 2 * kMarlinTileWords;
             float* total = totals.get() + r * kTotalsStride + t * marlin::kTileN;
             const float* scale = panel_scales.get() + t * marlin::kTileN;
             const float* zero = panel_zeros.get() + t * marlin::kTileN;
+#if HWY_TARGET == HWY_SCALAR
+            for (int u = 0; u < 8; ++u) {
+              for (int i = 0; i < 8; ++i) {  // position 8 u + i = 2 j + h
+                const float* w = g + (i % 2) * kMarlinTileWords + 16 * u + i / 2;
+                const int at = 8 * u + i;
+                total[at] += scale[at] * (w[0] + w[4] + w[8] + w[12] - zero[at] * group_sum[r]);
+              }
+            }
+#else
+            const D4 d4;
+            const auto gs = hn::Set(d4, group_sum[r]);
             for (int u = 0; u < 8; ++u) {
               const float* g0 = g + 16 * u;
               const float* g1 = g0 + kMarlinTileWords;
@@ -181,6 +192,7 @@ void MarlinGemm(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::i
               hn::StoreU(hn::MulAdd(hn::LoadU(d4, scale + at + 4), hi, hn::LoadU(d4, total + at + 4)), d4,
                          total + at + 4);
             }
+#endif
           }
           std::fill_n(sums.get() + r * kSumsStride, tiles * 2 * kMarlinTileWords, 0.0f);
         }
