@@ -15,9 +15,11 @@
 // splits that block by masking rows, so any g_idx gives the right sum, and sorted ids (serving
 // code sorts them) cost one pass a block.
 //
-// A call computes a range of 64-column tiles for every row of a, in panels of a few tiles whose
-// sums stay in L1 while the panel's slice of every 16-row block streams past; a row of a is
-// staged in float32 first. Included once per SIMD target by Highway's foreach_target.
+// A call computes a range of 64-column tiles for up to 4 rows of a at a time (the nibbles are
+// converted once for them), in panels of up to 128 tiles whose sums (1 KiB a tile and row) stay
+// in L2 while the panel's slice of every 16-row block streams past: a thread's slice of a block
+// is one contiguous run. Rows of a are staged in float32 first. Included once per SIMD target
+// by Highway's foreach_target.
 #ifndef MLLM_KERNEL_CPU_MARLIN_GEMM_PARAMS_
 #define MLLM_KERNEL_CPU_MARLIN_GEMM_PARAMS_
 
@@ -25,8 +27,9 @@
 
 namespace mllm_kernel::cpu {
 
-/// Tiles of 64 columns whose partial sums a thread keeps at once.
-inline constexpr std::int64_t kMarlinPanelTiles = 32;
+/// Tiles of 64 columns whose partial sums a thread keeps at once (a long contiguous run of each
+/// block for the prefetchers; sums of 128 KiB a row of a).
+inline constexpr std::int64_t kMarlinPanelTiles = 128;
 
 }  // namespace mllm_kernel::cpu
 

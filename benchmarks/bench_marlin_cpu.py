@@ -1,0 +1,111 @@
+"""CPU weight-only quantized GEMM (gptq_marlin_gemm on CPU tensors) beside PyTorch on the same
+machine, at Llama-3-8B's linear shapes (N x K = 4096 x 4096, 14336 x 4096, 4096 x 14336) and
+M = 1, 4, 16 tokens, bfloat16 activations:
+
+    ours        gptq_marlin_gemm, GPTQ 4-bit (uint4b8), group 128, Marlin-format weights
+    int4pack    torch.ops.aten._weight_int4pack_mm_for_cpu (PyTorch's own int4 kernel, group 128)
+    bf16 mm     torch.mm of the bfloat16 activation and weight (the unquantized layer)
+
+Times are medians of single calls; each call reads the next of several weight copies, together
+larger than the last-level cache, as a decode step reads weights that other layers have evicted.
+GB/s: the 4-bit weight bytes per call, beside the machine's copy_ bandwidth (read + write).
+
+    python benchmarks/bench_marlin_cpu.py [--quick] [--threads N] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
+
+from bench_int8_scaled_mm_cpu import copy_gbps, median_us  # noqa: E402
+from mllm_kernel.cpu.jit import gptq_marlin_gemm  # noqa: E402
+from mllm_kernel.scalar_type import scalar_types  # noqa: E402
+import results  # noqa: E402
+
+CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+WEIGHTS = [(4096, 4096), (14336, 4096), (4096, 14336)]
+TOKENS = [1, 4, 16]
+GROUP = 128
+#: Weight copies per case are enough to exceed this, so the last-level cache cannot hold them.
+ROTATE_BYTES = 128 * 2**20
+
+
+def _int4pack(n: int, k: int, g: torch.Generator):
+    """PyTorch's CPU int4 layout, or None where this build lacks the kernel."""
+    try:
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(
+            torch.randint(0, 16, (n, k), dtype=torch.int32, generator=g), 1)
+        sz = torch.rand(k // GROUP, n, 2, generator=g).bfloat16()
+        torch.ops.aten._weight_int4pack_mm_for_cpu(torch.ones(1, k, dtype=torch.bfloat16), packed, GROUP, sz)
+        return packed, sz
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def run(tokens: list[int], weights: list[tuple[int, int]], repeats: int) -> list[dict]:
+    rows = []
+    g = torch.Generator().manual_seed(0)
+    for n, k in weights:
+        copies = max(2, math.ceil(ROTATE_BYTES / (n * k // 2)))
+        qs = [torch.randint(-2**31, 2**31 - 1, (k // 16, n * 2), dtype=torch.int32, generator=g) for _ in range(copies)]
+        scales = torch.rand(k // GROUP, n, generator=g).bfloat16() / 64
+        packs = [p for p in (_int4pack(n, k, g) for _ in range(copies)) if p is not None]
+        wb = [torch.randn(n, k, generator=g).bfloat16() for _ in range(max(2, math.ceil(ROTATE_BYTES / (2 * n * k))))]
+        for m in tokens:
+            x = torch.randn(m, k, generator=g).bfloat16()
+            row = {"shape": f"{m} x {n} x {k}", "m": m, "n": n, "k": k}
+            ours = median_us([lambda q=q: gptq_marlin_gemm(x, None, q, scales, None, None, None, None, None,
+                                                           scalar_types.uint4b8.id, m, n, k) for q in qs], repeats)
+            row.update(ours_us=ours, ours_gbps=n * k / 2 / ours / 1e3)
+            if packs:
+                t = median_us([lambda p=p: torch.ops.aten._weight_int4pack_mm_for_cpu(x, p[0], GROUP, p[1])
+                               for p in packs], repeats)
+                row.update(int4pack_us=t, vs_int4pack=t / ours)
+            t = median_us([lambda w=w: torch.mm(x, w.t()) for w in wb], repeats)
+            row.update(bf16_us=t, vs_bf16=t / ours)
+            rows.append(row)
+            print(results.format_row(COLUMNS, row), flush=True)
+        del qs, packs, wb
+    return rows
+
+
+COLUMNS = [
+    ("shape", "M x N x K", "{}"), ("ours_us", "ours µs", "{:.0f}"), ("ours_gbps", "weight GB/s", "{:.1f}"),
+    ("int4pack_us", "int4pack µs", "{:.0f}"), ("bf16_us", "bf16 mm µs", "{:.0f}"),
+    ("vs_int4pack", "vs int4pack", "{:.2f}x"), ("vs_bf16", "vs bf16", "{:.2f}x"),
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="M = 1 and 4 at 4096 x 4096 only, fewer repeats")
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--repeats", type=int, default=None, help="timed calls per case (default 20, --quick 5)")
+    results.add_json_argument(parser)
+    args = parser.parse_args()
+    quick = args.quick or CI
+    repeats = args.repeats or (5 if quick else 20)
+    torch.set_num_threads(args.threads)
+    bandwidth = copy_gbps(repeats)
+    print(f"threads={torch.get_num_threads()}  torch {torch.__version__}  repeats={repeats}  "
+          f"copy_ 256 MiB: {bandwidth:.1f} GB/s (read + write)")
+    rows = run(TOKENS[:2] if quick else TOKENS, WEIGHTS[:1] if quick else WEIGHTS, repeats)
+    notes = [f"{torch.get_num_threads()} threads, PyTorch {torch.__version__}; bfloat16 activations and output, GPTQ "
+             f"4-bit weights with group {GROUP} scales. Each call reads the next of several weight copies (together "
+             f"over {ROTATE_BYTES >> 20} MiB). int4pack: torch.ops.aten._weight_int4pack_mm_for_cpu; bf16 mm: "
+             "torch.mm of bfloat16 operands. Weight GB/s: 4-bit weight bytes per call."]
+    title = "Weight-only quantized GEMM on CPU: gptq_marlin_gemm (Llama-3-8B shapes)"
+    results.write(args.json, results.section("cpu/marlin", "marlin", title, results.cpu_name(), COLUMNS, rows,
+                                              copy_gbps=bandwidth, notes=notes))
+
+
+if __name__ == "__main__":
+    main()
