@@ -2,6 +2,9 @@
 Marlin-format weights, with vLLM's and sglang's signature (format:
 ``mllm_kernel/include/mllm_kernel/marlin.hpp``; kernel: ``mllm_kernel/cuda/csrc/marlin_gemm.cuh``).
 One module per activation dtype (float16, bfloat16) and weight width (4, 8 bits); sm_80 and newer.
+From ``DENSE_MIN_M`` rows of activations on, where the product is compute-bound, the weights are
+dequantized into a temporary ``[K, N]`` matrix (``csrc/marlin_dequant.cuh``) and multiplied by
+cuBLAS (``torch.mm``), as serving engines do for large batches.
 
 Weights come from ``gptq_marlin_repack`` / ``awq_marlin_repack``, scales and zero points
 permuted as serving code does (``mllm_kernel.marlin`` has the helpers)::
@@ -31,12 +34,14 @@ WEIGHT_TYPES = {scalar_types.uint4b8.id: (4, False), scalar_types.uint4.id: (4, 
 
 def _declare(dtype: torch.dtype, bits: int):
     args = make_cpp_args(dtype, bits)
-    return jit_module("marlin_gemm", args=args, device="cuda", cuda_files=["marlin_gemm.cuh"],
-                      cuda_wrappers=[("marlin_gemm", f"marlin_gemm<{args}>")])
+    return jit_module("marlin_gemm", args=args, device="cuda", cuda_files=["marlin_gemm.cuh", "marlin_dequant.cuh"],
+                      cuda_wrappers=[("marlin_gemm", f"marlin_gemm<{args}>"),
+                                     ("marlin_dequant", f"marlin_dequant<{args}>")])
 
 
-_GEMM = KernelTable(_OP, {(dtype, bits): _declare(dtype, bits) for dtype in HALF_DTYPES for bits in (4, 8)},
-                    arg="a", export="marlin_gemm")
+_MODULES = {(dtype, bits): _declare(dtype, bits) for dtype in HALF_DTYPES for bits in (4, 8)}
+_GEMM = KernelTable(_OP, _MODULES, arg="a", export="marlin_gemm")
+_DEQUANT = KernelTable(_OP, _MODULES, arg="a", export="marlin_dequant")
 
 
 def precompile(*, wait: bool = True):
@@ -86,6 +91,17 @@ def splits_for(m: int, n: int, k: int, sm_count: int) -> int:
     return max(1, min(target // output_blocks(m, n), k // 16 // (2 * STAGE_STEPS)))
 
 
+#: Rows of a from which the weights are dequantized into a dense matrix for cuBLAS (a K x N
+#: buffer of a's dtype for the call) instead of running the Marlin kernel (measured on the H100).
+DENSE_MIN_M = 256
+
+
+def _dense_ok(a: torch.Tensor, c: torch.Tensor, m: int, n: int, k: int) -> bool:
+    """Whether torch.mm can take a and c as they are (else the kernel's checks report them)."""
+    return (a.dim() == 2 and tuple(a.shape) == (m, k) and isinstance(c, torch.Tensor) and tuple(c.shape) == (m, n)
+            and c.dtype == a.dtype and c.device == a.device and c.is_contiguous())
+
+
 def _empty_or(t: torch.Tensor | None, device: torch.device) -> torch.Tensor:
     return t if t is not None and t.numel() > 0 else _empty(device)
 
@@ -128,6 +144,13 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
                         size_m, size_n, size_k, is_k_full, use_atomic_add, use_fp32_reduce, is_zp_float)
     a, c, zeros, bits = marlin_gemm_operands(_OP, a, c, global_scale, b_zeros, perm, b_q_type_id, size_m, size_n,
                                              size_k, is_zp_float, HALF_DTYPES, "cuda", WEIGHT_TYPES)
+    if size_m >= DENSE_MIN_M and _dense_ok(a, c, size_m, size_n, size_k):
+        # Compute-bound: the weights dequantized once into a [K, N] matrix of a's dtype (the
+        # values the kernel below would feed its tensor cores), then cuBLAS.
+        weight = torch.empty((size_k, size_n), dtype=a.dtype, device=a.device)
+        _DEQUANT[(a.dtype, bits)](b_q_weight, _aligned16(b_scales), _aligned16(zeros), _empty_or(g_idx, a.device),
+                                  weight, size_n, size_k)
+        return torch.mm(a, weight, out=c)
     sm_count = _sm_count(a.device.index)
     splits = splits_for(size_m, size_n, size_k, sm_count) if size_m > 0 else 1
     if splits > 1:

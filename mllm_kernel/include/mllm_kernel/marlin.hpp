@@ -118,23 +118,17 @@ struct MarlinGemmParams {
   int bits;
 };
 
-/// Checks a GEMM's tensors against the sizes the caller states and returns the parameters.
-/// a [M, K] (rows may be strided), c [M, N], scales [groups, N]: one dtype T; b the repacked
-/// weights; zeros [groups, N * bits / 32] int32 or empty; g_idx [K] int32 or empty.
+/// Checks a Marlin-format weight's tensors (b the repacked weights; scales [groups, N] of T;
+/// zeros [groups, N * bits / 32] int32 or empty; g_idx [K] int32 or empty) on `device`, and
+/// returns the parameters with the activation and output left unset.
 template <DLDeviceType kDevice, typename T>
-MarlinGemmParams check_marlin_gemm(tvm::ffi::TensorView a, tvm::ffi::TensorView c, tvm::ffi::TensorView b,
-                                   tvm::ffi::TensorView scales, tvm::ffi::TensorView zeros,
-                                   tvm::ffi::TensorView g_idx, std::int64_t bits, std::int64_t size_m,
-                                   std::int64_t size_n, std::int64_t size_k) {
+MarlinGemmParams check_marlin_weights(tvm::ffi::TensorView b, tvm::ffi::TensorView scales, tvm::ffi::TensorView zeros,
+                                      tvm::ffi::TensorView g_idx, std::int64_t bits, std::int64_t size_n,
+                                      std::int64_t size_k, SymbolicDevice& device) {
   check_marlin_sizes(bits, size_k, size_n);
-  SymbolicSize M{"size_m"}, N{"size_n"}, K{"size_k"}, lda{"a row stride"}, groups{"groups"};
-  SymbolicSize z_rows{"zero-point rows"};
-  M.bind(size_m, "size_m");
+  SymbolicSize N{"size_n"}, K{"size_k"}, groups{"groups"}, z_rows{"zero-point rows"};
   N.bind(size_n, "size_n");
   K.bind(size_k, "size_k");
-  SymbolicDevice device;
-  (void)TensorMatcher({M, K}).with_strides({lda, 1}).template with_dtype<T>().template with_device<kDevice>(device).verify(a, "a");
-  (void)TensorMatcher({M, N}).template with_dtype<T>().template with_device<kDevice>(device).verify(c, "c");
   (void)TensorMatcher({size_k / marlin::kTileK, size_n * marlin::kTileK * bits / 32})
       .with_dtype<std::int32_t>()
       .with_device<kDevice>(device)
@@ -158,11 +152,34 @@ MarlinGemmParams check_marlin_gemm(tvm::ffi::TensorView a, tvm::ffi::TensorView 
                  " groups, which do not split size_k = ", size_k, " into multiples of ", marlin::kTileK, " rows");
     group_size = size_k / G;
   }
-  return MarlinGemmParams{a.data_ptr(), c.data_ptr(), static_cast<const std::int32_t*>(b.data_ptr()),
-                          scales.data_ptr(),
+  return MarlinGemmParams{nullptr, nullptr, static_cast<const std::int32_t*>(b.data_ptr()), scales.data_ptr(),
                           has_zeros ? static_cast<const std::int32_t*>(zeros.data_ptr()) : nullptr,
                           has_g_idx ? static_cast<const std::int32_t*>(g_idx.data_ptr()) : nullptr,
-                          size_m, size_n, size_k, lda.unwrap(), G, group_size, static_cast<int>(bits)};
+                          0, size_n, size_k, 0, G, group_size, static_cast<int>(bits)};
+}
+
+/// Checks a GEMM's tensors against the sizes the caller states and returns the parameters.
+/// a [M, K] (rows may be strided) and c [M, N] of T, and the weight's tensors as for
+/// check_marlin_weights.
+template <DLDeviceType kDevice, typename T>
+MarlinGemmParams check_marlin_gemm(tvm::ffi::TensorView a, tvm::ffi::TensorView c, tvm::ffi::TensorView b,
+                                   tvm::ffi::TensorView scales, tvm::ffi::TensorView zeros,
+                                   tvm::ffi::TensorView g_idx, std::int64_t bits, std::int64_t size_m,
+                                   std::int64_t size_n, std::int64_t size_k) {
+  check_marlin_sizes(bits, size_k, size_n);
+  SymbolicSize M{"size_m"}, N{"size_n"}, K{"size_k"}, lda{"a row stride"};
+  M.bind(size_m, "size_m");
+  N.bind(size_n, "size_n");
+  K.bind(size_k, "size_k");
+  SymbolicDevice device;
+  (void)TensorMatcher({M, K}).with_strides({lda, 1}).template with_dtype<T>().template with_device<kDevice>(device).verify(a, "a");
+  (void)TensorMatcher({M, N}).template with_dtype<T>().template with_device<kDevice>(device).verify(c, "c");
+  MarlinGemmParams p = check_marlin_weights<kDevice, T>(b, scales, zeros, g_idx, bits, size_n, size_k, device);
+  p.a = a.data_ptr();
+  p.c = c.data_ptr();
+  p.m = size_m;
+  p.lda = lda.unwrap();
+  return p;
 }
 
 struct MarlinRepackParams {

@@ -1,0 +1,108 @@
+// CUDA dequantization of Marlin-format weights into a dense [K, N] matrix of the activation
+// type T, for the large-M path of gptq_marlin_gemm (the caller then runs a dense GEMM):
+//   marlin_dequant<T, kBits>(b, scales, zeros, g_idx, out, size_n, size_k)
+// out[k, n] = (q - zero) * scale, rounded to T once: exactly the values the Marlin GEMM kernel
+// feeds its tensor cores. One block per 16 x 64 tile: each thread dequantizes one repacked word
+// into a shared-memory tile (mllm_kernel/marlin.hpp says where each value goes), then the tile
+// is written out as 16 rows of 128 contiguous bytes.
+#pragma once
+
+#include <mllm_kernel/marlin.hpp>
+#include <mllm_kernel/tensor.hpp>
+#include <mllm_kernel/type.cuh>
+#include <mllm_kernel/utils.cuh>
+#include <mllm_kernel/utils.hpp>
+
+#include <dlpack/dlpack.h>
+#include <tvm/ffi/container/tensor.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace {
+
+namespace marlin_dq = mllm_kernel::marlin;
+
+constexpr int kDequantThreads = 128;
+constexpr int kDequantPad = 8;  // a tile row of 72 values: 16-byte aligned, fewer bank conflicts
+
+template <typename T, int kBits>
+__global__ void __launch_bounds__(kDequantThreads)
+    marlin_dequant_kernel(const __grid_constant__ mllm_kernel::host::MarlinGemmParams p, T* __restrict__ out) {
+  using namespace mllm_kernel::device;
+  constexpr int kPerWord = 32 / kBits;
+  constexpr int kWords = marlin_dq::tile_words(kBits);
+  constexpr std::uint32_t kMask = (1u << kBits) - 1;
+  __shared__ alignas(16) T tile[marlin_dq::kTileK][marlin_dq::kTileN + kDequantPad];
+
+  const std::int64_t tile_n = blockIdx.x, step = blockIdx.y;
+  const std::int32_t* words = p.b + step * (p.n * marlin_dq::kTileK * kBits / 32) + tile_n * kWords;
+  const T* scales = static_cast<const T*>(p.scales);
+  const bool channelwise = p.groups == 1, per_row = p.g_idx != nullptr;
+  // The group of each of the tile's rows; without g_idx one group (group_size is a multiple of
+  // 16), whose scales and zero points for the tile's columns are read once, here.
+  __shared__ std::int32_t row_group[marlin_dq::kTileK];
+  __shared__ float tile_scale[marlin_dq::kTileN], tile_zero[marlin_dq::kTileN];
+  const auto scale_of = [&](std::int64_t group, std::int64_t n) {
+    return cast<float>(
+        scales[group * p.n + (channelwise ? marlin_dq::channel_scale_pos(n) : marlin_dq::grouped_scale_pos(n))]);
+  };
+  const auto zero_of = [&](std::int64_t group, std::int64_t n) {
+    if (p.zeros == nullptr) return kBits == 4 ? 8.0f : 128.0f;
+    const auto z = static_cast<std::uint32_t>(
+        __ldg(p.zeros + group * (p.n * kBits / 32) + marlin_dq::zero_point_word(kBits, n)));
+    return static_cast<float>(z >> (kBits * marlin_dq::zero_point_slot(kBits, n)) & kMask);
+  };
+  const std::int64_t block_group = per_row || channelwise ? 0 : step * marlin_dq::kTileK / p.group_size;
+  if (threadIdx.x < marlin_dq::kTileK && per_row) {
+    const std::int64_t id = __ldg(p.g_idx + step * marlin_dq::kTileK + threadIdx.x);
+    row_group[threadIdx.x] = static_cast<std::int32_t>(id < 0 ? 0 : (id >= p.groups ? p.groups - 1 : id));
+  }
+  if (threadIdx.x < marlin_dq::kTileN && !per_row) {
+    const std::int64_t n = tile_n * marlin_dq::kTileN + threadIdx.x;
+    tile_scale[threadIdx.x] = scale_of(block_group, n);
+    tile_zero[threadIdx.x] = zero_of(block_group, n);
+  }
+  __syncthreads();
+  for (int w = threadIdx.x; w < kWords; w += kDequantThreads) {
+    const auto word = static_cast<std::uint32_t>(__ldg(words + w));
+#pragma unroll
+    for (int slot = 0; slot < kPerWord; ++slot) {
+      const marlin_dq::TileCoord at = marlin_dq::weight_coord(kBits, w, slot);
+      float scale, zero;
+      if (per_row) {  // out-of-range ids read a valid row (clamped above)
+        const std::int64_t n = tile_n * marlin_dq::kTileN + at.n;
+        scale = scale_of(row_group[at.k], n);
+        zero = zero_of(row_group[at.k], n);
+      } else {
+        scale = tile_scale[at.n];
+        zero = tile_zero[at.n];
+      }
+      const float q = static_cast<float>(word >> (kBits * slot) & kMask);
+      tile[at.k][at.n] = cast<T>((q - zero) * scale);
+    }
+  }
+  __syncthreads();
+  constexpr int kRowVecs = marlin_dq::kTileN * sizeof(T) / 16;
+  for (int v = threadIdx.x; v < marlin_dq::kTileK * kRowVecs; v += kDequantThreads) {
+    const int r = v / kRowVecs, c = v % kRowVecs;
+    *reinterpret_cast<int4*>(out + (step * marlin_dq::kTileK + r) * p.n + tile_n * marlin_dq::kTileN + c * 8) =
+        *reinterpret_cast<const int4*>(&tile[r][c * 8]);
+  }
+}
+
+/// out: [size_k, size_n] of T, contiguous; the other arguments as for marlin_gemm.
+template <typename T, int kBits>
+void marlin_dequant(tvm::ffi::TensorView b, tvm::ffi::TensorView scales, tvm::ffi::TensorView zeros,
+                    tvm::ffi::TensorView g_idx, tvm::ffi::TensorView out, std::int64_t size_n, std::int64_t size_k) {
+  using namespace mllm_kernel::host;
+  SymbolicDevice device;
+  const MarlinGemmParams p = check_marlin_weights<kDLCUDA, T>(b, scales, zeros, g_idx, kBits, size_n, size_k, device);
+  (void)TensorMatcher({size_k, size_n}).template with_dtype<T>().template with_device<kDLCUDA>(device).verify(out, "out");
+  RuntimeCheck(p.zeros == nullptr || kBits == 4, "zero points are supported for 4-bit weights only");
+  RuntimeCheck(reinterpret_cast<std::uintptr_t>(out.data_ptr()) % 16 == 0, "out must start 16-byte aligned");
+  const dim3 grid(static_cast<unsigned>(size_n / marlin_dq::kTileN), static_cast<unsigned>(size_k / marlin_dq::kTileK));
+  LaunchKernel(grid, kDequantThreads, out.device())(marlin_dequant_kernel<T, kBits>, p, static_cast<T*>(out.data_ptr()));
+}
+
+}  // namespace
