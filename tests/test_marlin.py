@@ -227,7 +227,8 @@ def test_gptq_marlin_gemm(kind, group_size, act_order, dtype, m):
 
 
 @cuda
-@pytest.mark.parametrize("m,n,k", [(1, 64, 16), (3, 64, 48), (16, 4096, 4096), (5, 14336, 1024), (200, 576, 2048)])
+@pytest.mark.parametrize("m,n,k", [(1, 64, 16), (3, 64, 48), (16, 4096, 4096), (5, 14336, 1024), (200, 576, 2048),
+                                   (255, 192, 256), (256, 192, 256), (300, 64, 48)])
 def test_gptq_marlin_gemm_shapes(m, n, k):
     dtype = torch.bfloat16
     prep = _prepare("gptq4", k, n, -1 if k < 128 else 128, False, dtype, seed=k)
@@ -254,9 +255,10 @@ def test_gptq_marlin_gemm_strided_a_and_workspace_left_zero():
 
 
 @cuda
-def test_gptq_marlin_gemm_is_deterministic_and_graph_safe():
+@pytest.mark.parametrize("m", [4, 300])  # the Marlin kernel; dequantization and cuBLAS
+def test_gptq_marlin_gemm_is_deterministic_and_graph_safe(m):
     dtype = torch.bfloat16
-    k, n, m = 4096, 1024, 4
+    k, n = 4096, 1024
     prep = _prepare("gptq4", k, n, 128, False, dtype, seed=5)
     a = torch.randn(m, k, device="cuda").to(dtype)
     first = _run(prep, a, n, k)
