@@ -126,7 +126,7 @@ def register_op(
     kernels: dict[str, Callable],
     fake: Callable | None = None,
     mutates: tuple[str, ...] = (),
-    out: bool = False,
+    out: bool | str = False,
     dispatch: str | None = None,
 ) -> Callable[[Callable], Callable]:
     """Declares the op whose prototype it decorates and returns its eager function.
@@ -134,7 +134,9 @@ def register_op(
     ``kernels`` maps "cpu"/"cuda" to the device's kernel (a device left out raises
     NotImplementedError there); ``fake`` gives the outputs' shapes, dtypes and strides from the
     op's arguments (ops that only mutate need none); ``mutates`` names the arguments written in
-    place; ``out=True`` adds an ``out: Tensor | None = None`` parameter (filled and returned);
+    place; ``out=True`` adds an ``out: Tensor | None = None`` parameter (filled and returned), and
+    ``out="c"`` makes the op's own optional parameter ``c`` that output (the kernel fills and
+    returns it when given; traced calls pass None to the custom op and copy into c after);
     ``dispatch`` names the tensor whose device picks the kernel (the first tensor parameter
     unless given).
     """
@@ -157,6 +159,9 @@ def register_op(
         for m in mutates:
             if m not in tensors:
                 raise ValueError(f"register_op({name}): mutates names {m!r}, which is not a tensor parameter")
+        out_param = out if isinstance(out, str) else None
+        if out_param is not None and kinds.get(out_param) != "optional":
+            raise ValueError(f"register_op({name}): out names {out_param!r}, which is not an optional tensor parameter")
 
         namespace: dict = {
             "Tensor": Tensor, "_compiling": torch.compiler.is_compiling, "_grad_enabled": torch.is_grad_enabled,
@@ -194,11 +199,18 @@ def register_op(
         # The eager function.
         grad = " or ".join(f"{n}.requires_grad" if kinds[n] == "tensor" else f"({n} is not None and {n}.requires_grad)"
                            for n in tensors)
-        keywords = ", ".join(f"{n}={n}" for n in names + (["out"] if out else []))
-        kernel_args = args + ((", out=out" if "*" in declared else ", out") if out else "")
-        traced = f"_into(out, _custom({args}))" if out else f"_custom({args})"
+        extra_out = bool(out) and out_param is None
+        keywords = ", ".join(f"{n}={n}" for n in names + (["out"] if extra_out else []))
+        kernel_args = args + ((", out=out" if "*" in declared else ", out") if extra_out else "")
+        if out_param is not None:
+            traced_args = ", ".join(
+                ("None" if p.name == out_param else p.name) if p.kind is not inspect.Parameter.KEYWORD_ONLY
+                else f"{p.name}={'None' if p.name == out_param else p.name}" for p in params)
+            traced = f"_into({out_param}, _custom({traced_args}))"
+        else:
+            traced = f"_into(out, _custom({args}))" if out else f"_custom({args})"
         source = (
-            f"def {name}({', '.join(declared + (['out=None'] if out else []))}):\n"
+            f"def {name}({', '.join(declared + (['out=None'] if extra_out else []))}):\n"
             f"    if not isinstance({names[0]}, Tensor):\n"
             f"        return _arrays({name}, _mutates, {keywords})\n"
             f"    if _compiling():\n"
@@ -216,7 +228,7 @@ def register_op(
         eager.__module__ = prototype.__module__
         eager.__qualname__ = prototype.__qualname__
         annotations = dict(prototype.__annotations__)
-        if out:
+        if extra_out:
             annotations["out"] = "Tensor | None"
         eager.__annotations__ = annotations
         REGISTERED_OPS[name] = OpRecord(name, eager, custom, dict(kernels), tuple(mutates))

@@ -189,6 +189,39 @@ def fp8_scaled_mm(mat_a: Tensor, mat_b: Tensor, scales_a: Tensor, scales_b: Tens
     [1, N], in any mix."""
 
 
+# --- weight-only quantized GEMM (Marlin format) ----------------------------------------------------------
+def _marlin_fake(a: Tensor, c: Tensor | None, b_q_weight: Tensor, b_scales: Tensor, global_scale: Tensor | None,
+                 b_zeros: Tensor | None, g_idx: Tensor | None, perm: Tensor | None, workspace: Tensor | None,
+                 b_q_type_id: int, size_m: int, size_n: int, size_k: int, is_k_full: bool = True,
+                 use_atomic_add: bool = False, use_fp32_reduce: bool = False, is_zp_float: bool = False) -> Tensor:
+    return a.new_empty((size_m, size_n))
+
+
+@register_op(kernels={"cpu": cpu.gptq_marlin_gemm, "cuda": cuda.gptq_marlin_gemm}, fake=_marlin_fake, out="c")
+def gptq_marlin_gemm(a: Tensor, c: Tensor | None, b_q_weight: Tensor, b_scales: Tensor, global_scale: Tensor | None,
+                     b_zeros: Tensor | None, g_idx: Tensor | None, perm: Tensor | None, workspace: Tensor | None,
+                     b_q_type_id: int, size_m: int, size_n: int, size_k: int, is_k_full: bool = True,
+                     use_atomic_add: bool = False, use_fp32_reduce: bool = False, is_zp_float: bool = False) -> Tensor:
+    """c [size_m, size_n] = a @ dequant(b_q_weight) for Marlin-format GPTQ/AWQ weights (vLLM's signature; see
+    mllm_kernel.cuda.jit.gptq_marlin_gemm and, on CPU, mllm_kernel.cpu.jit.gptq_marlin_gemm); c is written and
+    returned when given, else allocated. The workspace's split-K counters are left zero (so the custom op does not
+    declare it mutated)."""
+
+
+@register_op(kernels={"cpu": cpu.gptq_marlin_repack, "cuda": cuda.gptq_marlin_repack},
+             fake=lambda b_q_weight, perm, size_k, size_n, num_bits: b_q_weight.new_empty(
+                 (size_k // 16, size_n * 16 * num_bits // 32)))
+def gptq_marlin_repack(b_q_weight: Tensor, perm: Tensor | None, size_k: int, size_n: int, num_bits: int) -> Tensor:
+    """GPTQ checkpoint weights [size_k * num_bits / 32, size_n] int32 to the Marlin layout (perm: act-order)."""
+
+
+@register_op(kernels={"cpu": cpu.awq_marlin_repack, "cuda": cuda.awq_marlin_repack},
+             fake=lambda b_q_weight, size_k, size_n, num_bits: b_q_weight.new_empty(
+                 (size_k // 16, size_n * 16 * num_bits // 32)))
+def awq_marlin_repack(b_q_weight: Tensor, size_k: int, size_n: int, num_bits: int) -> Tensor:
+    """AWQ checkpoint weights [size_k, size_n * num_bits / 32] int32 to the Marlin layout."""
+
+
 _W8A8 = {"int8": (torch.int8, per_token_quant_int8, int8_scaled_mm),
          "fp8": (torch.float8_e4m3fn, per_token_quant_fp8, fp8_scaled_mm)}
 

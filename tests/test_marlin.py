@@ -492,3 +492,28 @@ def test_cuda_path_names_take_cpu_tensors():
     out = gptq_marlin.gptq_marlin_gemm(a, None, q, marlin.marlin_permute_scales(ckpt["scales"], k, n, 64), None, None,
                                        None, None, None, scalar_types.uint4b8.id, m, n, k)
     _check(out, a, ckpt["w_ref"], torch.bfloat16)
+
+
+def test_ops_marlin_gemm_eager_and_compiled():
+    """mllm_kernel.ops.gptq_marlin_gemm and the repacks: the device kernels eagerly, custom ops under
+    torch.compile (c given is filled; c None is allocated)."""
+    from mllm_kernel import ops
+
+    k, n, m = 256, 128, 5
+    g = torch.Generator().manual_seed(21)
+    ckpt = reference.quantize_awq(torch.randn(k, n, generator=g), 64, generator=g)
+    q = ops.awq_marlin_repack(ckpt["qweight"], k, n, 4)
+    s = marlin.marlin_permute_scales(ckpt["scales"], k, n, 64)
+    z = marlin.awq_to_marlin_zero_points(ckpt["qzeros"], k // 64, n, 4)
+    a = torch.randn(m, k, generator=g)
+    args = (q, s, None, z, None, None, None, scalar_types.uint4.id, m, n, k)
+    eager = ops.gptq_marlin_gemm(a, None, *args)
+    _check(eager, a, ckpt["w_ref"], torch.bfloat16)
+    compiled = torch.compile(lambda a, c: ops.gptq_marlin_gemm(a, c, *args), fullgraph=True)
+    c = torch.full((m, n), float("nan"))
+    torch.testing.assert_close(compiled(a, c), eager, rtol=0, atol=0)
+    torch.testing.assert_close(c, eager, rtol=0, atol=0)
+    torch.testing.assert_close(compiled(a, None), eager, rtol=0, atol=0)
+    gptq = reference.quantize_gptq(torch.randn(k, n, generator=g), 4, 64, False, generator=g)
+    repack = torch.compile(lambda w: ops.gptq_marlin_repack(w, None, k, n, 4), fullgraph=True)
+    assert torch.equal(repack(gptq["qweight"]), _marlin_weights(_unpack_gptq(gptq["qweight"], 4), 4))

@@ -111,3 +111,35 @@ def test_declaration_errors(twice):
 
     with pytest.raises(ValueError, match="dispatch must name a tensor parameter"):
         register_op(kernels={})(other)
+
+
+def test_an_optional_parameter_as_the_output(twice):
+    """out="c": the op's own optional c is filled and returned; torch.compile passes None to the custom op and
+    copies into c after."""
+    inner = REGISTERED_OPS["twice"].kernels["cpu"]
+
+    def cpu_scaled(input: Tensor, c: Tensor | None, scale: float) -> Tensor:
+        result = inner(input)
+        result.mul_(scale / 2)
+        return result if c is None else c.copy_(result)
+
+    @register_op(kernels={"cpu": cpu_scaled}, fake=lambda input, c, scale: torch.empty_like(input), out="c")
+    def scaled_with_c(input: Tensor, c: Tensor | None, scale: float) -> Tensor:
+        """scale * input, into c when given."""
+
+    x = _data(64)
+    c = torch.full_like(x, float("nan"))
+    assert scaled_with_c(x, c, 3.0).data_ptr() == c.data_ptr()
+    torch.testing.assert_close(c, 3 * x, rtol=0, atol=0)
+    compiled = torch.compile(scaled_with_c, fullgraph=True)
+    c.fill_(float("nan"))
+    out = compiled(x, c, 5.0)
+    torch.testing.assert_close(c, 5 * x, rtol=0, atol=0)
+    torch.testing.assert_close(out, 5 * x, rtol=0, atol=0)
+    torch.testing.assert_close(compiled(x, None, 0.5), 0.5 * x, rtol=0, atol=0)
+
+    def no_c(input: Tensor, scale: float) -> Tensor: ...
+
+    no_c.__name__ = "scaled_without_c"
+    with pytest.raises(ValueError, match="out names 'scale', which is not an optional tensor parameter"):
+        register_op(kernels={}, out="scale")(no_c)

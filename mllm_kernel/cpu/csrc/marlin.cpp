@@ -19,7 +19,9 @@
 #include <mllm_kernel/cpu/thread_pool.hpp>
 #include <mllm_kernel/cpu/types.hpp>
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 namespace mllm_kernel::cpu {
 
@@ -33,9 +35,27 @@ void run_marlin_gemm(tvm::ffi::TensorView a, tvm::ffi::TensorView c, tvm::ffi::T
       host::check_marlin_gemm<kDLCPU, T>(a, c, b, scales, zeros, g_idx, 4, size_m, size_n, size_k);
   if (p.m == 0) return;
   auto* fn = MLLM_KERNEL_CPU_DISPATCH(MarlinGemm<T>);
+  const std::int64_t tiles = p.n / marlin::kTileN, blocks = p.k / marlin::kTileK;
+  // Decode (one pass over the weights): K is split, so that each thread streams one contiguous
+  // run of whole rows of the repacked weights, and the parts are added after. More rows of a:
+  // the tiles are split, each thread reading its columns of every row.
+  const std::int64_t parts = std::min({num_threads, blocks, p.k * p.n / 2 / kMinBytesPerThread});
+  if (p.m <= kMarlinRows && parts > 1) {
+    std::vector<float> partials(static_cast<std::size_t>(parts * p.m * p.n));
+    parallel_for(parts, kMinBytesPerThread, parts, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t part = begin; part < end; ++part) {
+        fn(p, 0, tiles, blocks * part / parts, blocks * (part + 1) / parts, partials.data() + part * p.m * p.n);
+      }
+    });
+    auto* add = MLLM_KERNEL_CPU_DISPATCH(MarlinAddParts<T>);
+    parallel_for(tiles, p.m * marlin::kTileN * 4 * (parts + 1), num_threads, [&](std::int64_t begin, std::int64_t end) {
+      add(p, partials.data(), parts, begin * marlin::kTileN, end * marlin::kTileN);
+    });
+    return;
+  }
   // A tile streams K / 16 blocks of 512 bytes for each row of a.
-  parallel_for(p.n / marlin::kTileN, p.k * 32 * p.m, num_threads,
-               [&](std::int64_t begin, std::int64_t end) { fn(p, begin, end); });
+  parallel_for(tiles, p.k * 32 * p.m, num_threads,
+               [&](std::int64_t begin, std::int64_t end) { fn(p, begin, end, 0, blocks, nullptr); });
 }
 
 inline void repack(const host::MarlinRepackParams& p, std::int64_t num_threads) {

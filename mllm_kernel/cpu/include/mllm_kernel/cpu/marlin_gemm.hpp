@@ -30,6 +30,8 @@ namespace mllm_kernel::cpu {
 /// Tiles of 64 columns whose partial sums a thread keeps at once (a long contiguous run of each
 /// block for the prefetchers; sums of 128 KiB a row of a).
 inline constexpr std::int64_t kMarlinPanelTiles = 128;
+/// Rows of a that share one pass over the weights.
+inline constexpr int kMarlinRows = 4;
 
 }  // namespace mllm_kernel::cpu
 
@@ -56,8 +58,6 @@ using D4 = hn::FixedTag<float, 4>;  // one group's column sums, four at a time
 /// Words of a repacked tile, and the period of their row pattern.
 inline constexpr int kMarlinTileWords = 128;
 inline constexpr int kMarlinPatternWords = 16;
-/// Rows of a that share one pass over the weights.
-inline constexpr int kMarlinRows = 4;
 /// How many 16-row blocks ahead the weights are prefetched.
 inline constexpr std::int64_t kMarlinPrefetchBlocks = 2;
 
@@ -100,12 +100,15 @@ HWY_INLINE void MarlinTileBlock(DF df, const std::int32_t* HWY_RESTRICT words, i
   }
 }
 
-/// c[rows, tiles] for Marlin-format 4-bit weights; see the top of this file.
+/// c[rows, tiles] for Marlin-format 4-bit weights over the 16-row blocks [block_begin,
+/// block_end) of K; see the top of this file. With `partial` (float32 [M, N]) the sums of those
+/// blocks go there instead of to c, for a caller that splits K and adds the parts.
 template <typename T>
-void MarlinGemm(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::int64_t tile_end) {
+void MarlinGemm(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::int64_t tile_end,
+                std::int64_t block_begin, std::int64_t block_end, float* partial) {
   const DF df;
   const std::size_t period = std::max<std::size_t>(kMarlinPatternWords, hn::Lanes(df));
-  const std::int64_t blocks = p.k / marlin::kTileK, row_words = p.n * marlin::kTileK * 4 / 32;
+  const std::int64_t row_words = p.n * marlin::kTileK * 4 / 32;
   const bool channelwise = p.groups == 1;
   const T* scales = static_cast<const T*>(p.scales);
   constexpr std::size_t kSumsStride = kMarlinPanelTiles * 2 * kMarlinTileWords;
@@ -225,11 +228,11 @@ void MarlinGemm(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::i
                           sums.get() + t * 2 * kMarlinTileWords, kSumsStride);
         }
       };
-      for (std::int64_t block = 0; block < blocks; ++block) {
+      for (std::int64_t block = block_begin; block < block_end; ++block) {
         // The panel's slice of a block is a few KiB of its own, far from the last one (rows of
         // the repacked weights are N / 2 bytes apart), which the hardware prefetchers do not
         // follow: fetch a later block's slice now.
-        if (block + kMarlinPrefetchBlocks < blocks) {
+        if (block + kMarlinPrefetchBlocks < block_end) {
           const auto* ahead = reinterpret_cast<const char*>(p.b + (block + kMarlinPrefetchBlocks) * row_words +
                                                             panel * kMarlinTileWords);
           for (int line = 0; line < tiles * kMarlinTileWords * 4; line += 64) hwy::Prefetch(ahead + line);
@@ -252,14 +255,33 @@ void MarlinGemm(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::i
       }
       close_group();
       for (int r = 0; r < rows; ++r) {
-        T* c = static_cast<T*>(p.c) + (m0 + r) * p.n + panel * marlin::kTileN;
         const float* total = totals.get() + r * kTotalsStride;
-        float* natural = panel_scales.get();  // free now: the totals in column order
+        float* natural = partial != nullptr ? partial + (m0 + r) * p.n + panel * marlin::kTileN
+                                            : panel_scales.get();  // free now: the totals in column order
         for (int i = 0; i < tiles * marlin::kTileN; ++i) natural[i] = total[marlin::grouped_scale_pos(i)];
+        if (partial != nullptr) continue;
+        T* c = static_cast<T*>(p.c) + (m0 + r) * p.n + panel * marlin::kTileN;
         ForEachChunk(df, static_cast<std::size_t>(tiles) * marlin::kTileN,
                      [&](std::size_t i, std::size_t count) HWY_ATTR { Store(df, hn::LoadU(df, natural + i), c + i, count); });
       }
     }
+  }
+}
+
+/// c[m, n] = sum over parts of partial[part][m, n] for the columns [col_begin, col_end) of
+/// every row (partials float32 [parts, M, N]).
+template <typename T>
+void MarlinAddParts(const host::MarlinGemmParams& p, const float* partials, std::int64_t parts, std::int64_t col_begin,
+                    std::int64_t col_end) {
+  const DF df;
+  for (std::int64_t m = 0; m < p.m; ++m) {
+    T* c = static_cast<T*>(p.c) + m * p.n;
+    ForEachChunk(df, static_cast<std::size_t>(col_end - col_begin), [&](std::size_t i, std::size_t count) HWY_ATTR {
+      const std::int64_t at = m * p.n + col_begin + static_cast<std::int64_t>(i);
+      VF sum = Load(df, partials + at, count);
+      for (std::int64_t part = 1; part < parts; ++part) sum = hn::Add(sum, Load(df, partials + part * p.m * p.n + at, count));
+      Store(df, sum, c + col_begin + static_cast<std::int64_t>(i), count);
+    });
   }
 }
 
