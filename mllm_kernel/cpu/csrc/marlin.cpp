@@ -19,9 +19,10 @@
 #include <mllm_kernel/cpu/thread_pool.hpp>
 #include <mllm_kernel/cpu/types.hpp>
 
+#include <hwy/aligned_allocator.h>
+
 #include <algorithm>
 #include <cstdint>
-#include <vector>
 
 namespace mllm_kernel::cpu {
 
@@ -41,15 +42,16 @@ void run_marlin_gemm(tvm::ffi::TensorView a, tvm::ffi::TensorView c, tvm::ffi::T
   // the tiles are split, each thread reading its columns of every row.
   const std::int64_t parts = std::min({num_threads, blocks, p.k * p.n / 2 / kMinBytesPerThread});
   if (p.m <= kMarlinRows && parts > 1) {
-    std::vector<float> partials(static_cast<std::size_t>(parts * p.m * p.n));
+    // Every part writes all of its [M, N] sums: no need to clear them first.
+    auto partials = hwy::AllocateAligned<float>(static_cast<std::size_t>(parts * p.m * p.n));
     parallel_for(parts, kMinBytesPerThread, parts, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t part = begin; part < end; ++part) {
-        fn(p, 0, tiles, blocks * part / parts, blocks * (part + 1) / parts, partials.data() + part * p.m * p.n);
+        fn(p, 0, tiles, blocks * part / parts, blocks * (part + 1) / parts, partials.get() + part * p.m * p.n);
       }
     });
     auto* add = MLLM_KERNEL_CPU_DISPATCH(MarlinAddParts<T>);
     parallel_for(tiles, p.m * marlin::kTileN * 4 * (parts + 1), num_threads, [&](std::int64_t begin, std::int64_t end) {
-      add(p, partials.data(), parts, begin * marlin::kTileN, end * marlin::kTileN);
+      add(p, partials.get(), parts, begin * marlin::kTileN, end * marlin::kTileN);
     });
     return;
   }

@@ -61,39 +61,56 @@ inline constexpr int kMarlinPatternWords = 16;
 /// How many 16-row blocks ahead the weights are prefetched.
 inline constexpr std::int64_t kMarlinPrefetchBlocks = 2;
 
-/// Adds the products of one 16-row block of tile `words` into `sums` for `rows` rows of a
-/// (row r's sums at sums + r * sums_stride: [2][128], the low and high half of each word).
-/// patterns + r * 8 * period holds row r's activations as nibble s of each word position meets
-/// them, scaled by 2^(-4 s): nibble s is converted in place, as (word & 0xf << 4 s), which is
-/// its value times 2^(4 s) exactly, so no shift is needed and the product is exact as before
-/// (the top nibble, which would read as negative, is shifted down and meets an unscaled pattern).
-HWY_INLINE void MarlinTileBlock(DF df, const std::int32_t* HWY_RESTRICT words, int rows,
-                                const float* HWY_RESTRICT patterns, std::size_t period, float* HWY_RESTRICT sums,
-                                std::size_t sums_stride) {
-  const hn::RebindToUnsigned<DF> du;
-  const hn::RebindToSigned<DF> di;
+/// The 8 nibbles of each word of a vector, as floats: nibble s is converted in place, as
+/// (word & 0xf << 4 s), which is its value times 2^(4 s) exactly, so no shift is needed (the top
+/// nibble, which would read as negative, is shifted down instead).
+struct MarlinNibbles {
+  VF v0, v1, v2, v3, v4, v5, v6, v7;
+
+  HWY_INLINE MarlinNibbles(DF df, const std::int32_t* HWY_RESTRICT words) {
+    const hn::RebindToUnsigned<DF> du;
+    const hn::RebindToSigned<DF> di;
+    const auto w = hn::BitCast(du, hn::LoadU(di, words));
+    const auto value = [&](std::uint32_t mask) HWY_ATTR {
+      return hn::ConvertTo(df, hn::BitCast(di, hn::And(w, hn::Set(du, mask))));
+    };
+    v0 = value(0xfu), v1 = value(0xf0u), v2 = value(0xf00u), v3 = value(0xf000u);
+    v4 = value(0xf0000u), v5 = value(0xf00000u), v6 = value(0xf000000u);
+    v7 = hn::ConvertTo(df, hn::BitCast(di, hn::ShiftRight<28>(w)));
+  }
+};
+
+/// Adds the products of kBlocks (1 or 2) consecutive 16-row blocks of a tile into `sums` for
+/// `rows` rows of a: block i's words at words[i], row r's sums at sums + r * sums_stride ([2][128],
+/// the low and high half of each word). patterns[i] + r * 8 * period holds row r's activations as
+/// nibble s of each word position of block i meets them, scaled by 2^(-4 s) to match
+/// MarlinNibbles (unscaled for the top nibble): the products are exact as with converted values.
+/// Two blocks a pass load and store the sums once for both.
+template <int kBlocks>
+HWY_INLINE void MarlinTileBlocks(DF df, const std::int32_t* const* words, int rows, const float* const* patterns,
+                                 std::size_t period, float* HWY_RESTRICT sums, std::size_t sums_stride) {
   const std::size_t lanes = hn::Lanes(df);
-  const auto value = [&](auto w, std::uint32_t mask) HWY_ATTR {
-    return hn::ConvertTo(df, hn::BitCast(di, hn::And(w, hn::Set(du, mask))));
-  };
   for (std::size_t o = 0; o < kMarlinTileWords; o += lanes) {
-    const auto w = hn::BitCast(du, hn::LoadU(di, words + o));
-    const VF v0 = value(w, 0xfu), v1 = value(w, 0xf0u), v2 = value(w, 0xf00u), v3 = value(w, 0xf000u);
-    const VF v4 = value(w, 0xf0000u), v5 = value(w, 0xf00000u), v6 = value(w, 0xf000000u);
-    const VF v7 = hn::ConvertTo(df, hn::BitCast(di, hn::ShiftRight<28>(w)));  // the top nibble, unsigned
+    const MarlinNibbles a(df, words[0] + o);
+    const MarlinNibbles b(df, words[kBlocks - 1] + o);
     for (int r = 0; r < rows; ++r) {
-      const float* x = patterns + r * 8 * period + o % period;
       float* s = sums + r * sums_stride;
-      // Nibble s holds value 0, 2, 4, 6, 1, 3, 5, 7 of the word: value v is in half v / 4.
-      // Two chains a half, so that no multiply-add waits on the one before it for long.
-      VF lo = hn::MulAdd(v0, hn::LoadU(df, x), hn::LoadU(df, s + o));
-      VF hi = hn::MulAdd(v2, hn::LoadU(df, x + 2 * period), hn::LoadU(df, s + kMarlinTileWords + o));
-      VF lo2 = hn::Mul(v1, hn::LoadU(df, x + period));
-      VF hi2 = hn::Mul(v3, hn::LoadU(df, x + 3 * period));
-      lo = hn::MulAdd(v4, hn::LoadU(df, x + 4 * period), lo);
-      lo2 = hn::MulAdd(v5, hn::LoadU(df, x + 5 * period), lo2);
-      hi = hn::MulAdd(v6, hn::LoadU(df, x + 6 * period), hi);
-      hi2 = hn::MulAdd(v7, hn::LoadU(df, x + 7 * period), hi2);
+      // Nibble s holds value 0, 2, 4, 6, 1, 3, 5, 7 of the word: value v is in half v / 4. Two
+      // chains a half, so that no multiply-add waits on the one before it for long.
+      VF lo = hn::LoadU(df, s + o), hi = hn::LoadU(df, s + kMarlinTileWords + o);
+      VF lo2 = hn::Zero(df), hi2 = hn::Zero(df);
+      const auto add = [&](const MarlinNibbles& n, const float* x) HWY_ATTR {
+        lo = hn::MulAdd(n.v0, hn::LoadU(df, x), lo);
+        lo2 = hn::MulAdd(n.v1, hn::LoadU(df, x + period), lo2);
+        hi = hn::MulAdd(n.v2, hn::LoadU(df, x + 2 * period), hi);
+        hi2 = hn::MulAdd(n.v3, hn::LoadU(df, x + 3 * period), hi2);
+        lo = hn::MulAdd(n.v4, hn::LoadU(df, x + 4 * period), lo);
+        lo2 = hn::MulAdd(n.v5, hn::LoadU(df, x + 5 * period), lo2);
+        hi = hn::MulAdd(n.v6, hn::LoadU(df, x + 6 * period), hi);
+        hi2 = hn::MulAdd(n.v7, hn::LoadU(df, x + 7 * period), hi2);
+      };
+      add(a, patterns[0] + r * 8 * period + o % period);
+      if constexpr (kBlocks == 2) add(b, patterns[1] + r * 8 * period + o % period);
       hn::StoreU(hn::Add(lo, lo2), df, s + o);
       hn::StoreU(hn::Add(hi, hi2), df, s + kMarlinTileWords + o);
     }
@@ -111,15 +128,28 @@ void MarlinGemm(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::i
   const std::int64_t row_words = p.n * marlin::kTileK * 4 / 32;
   const bool channelwise = p.groups == 1;
   const T* scales = static_cast<const T*>(p.scales);
-  constexpr std::size_t kSumsStride = kMarlinPanelTiles * 2 * kMarlinTileWords;
-  constexpr std::size_t kTotalsStride = kMarlinPanelTiles * marlin::kTileN;
-  const std::size_t staged_stride = static_cast<std::size_t>(p.k) + hn::Lanes(df);  // a vector to spare
-  auto staged = hwy::AllocateAligned<float>(kMarlinRows * staged_stride);
-  auto patterns = hwy::AllocateAligned<float>(kMarlinRows * 8 * period);
-  auto sums = hwy::AllocateAligned<float>(kMarlinRows * kSumsStride);
-  auto totals = hwy::AllocateAligned<float>(kMarlinRows * kTotalsStride);
-  auto panel_scales = hwy::AllocateAligned<float>(kTotalsStride + hn::Lanes(df));
-  auto panel_zeros = hwy::AllocateAligned<float>(kTotalsStride);
+  // Scratch sized to this call (rows of a, tiles of a panel), carved from a per-thread buffer
+  // that later calls reuse: a call allocates nothing once the buffer has grown.
+  const std::size_t lanes = hn::Lanes(df);
+  const std::size_t max_rows = static_cast<std::size_t>(std::min<std::int64_t>(kMarlinRows, p.m));
+  const std::size_t panel_tiles = static_cast<std::size_t>(std::min(kMarlinPanelTiles, tile_end - tile_begin));
+  const std::size_t sums_stride = panel_tiles * 2 * kMarlinTileWords, totals_stride = panel_tiles * marlin::kTileN;
+  const std::size_t staged_stride = static_cast<std::size_t>(p.k) + lanes;  // a vector to spare
+  const auto whole = [&](std::size_t n) { return (n + lanes - 1) / lanes * lanes; };  // keeps vectors aligned
+  const std::size_t sizes[] = {whole(max_rows * staged_stride), whole(2 * max_rows * 8 * period),
+                               whole(max_rows * sums_stride), whole(max_rows * totals_stride),
+                               whole(totals_stride + lanes), whole(totals_stride)};
+  std::size_t total_size = 0;
+  for (std::size_t size : sizes) total_size += size;
+  thread_local hwy::AlignedFreeUniquePtr<float[]> scratch;
+  thread_local std::size_t scratch_size = 0;
+  if (scratch_size < total_size) scratch = hwy::AllocateAligned<float>(scratch_size = total_size);
+  float* staged = scratch.get();
+  float* patterns = staged + sizes[0];
+  float* sums = patterns + sizes[1];
+  float* totals = sums + sizes[2];
+  float* panel_scales = totals + sizes[3];
+  float* panel_zeros = panel_scales + sizes[4];
   float group_sum[kMarlinRows];  // sum of each row of a over the group's rows so far
   std::int64_t ids[marlin::kTileK];
   // Nibble s of a word: its row pattern (0..3: rows 2q, 2q + 1, 2q + 8, 2q + 9) and scale.
@@ -129,15 +159,15 @@ void MarlinGemm(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::i
     const int rows = static_cast<int>(std::min<std::int64_t>(kMarlinRows, p.m - m0));
     for (int r = 0; r < rows; ++r) {
       const T* a = static_cast<const T*>(p.a) + (m0 + r) * p.lda;
-      float* dst = staged.get() + r * staged_stride;
+      float* dst = staged + r * staged_stride;
       ForEachChunk(df, static_cast<std::size_t>(p.k), [&](std::size_t i, std::size_t count) HWY_ATTR {
         hn::StoreU(Load(df, a + i, count), df, dst + i);
       });
     }
     for (std::int64_t panel = tile_begin; panel < tile_end; panel += kMarlinPanelTiles) {
       const int tiles = static_cast<int>(std::min<std::int64_t>(kMarlinPanelTiles, tile_end - panel));
-      std::fill_n(sums.get(), rows * kSumsStride, 0.0f);
-      std::fill_n(totals.get(), rows * kTotalsStride, 0.0f);
+      std::fill_n(sums, rows * sums_stride, 0.0f);
+      std::fill_n(totals, rows * totals_stride, 0.0f);
       std::int64_t group = -1;
       std::fill_n(group_sum, kMarlinRows, 0.0f);
       // Adds the group's sums into the totals with its zero points and scales, and clears them.
@@ -151,7 +181,7 @@ void MarlinGemm(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::i
         const T* row = scales + group * p.n + panel * marlin::kTileN;
         if (!channelwise) {
           ForEachChunk(df, width, [&](std::size_t i, std::size_t count) HWY_ATTR {
-            hn::StoreU(Load(df, row + i, count), df, panel_scales.get() + i);
+            hn::StoreU(Load(df, row + i, count), df, panel_scales + i);
           });
         } else {
           for (std::size_t i = 0; i < width; ++i) {  // once a call: the channel-wise order to the grouped one
@@ -168,10 +198,10 @@ void MarlinGemm(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::i
         }
         for (int r = 0; r < rows; ++r) {
           for (int t = 0; t < tiles; ++t) {
-            const float* g = sums.get() + r * kSumsStride + t * 2 * kMarlinTileWords;
-            float* total = totals.get() + r * kTotalsStride + t * marlin::kTileN;
-            const float* scale = panel_scales.get() + t * marlin::kTileN;
-            const float* zero = panel_zeros.get() + t * marlin::kTileN;
+            const float* g = sums + r * sums_stride + t * 2 * kMarlinTileWords;
+            float* total = totals + r * totals_stride + t * marlin::kTileN;
+            const float* scale = panel_scales + t * marlin::kTileN;
+            const float* zero = panel_zeros + t * marlin::kTileN;
 #if HWY_TARGET == HWY_SCALAR
             for (int u = 0; u < 8; ++u) {
               for (int i = 0; i < 8; ++i) {  // position 8 u + i = 2 j + h
@@ -200,64 +230,94 @@ void MarlinGemm(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::i
             }
 #endif
           }
-          std::fill_n(sums.get() + r * kSumsStride, tiles * 2 * kMarlinTileWords, 0.0f);
+          std::fill_n(sums + r * sums_stride, tiles * 2 * kMarlinTileWords, 0.0f);
         }
         std::fill_n(group_sum, kMarlinRows, 0.0f);
       };
-      // Accumulates rows [start, end) of one block over the panel (the other rows zeroed).
-      const auto add_block = [&](std::int64_t block, int start, int end) {
+      // The activation patterns of rows [start, end) of a block (the other rows zeroed), into
+      // pattern set `set`; adds those rows to the group sums.
+      const auto build_patterns = [&](std::int64_t block, int start, int end, int set) {
         for (int r = 0; r < rows; ++r) {
-          const float* xs = staged.get() + r * staged_stride + block * marlin::kTileK;
+          const float* xs = staged + r * staged_stride + block * marlin::kTileK;
           float x[marlin::kTileK];
           for (int i = 0; i < marlin::kTileK; ++i) {
             x[i] = i >= start && i < end ? xs[i] : 0.0f;
             group_sum[r] += x[i];
           }
-          float* pattern = patterns.get() + r * 8 * period;
+          float* pattern = patterns + (set * max_rows + r) * 8 * period;
           for (int s = 0; s < 8; ++s) {
-            // Exact (a power of two); the top nibble is shifted down instead (see MarlinTileBlock).
+            // Exact (a power of two); the top nibble is shifted down instead (MarlinNibbles).
             const float scale = s == 7 ? 1.0f : 1.0f / static_cast<float>(1u << (4 * s));
             const int row = kNibbleRow[s] % 2 + kNibbleRow[s] / 2 * 8;
             for (int i = 0; i < kMarlinPatternWords; ++i) pattern[s * period + i] = x[2 * (i / 4) + row] * scale;
             for (std::size_t i = kMarlinPatternWords; i < period; ++i) pattern[s * period + i] = pattern[s * period + i % kMarlinPatternWords];
           }
         }
-        const std::int32_t* words = p.b + block * row_words + panel * kMarlinTileWords;
+      };
+      // Accumulates `count` (1 or 2) blocks from `block` over the panel, their patterns built.
+      const auto add_blocks = [&](std::int64_t block, int count) {
+        const std::int32_t* first = p.b + block * row_words + panel * kMarlinTileWords;
+        const float* pattern_sets[2] = {patterns, patterns + max_rows * 8 * period};
+        // Each tile's slice a few blocks ahead is fetched as the tile goes, spread evenly so the
+        // prefetches never queue up (the hardware prefetchers alone fall behind here).
+        const bool prefetch = block + count - 1 + kMarlinPrefetchBlocks < block_end;
         for (int t = 0; t < tiles; ++t) {
-          MarlinTileBlock(df, words + t * kMarlinTileWords, rows, patterns.get(), period,
-                          sums.get() + t * 2 * kMarlinTileWords, kSumsStride);
+          const std::int32_t* words[2] = {first + t * kMarlinTileWords, first + row_words + t * kMarlinTileWords};
+          if (prefetch) {
+            for (int i = 0; i < count; ++i) {
+              const auto* ahead = reinterpret_cast<const char*>(words[i] + kMarlinPrefetchBlocks * row_words);
+              for (int line = 0; line < kMarlinTileWords * 4; line += 64) hwy::Prefetch(ahead + line);
+            }
+          }
+          float* tile_sums = sums + t * 2 * kMarlinTileWords;
+          if (count == 2) {
+            MarlinTileBlocks<2>(df, words, rows, pattern_sets, period, tile_sums, sums_stride);
+          } else {
+            MarlinTileBlocks<1>(df, words, rows, pattern_sets, period, tile_sums, sums_stride);
+          }
         }
       };
-      for (std::int64_t block = block_begin; block < block_end; ++block) {
-        // The panel's slice of a block is a few KiB of its own, far from the last one (rows of
-        // the repacked weights are N / 2 bytes apart), which the hardware prefetchers do not
-        // follow: fetch a later block's slice now.
-        if (block + kMarlinPrefetchBlocks < block_end) {
-          const auto* ahead = reinterpret_cast<const char*>(p.b + (block + kMarlinPrefetchBlocks) * row_words +
-                                                            panel * kMarlinTileWords);
-          for (int line = 0; line < tiles * kMarlinTileWords * 4; line += 64) hwy::Prefetch(ahead + line);
-        }
+      // The group of each row of a block, and whether they are all one.
+      const auto block_ids = [&](std::int64_t block, std::int64_t* out) {
         const std::int64_t k0 = block * marlin::kTileK;
-        if (p.g_idx != nullptr) {
-          for (int i = 0; i < marlin::kTileK; ++i) ids[i] = std::clamp<std::int64_t>(p.g_idx[k0 + i], 0, p.groups - 1);
-        } else {
-          // Groups are whole 16-row blocks (group_size is a multiple of 16).
-          std::fill_n(ids, marlin::kTileK, k0 / p.group_size);
+        if (p.g_idx == nullptr) {  // groups are whole 16-row blocks (group_size is a multiple of 16)
+          std::fill_n(out, marlin::kTileK, k0 / p.group_size);
+          return true;
+        }
+        bool uniform = true;
+        for (int i = 0; i < marlin::kTileK; ++i) {
+          out[i] = std::clamp<std::int64_t>(p.g_idx[k0 + i], 0, p.groups - 1);
+          uniform = uniform && out[i] == out[0];
+        }
+        return uniform;
+      };
+      std::int64_t next_ids[marlin::kTileK];
+      for (std::int64_t block = block_begin; block < block_end; ++block) {
+        const bool uniform = block_ids(block, ids);
+        if (uniform && ids[0] != group) close_group(), group = ids[0];
+        // Two blocks of the current group at once when the next one is all in it too.
+        if (uniform && block + 1 < block_end && block_ids(block + 1, next_ids) && next_ids[0] == group) {
+          build_patterns(block, 0, marlin::kTileK, 0);
+          build_patterns(block + 1, 0, marlin::kTileK, 1);
+          add_blocks(block, 2);
+          ++block;
+          continue;
         }
         // One pass per run of equal group ids (one run unless groups meet inside the block).
         for (int start = 0; start < marlin::kTileK;) {
           int end = start + 1;
           while (end < marlin::kTileK && ids[end] == ids[start]) ++end;
           if (ids[start] != group) close_group(), group = ids[start];
-          add_block(block, start, end);
+          build_patterns(block, start, end, 0);
+          add_blocks(block, 1);
           start = end;
         }
       }
       close_group();
       for (int r = 0; r < rows; ++r) {
-        const float* total = totals.get() + r * kTotalsStride;
+        const float* total = totals + r * totals_stride;
         float* natural = partial != nullptr ? partial + (m0 + r) * p.n + panel * marlin::kTileN
-                                            : panel_scales.get();  // free now: the totals in column order
+                                            : panel_scales;  // free now: the totals in column order
         for (int i = 0; i < tiles * marlin::kTileN; ++i) natural[i] = total[marlin::grouped_scale_pos(i)];
         if (partial != nullptr) continue;
         T* c = static_cast<T*>(p.c) + (m0 + r) * p.n + panel * marlin::kTileN;
