@@ -15,10 +15,12 @@
 // splits that block by masking rows, so any g_idx gives the right sum, and sorted ids (serving
 // code sorts them) cost one pass a block.
 //
-// A call computes a range of 64-column tiles for up to 4 rows of a at a time (the nibbles are
-// converted once for them), in panels of up to 128 tiles whose sums (1 KiB a tile and row) stay
-// in L2 while the panel's slice of every 16-row block streams past: a thread's slice of a block
-// is one contiguous run. Rows of a are staged in float32 first. Included once per SIMD target
+// A call computes a range of 64-column tiles over a range of 16-row blocks, for up to 4 rows of
+// a at a time (the nibbles are converted once for them), in panels of up to 128 tiles whose sums
+// (1 KiB a tile and row) stay in L2 while the panel's slice of every block streams past. Two
+// blocks of one group go through the sums in one pass. The caller splits K across threads for
+// decode (each thread then streams one contiguous run of whole rows; marlin.cpp adds the parts)
+// and the tiles otherwise. Rows of a are staged in float32 first. Included once per SIMD target
 // by Highway's foreach_target.
 #ifndef MLLM_KERNEL_CPU_MARLIN_GEMM_PARAMS_
 #define MLLM_KERNEL_CPU_MARLIN_GEMM_PARAMS_
