@@ -517,3 +517,36 @@ def test_ops_marlin_gemm_eager_and_compiled():
     gptq = reference.quantize_gptq(torch.randn(k, n, generator=g), 4, 64, False, generator=g)
     repack = torch.compile(lambda w: ops.gptq_marlin_repack(w, None, k, n, 4), fullgraph=True)
     assert torch.equal(repack(gptq["qweight"]), _marlin_weights(_unpack_gptq(gptq["qweight"], 4), 4))
+
+
+@cuda
+@pytest.mark.parametrize("m", [5, 300])  # the Marlin kernel; dequantization and cuBLAS
+def test_cuda_ops_marlin_gemm_compiled(m):
+    from mllm_kernel import ops
+
+    k, n = 512, 256
+    prep = _prepare("gptq4", k, n, 128, True, torch.bfloat16, seed=m)
+    a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+    ws = marlin.marlin_make_workspace(a.device)
+    args = (prep["q"], prep["s"], None, None, prep["g_idx"], prep["perm"], ws, prep["type_id"], m, n, k)
+    eager = ops.gptq_marlin_gemm(a, None, *args)
+    _check(eager, a, prep["w_ref"], torch.bfloat16)
+    compiled = torch.compile(lambda a, c: ops.gptq_marlin_gemm(a, c, *args), fullgraph=True)
+    c = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    torch.testing.assert_close(compiled(a, c), eager, rtol=0, atol=0)
+    torch.testing.assert_close(c, eager, rtol=0, atol=0)
+    torch.testing.assert_close(compiled(a, None), eager, rtol=0, atol=0)
+    assert int(ws.abs().sum()) == 0
+
+
+def test_import_paths_keep_the_package_names_functions():
+    """Serving code imports mllm_kernel.cuda.jit.gptq_marlin_repack.gptq_marlin_repack; the package's
+    gptq_marlin_repack must stay the function, not become that submodule."""
+    import importlib
+
+    import mllm_kernel.cuda.jit as jit
+
+    for name in ("gptq_marlin_repack", "awq_marlin_repack"):
+        module = importlib.import_module(f"mllm_kernel.cuda.jit.{name}")
+        assert callable(getattr(module, name))
+        assert getattr(jit, name) is getattr(module, name), name

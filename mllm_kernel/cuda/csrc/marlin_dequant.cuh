@@ -1,10 +1,11 @@
-// CUDA dequantization of Marlin-format weights into a dense [K, N] matrix of the activation
-// type T, for the large-M path of gptq_marlin_gemm (the caller then runs a dense GEMM):
+// CUDA dequantization of Marlin-format weights into a dense [N, K] matrix of the activation
+// type T (a linear layer's weight layout), for the large-M path of gptq_marlin_gemm (the caller
+// then runs a dense GEMM with its transpose, as for an unquantized layer):
 //   marlin_dequant<T, kBits>(b, scales, zeros, g_idx, out, size_n, size_k)
-// out[k, n] = (q - zero) * scale, rounded to T once: exactly the values the Marlin GEMM kernel
+// out[n, k] = (q - zero) * scale, rounded to T once: exactly the values the Marlin GEMM kernel
 // feeds its tensor cores. One block per 16 x 64 tile: each thread dequantizes one repacked word
 // into a shared-memory tile (mllm_kernel/marlin.hpp says where each value goes), then the tile
-// is written out as 16 rows of 128 contiguous bytes.
+// is written out as 64 runs of 32 contiguous bytes.
 #pragma once
 
 #include <mllm_kernel/marlin.hpp>
@@ -24,7 +25,7 @@ namespace {
 namespace marlin_dq = mllm_kernel::marlin;
 
 constexpr int kDequantThreads = 128;
-constexpr int kDequantPad = 8;  // a tile row of 72 values: 16-byte aligned, fewer bank conflicts
+constexpr int kDequantPad = 2;  // a tile row of 18 values (9 banks): few bank conflicts
 
 template <typename T, int kBits>
 __global__ void __launch_bounds__(kDequantThreads)
@@ -33,7 +34,7 @@ __global__ void __launch_bounds__(kDequantThreads)
   constexpr int kPerWord = 32 / kBits;
   constexpr int kWords = marlin_dq::tile_words(kBits);
   constexpr std::uint32_t kMask = (1u << kBits) - 1;
-  __shared__ alignas(16) T tile[marlin_dq::kTileK][marlin_dq::kTileN + kDequantPad];
+  __shared__ alignas(16) T tile[marlin_dq::kTileN][marlin_dq::kTileK + kDequantPad];
 
   const std::int64_t tile_n = blockIdx.x, step = blockIdx.y;
   const std::int32_t* words = p.b + step * (p.n * marlin_dq::kTileK * kBits / 32) + tile_n * kWords;
@@ -66,39 +67,42 @@ __global__ void __launch_bounds__(kDequantThreads)
   __syncthreads();
   for (int w = threadIdx.x; w < kWords; w += kDequantThreads) {
     const auto word = static_cast<std::uint32_t>(__ldg(words + w));
+    // A word's values lie in at most two columns, first and first + 8.
+    const int first = marlin_dq::weight_coord(kBits, w, 0).n;
+    const int second = first + 8 < marlin_dq::kTileN ? first + 8 : first;
+    const float scale0 = per_row ? 0.0f : tile_scale[first], zero0 = per_row ? 0.0f : tile_zero[first];
+    const float scale1 = per_row ? 0.0f : tile_scale[second], zero1 = per_row ? 0.0f : tile_zero[second];
 #pragma unroll
     for (int slot = 0; slot < kPerWord; ++slot) {
       const marlin_dq::TileCoord at = marlin_dq::weight_coord(kBits, w, slot);
-      float scale, zero;
+      float scale = at.n == first ? scale0 : scale1, zero = at.n == first ? zero0 : zero1;
       if (per_row) {  // out-of-range ids read a valid row (clamped above)
         const std::int64_t n = tile_n * marlin_dq::kTileN + at.n;
         scale = scale_of(row_group[at.k], n);
         zero = zero_of(row_group[at.k], n);
-      } else {
-        scale = tile_scale[at.n];
-        zero = tile_zero[at.n];
       }
       const float q = static_cast<float>(word >> (kBits * slot) & kMask);
-      tile[at.k][at.n] = cast<T>((q - zero) * scale);
+      tile[at.n][at.k] = cast<T>((q - zero) * scale);
     }
   }
   __syncthreads();
-  constexpr int kRowVecs = marlin_dq::kTileN * sizeof(T) / 16;
-  for (int v = threadIdx.x; v < marlin_dq::kTileK * kRowVecs; v += kDequantThreads) {
-    const int r = v / kRowVecs, c = v % kRowVecs;
-    *reinterpret_cast<int4*>(out + (step * marlin_dq::kTileK + r) * p.n + tile_n * marlin_dq::kTileN + c * 8) =
-        *reinterpret_cast<const int4*>(&tile[r][c * 8]);
+  // Pairs of values (4 bytes: the padded rows are 4-byte aligned), 8 threads writing a column's 32 bytes.
+  constexpr int kColumnPairs = marlin_dq::kTileK / 2;
+  for (int v = threadIdx.x; v < marlin_dq::kTileN * kColumnPairs; v += kDequantThreads) {
+    const int n = v / kColumnPairs, c = v % kColumnPairs;
+    *reinterpret_cast<std::uint32_t*>(out + (tile_n * marlin_dq::kTileN + n) * p.k + step * marlin_dq::kTileK + c * 2) =
+        *reinterpret_cast<const std::uint32_t*>(&tile[n][c * 2]);
   }
 }
 
-/// out: [size_k, size_n] of T, contiguous; the other arguments as for marlin_gemm.
+/// out: [size_n, size_k] of T, contiguous; the other arguments as for marlin_gemm.
 template <typename T, int kBits>
 void marlin_dequant(tvm::ffi::TensorView b, tvm::ffi::TensorView scales, tvm::ffi::TensorView zeros,
                     tvm::ffi::TensorView g_idx, tvm::ffi::TensorView out, std::int64_t size_n, std::int64_t size_k) {
   using namespace mllm_kernel::host;
   SymbolicDevice device;
   const MarlinGemmParams p = check_marlin_weights<kDLCUDA, T>(b, scales, zeros, g_idx, kBits, size_n, size_k, device);
-  (void)TensorMatcher({size_k, size_n}).template with_dtype<T>().template with_device<kDLCUDA>(device).verify(out, "out");
+  (void)TensorMatcher({size_n, size_k}).template with_dtype<T>().template with_device<kDLCUDA>(device).verify(out, "out");
   RuntimeCheck(p.zeros == nullptr || kBits == 4, "zero points are supported for 4-bit weights only");
   RuntimeCheck(reinterpret_cast<std::uintptr_t>(out.data_ptr()) % 16 == 0, "out must start 16-byte aligned");
   const dim3 grid(static_cast<unsigned>(size_n / marlin_dq::kTileN), static_cast<unsigned>(size_k / marlin_dq::kTileK));

@@ -9,7 +9,10 @@ from mllm_kernel.cuda.jit.gdn_extend_chunkwise import gdn_extend_chunkwise
 from mllm_kernel.cuda.jit.gptq_marlin import gptq_marlin_gemm
 from mllm_kernel.cuda.jit.int8_scaled_mm_cutlass import int8_scaled_mm
 from mllm_kernel.cuda.jit.kv_cache import store_kv_cache
-from mllm_kernel.cuda.jit.marlin_repack import awq_marlin_repack, gptq_marlin_repack
+# Through the submodules named like the functions, so that importing them later (the import
+# paths serving code uses) cannot rebind these names to the modules.
+from mllm_kernel.cuda.jit.awq_marlin_repack import awq_marlin_repack
+from mllm_kernel.cuda.jit.gptq_marlin_repack import gptq_marlin_repack
 from mllm_kernel.cuda.jit.norm import fused_add_rmsnorm, qknorm, qknorm_across_heads, rmsnorm
 from mllm_kernel.cuda.jit.quant import (
     per_tensor_quant_fp8,

@@ -3,7 +3,7 @@ Marlin-format weights, with vLLM's and sglang's signature (format:
 ``mllm_kernel/include/mllm_kernel/marlin.hpp``; kernel: ``mllm_kernel/cuda/csrc/marlin_gemm.cuh``).
 One module per activation dtype (float16, bfloat16) and weight width (4, 8 bits); sm_80 and newer.
 From ``DENSE_MIN_M`` rows of activations on, where the product is compute-bound, the weights are
-dequantized into a temporary ``[K, N]`` matrix (``csrc/marlin_dequant.cuh``) and multiplied by
+dequantized into a temporary ``[N, K]`` matrix (``csrc/marlin_dequant.cuh``) and multiplied by
 cuBLAS (``torch.mm``), as serving engines do for large batches.
 
 Weights come from ``gptq_marlin_repack`` / ``awq_marlin_repack``, scales and zero points
@@ -91,7 +91,7 @@ def splits_for(m: int, n: int, k: int, sm_count: int) -> int:
     return max(1, min(target // output_blocks(m, n), k // 16 // (2 * STAGE_STEPS)))
 
 
-#: Rows of a from which the weights are dequantized into a dense matrix for cuBLAS (a K x N
+#: Rows of a from which the weights are dequantized into a dense matrix for cuBLAS (an N x K
 #: buffer of a's dtype for the call) instead of running the Marlin kernel (measured on the H100).
 DENSE_MIN_M = 256
 
@@ -145,12 +145,12 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
     a, c, zeros, bits = marlin_gemm_operands(_OP, a, c, global_scale, b_zeros, perm, b_q_type_id, size_m, size_n,
                                              size_k, is_zp_float, HALF_DTYPES, "cuda", WEIGHT_TYPES)
     if size_m >= DENSE_MIN_M and _dense_ok(a, c, size_m, size_n, size_k):
-        # Compute-bound: the weights dequantized once into a [K, N] matrix of a's dtype (the
-        # values the kernel below would feed its tensor cores), then cuBLAS.
-        weight = torch.empty((size_k, size_n), dtype=a.dtype, device=a.device)
+        # Compute-bound: the weights dequantized once into an [N, K] matrix of a's dtype (the
+        # values the kernel below would feed its tensor cores), then cuBLAS as for a bf16 layer.
+        weight = torch.empty((size_n, size_k), dtype=a.dtype, device=a.device)
         _DEQUANT[(a.dtype, bits)](b_q_weight, _aligned16(b_scales), _aligned16(zeros), _empty_or(g_idx, a.device),
                                   weight, size_n, size_k)
-        return torch.mm(a, weight, out=c)
+        return torch.mm(a, weight.t(), out=c)
     sm_count = _sm_count(a.device.index)
     splits = splits_for(size_m, size_n, size_k, sm_count) if size_m > 0 else 1
     if splits > 1:
