@@ -162,8 +162,7 @@ def test_bad_inputs():
     raises("mat_b: must be column-major (stride(0) == 1, the transpose of a row-major [N, K] weight), got strides "
            "[129, 1]", a, b.contiguous(), sa, sb)
     raises("mat_a is [17, 100] but mat_b is [99, 129]: K differs", a, b[:99], sa, sb)
-    raises("mat_a and mat_b must not be empty, got M = 0, K = 100, N = 129", a[:0], b, sa[:0], sb)
-    raises("mat_a and mat_b must not be empty, got M = 17, K = 100, N = 0", a, b[:, :0], sa, sb[:0])
+    raises("mat_b must not be empty, got K = 100, N = 0", a, b[:, :0], sa, sb[:0])
     raises("scales_a: must be [17], [17, 1] or [1], got shape [16]", a, b, sa[:16], sb)
     raises("scales_a: must be [17], [17, 1] or [1], got shape [17, 1, 1]", a, b, sa.view(m, 1, 1), sb)
     raises("scales_a: must be float32, got float64", a, b, sa.double(), sb)
@@ -208,3 +207,12 @@ def test_devices_must_match():
         int8_scaled_mm(a, b, sa.cuda(), sb, torch.bfloat16)
     with pytest.raises(ValueError, match=_msg("int8_scaled_mm: mat_b is on cuda:0 but mat_a is on cpu")):
         int8_scaled_mm(a, b.cuda(), sa, sb, torch.bfloat16)
+
+
+def test_no_rows_give_an_empty_result():
+    """An empty batch (M = 0) is an empty [0, N] product, as on CUDA and in torch.mm."""
+    a = torch.randint(-128, 128, (0, 64), dtype=torch.int8)
+    b = torch.randint(-128, 128, (48, 64), dtype=torch.int8).t()
+    for bias in (None, torch.ones(48, dtype=torch.bfloat16)):
+        out = int8_scaled_mm(a, b, torch.ones(0), torch.ones(48), torch.bfloat16, bias)
+        assert out.shape == (0, 48) and out.dtype == torch.bfloat16

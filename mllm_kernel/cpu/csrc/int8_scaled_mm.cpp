@@ -29,7 +29,8 @@ namespace detail {
 /// weight), scales_a float32 [M] or [1], scales_b float32 [N] or [1] (contiguous; [1] is one
 /// scale for all; the wrapper passes 2-D scales as these views), out [M, N] float16, bfloat16
 /// or float32 with contiguous rows, bias [N] of out's dtype (contiguous); one CPU device;
-/// nothing empty. With K == 1 the operands' strides along K are never read, so any layout passes.
+/// M may be 0 (an empty result), K and N not. With K == 1 the operands' strides along K are
+/// never read, so any layout passes.
 struct Int8ScaledMmArgs {
   host::SymbolicSize m{"M"}, k{"K"}, n{"N"}, out_stride{"out_row_stride"};
   host::SymbolicDType dtype;
@@ -50,8 +51,9 @@ struct Int8ScaledMmArgs {
     RuntimeCheck(bs[0] == 1 || k.unwrap() == 1,
                  "mat_b: must be column-major (stride(0) == 1: w.t() of a row-major [N, K] weight w), got strides [",
                  bs[0], ", ", bs[1], "]");
-    RuntimeCheck(m.unwrap() > 0 && k.unwrap() > 0 && n.unwrap() > 0, "mat_a and mat_b must not be empty, got M = ",
-                 m.unwrap(), ", K = ", k.unwrap(), ", N = ", n.unwrap());
+    // No rows (an empty batch) is an empty product, as on CUDA; a weight must have both sizes.
+    RuntimeCheck(k.unwrap() > 0 && n.unwrap() > 0, "mat_b must not be empty, got K = ", k.unwrap(), ", N = ",
+                 n.unwrap());
     a_stride = as[0];
     w_stride = bs[1];
     sa_stride = verify_scales(scales_a, m, "scales_a");
@@ -107,6 +109,7 @@ void int8_scaled_mm(tvm::ffi::TensorView out, tvm::ffi::TensorView mat_a, tvm::f
   Int8ScaledMmArgs args;
   args.verify(out, mat_a, mat_b, scales_a, scales_b);
   if constexpr (kBias) args.verify_bias(*bias);
+  if (args.m.unwrap() == 0) return;
   const Int8ScaledMmParams p{static_cast<const std::int8_t*>(mat_a.data_ptr()),
                              args.a_stride,
                              static_cast<const std::int8_t*>(mat_b.data_ptr()),
