@@ -90,6 +90,18 @@ def _into(out: Tensor | None, result: Tensor) -> Tensor:
     return out
 
 
+def _into_exact(op: str, name: str, out: Tensor | None, result: Tensor) -> Tensor:
+    """As ``_into`` for an op's own output parameter: ``out`` must match ``result`` exactly (the
+    kernel, called eagerly, checks it the same way), so tracing neither casts nor broadcasts."""
+    if out is None:
+        return result
+    if out.shape != result.shape or out.dtype != result.dtype or out.device != result.device:
+        raise ValueError(f"{op}: {name}: must be {list(result.shape)} of {result.dtype} on {result.device}, got "
+                         f"{list(out.shape)} of {out.dtype} on {out.device}")
+    out.copy_(result)
+    return out
+
+
 def _fresh(result: tuple, inputs: tuple) -> tuple:
     """A custom op may not return one of its inputs: such a result is handed back as a copy."""
     return tuple(r.clone() if any(r is i for i in inputs) else r for r in result)
@@ -159,13 +171,12 @@ def register_op(
         for m in mutates:
             if m not in tensors:
                 raise ValueError(f"register_op({name}): mutates names {m!r}, which is not a tensor parameter")
-        out_param = out if isinstance(out, str) else None
-        if out_param is not None and kinds.get(out_param) != "optional":
-            raise ValueError(f"register_op({name}): out names {out_param!r}, which is not an optional tensor parameter")
+        if isinstance(out, str) and kinds.get(out) != "optional":
+            raise ValueError(f"register_op({name}): out names {out!r}, which is not an optional tensor parameter")
 
         namespace: dict = {
             "Tensor": Tensor, "_compiling": torch.compiler.is_compiling, "_grad_enabled": torch.is_grad_enabled,
-            "_arrays": call_with_arrays, "_into": _into, "_fresh": _fresh, "_refuse_grad": refuse_grad,
+            "_arrays": call_with_arrays, "_into": _into, "_into_exact": _into_exact, "_fresh": _fresh, "_refuse_grad": refuse_grad,
             "_other_device": _other_device, "_mutates": tuple(mutates),
             "_cpu": kernels.get("cpu") or _missing_kernel(name, "cpu"),
             "_cuda": kernels.get("cuda") or _missing_kernel(name, "cuda"),
@@ -183,8 +194,14 @@ def register_op(
         args = ", ".join(f"{p.name}={p.name}" if p.kind is inspect.Parameter.KEYWORD_ONLY else p.name for p in params)
         returns_tuple = typing.get_origin(signature.return_annotation) is tuple
 
-        # The custom op: what torch.compile's graphs call.
-        call = f"(_cuda if {target}.is_cuda else _cpu)({args})"
+        out_param = out if isinstance(out, str) else None
+        # The custom op: what torch.compile's graphs call. An op whose output is one of its own
+        # parameters (out="c") ignores it there and returns a new tensor (a custom op may neither
+        # write an undeclared input nor return one); the eager function copies it into c.
+        custom_args = args if out_param is None else ", ".join(
+            (f"{p.name}=" if p.kind is inspect.Parameter.KEYWORD_ONLY else "") + ("None" if p.name == out_param else p.name)
+            for p in params)
+        call = f"(_cuda if {target}.is_cuda else _cpu)({custom_args})"
         if returns_tuple:
             call = f"_fresh({call}, ({', '.join(tensors)},))"
         impl = _generate(name, f"def {name}({', '.join(declared)}):\n    return {call}\n", namespace)
@@ -203,10 +220,7 @@ def register_op(
         keywords = ", ".join(f"{n}={n}" for n in names + (["out"] if extra_out else []))
         kernel_args = args + ((", out=out" if "*" in declared else ", out") if extra_out else "")
         if out_param is not None:
-            traced_args = ", ".join(
-                ("None" if p.name == out_param else p.name) if p.kind is not inspect.Parameter.KEYWORD_ONLY
-                else f"{p.name}={'None' if p.name == out_param else p.name}" for p in params)
-            traced = f"_into({out_param}, _custom({traced_args}))"
+            traced = f"_into_exact({name!r}, {out_param!r}, {out_param}, _custom({custom_args}))"
         else:
             traced = f"_into(out, _custom({args}))" if out else f"_custom({args})"
         source = (

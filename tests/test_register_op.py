@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from mllm_kernel.jit_utils import KernelTable, jit_module
-from mllm_kernel.op_registration import REGISTERED_OPS, register_op
+from mllm_kernel.op_registration import REGISTERED_OPS, _into_exact, register_op
 
 KERNEL = r"""
 #include <mllm_kernel/tensor.hpp>
@@ -137,6 +137,14 @@ def test_an_optional_parameter_as_the_output(twice):
     torch.testing.assert_close(c, 5 * x, rtol=0, atol=0)
     torch.testing.assert_close(out, 5 * x, rtol=0, atol=0)
     torch.testing.assert_close(compiled(x, None, 0.5), 0.5 * x, rtol=0, atol=0)
+    # The custom op itself ignores c (it may not write an undeclared input) and returns a new tensor.
+    c.fill_(float("nan"))
+    direct = torch.ops.mllm_kernel.scaled_with_c(x, c, 2.0)
+    assert direct.data_ptr() != c.data_ptr() and bool(c.isnan().all())
+    torch.testing.assert_close(direct, 2 * x, rtol=0, atol=0)
+    with pytest.raises(ValueError, match=r"scaled_with_c: c: must be \[64\] of torch.float32 on cpu, got \[64\] of "
+                                         r"torch.float64 on cpu"):
+        _into_exact("scaled_with_c", "c", c.double(), direct)  # what a traced call does with a mismatched c
 
     def no_c(input: Tensor, scale: float) -> Tensor: ...
 

@@ -1,10 +1,11 @@
 // CPU side of the Marlin-format weight-only GEMM (format and checks: mllm_kernel/marlin.hpp):
 //   marlin_gemm(a, c, b, scales, zeros, g_idx, num_threads)   4-bit weights; body in
-//       mllm_kernel/cpu/marlin_gemm.hpp, Highway SIMD chosen at run time, 64-column tiles split
-//       over the module's thread pool
+//       mllm_kernel/cpu/marlin_gemm.hpp, Highway SIMD chosen at run time, on the module's thread
+//       pool: K split across threads for decode, the 64-column tiles otherwise
 //   gptq_marlin_repack(b_q_weight, perm, out, size_k, size_n, num_bits, num_threads)
 //   awq_marlin_repack(b_q_weight, out, size_k, size_n, num_bits, num_threads)
 // The repacks gather each output word from the checkpoint, as the CUDA ones do.
+#include <mllm_kernel/integer.hpp>
 #include <mllm_kernel/marlin.hpp>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.hpp>
@@ -40,10 +41,12 @@ void run_marlin_gemm(tvm::ffi::TensorView a, tvm::ffi::TensorView c, tvm::ffi::T
   // Decode (one pass over the weights): K is split, so that each thread streams one contiguous
   // run of whole rows of the repacked weights, and the parts are added after. More rows of a:
   // the tiles are split, each thread reading its columns of every row.
-  const std::int64_t parts = std::min({num_threads, blocks, p.k * p.n / 2 / kMinBytesPerThread});
+  const std::int64_t parts =
+      std::min({num_threads, blocks, p.k * p.n / 2 / kMinBytesPerThread, std::int64_t{kMaxThreads}});
   if (p.m <= kMarlinRows && parts > 1) {
     // Every part writes all of its [M, N] sums: no need to clear them first.
     auto partials = hwy::AllocateAligned<float>(static_cast<std::size_t>(parts * p.m * p.n));
+    host::RuntimeCheck(partials != nullptr, "out of memory for ", parts, " partial sums of [", p.m, ", ", p.n, "]");
     parallel_for(parts, kMinBytesPerThread, parts, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t part = begin; part < end; ++part) {
         fn(p, 0, tiles, blocks * part / parts, blocks * (part + 1) / parts, partials.get() + part * p.m * p.n);
@@ -55,8 +58,8 @@ void run_marlin_gemm(tvm::ffi::TensorView a, tvm::ffi::TensorView c, tvm::ffi::T
     });
     return;
   }
-  // A tile streams K / 16 blocks of 512 bytes for each row of a.
-  parallel_for(tiles, p.k * 32 * p.m, num_threads,
+  // A tile streams K / 16 blocks of 512 bytes for every 4 rows of a.
+  parallel_for(tiles, p.k * 32 * host::div_ceil(p.m, std::int64_t{kMarlinRows}), num_threads,
                [&](std::int64_t begin, std::int64_t end) { fn(p, begin, end, 0, blocks, nullptr); });
 }
 

@@ -2,8 +2,9 @@
 // type T (a linear layer's weight layout), for the large-M path of gptq_marlin_gemm (the caller
 // then runs a dense GEMM with its transpose, as for an unquantized layer):
 //   marlin_dequant<T, kBits>(b, scales, zeros, g_idx, out, size_n, size_k)
-// out[n, k] = (q - zero) * scale, rounded to T once: exactly the values the Marlin GEMM kernel
-// feeds its tensor cores. One block per 16 x 64 tile: each thread dequantizes one repacked word
+// out[n, k] = (q - zero) * scale, rounded to T once: with group scales exactly the values the
+// Marlin GEMM kernel feeds its tensor cores (with one channel-wise scale that kernel scales its
+// float32 sums instead, so the two paths then differ by the rounding of the product). One block per 16 x 64 tile: each thread dequantizes one repacked word
 // into a shared-memory tile (mllm_kernel/marlin.hpp says where each value goes), then the tile
 // is written out as 64 runs of 32 contiguous bytes.
 #pragma once
@@ -67,9 +68,9 @@ __global__ void __launch_bounds__(kDequantThreads)
   __syncthreads();
   for (int w = threadIdx.x; w < kWords; w += kDequantThreads) {
     const auto word = static_cast<std::uint32_t>(__ldg(words + w));
-    // A word's values lie in at most two columns, first and first + 8.
+    // A word's values lie in column `first` and, for 4 bits, first + 8 (first is at most 55).
     const int first = marlin_dq::weight_coord(kBits, w, 0).n;
-    const int second = first + 8 < marlin_dq::kTileN ? first + 8 : first;
+    const int second = kBits == 4 ? first + 8 : first;
     const float scale0 = per_row ? 0.0f : tile_scale[first], zero0 = per_row ? 0.0f : tile_zero[first];
     const float scale1 = per_row ? 0.0f : tile_scale[second], zero1 = per_row ? 0.0f : tile_zero[second];
 #pragma unroll

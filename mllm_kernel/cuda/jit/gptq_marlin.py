@@ -145,8 +145,9 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
     a, c, zeros, bits = marlin_gemm_operands(_OP, a, c, global_scale, b_zeros, perm, b_q_type_id, size_m, size_n,
                                              size_k, is_zp_float, HALF_DTYPES, "cuda", WEIGHT_TYPES)
     if size_m >= DENSE_MIN_M and _dense_ok(a, c, size_m, size_n, size_k):
-        # Compute-bound: the weights dequantized once into an [N, K] matrix of a's dtype (the
-        # values the kernel below would feed its tensor cores), then cuBLAS as for a bf16 layer.
+        # Compute-bound: the weights dequantized once into an [N, K] matrix of a's dtype (with
+        # group scales the values the kernel below feeds its tensor cores), then cuBLAS as for a
+        # bf16 layer.
         weight = torch.empty((size_n, size_k), dtype=a.dtype, device=a.device)
         _DEQUANT[(a.dtype, bits)](b_q_weight, _aligned16(b_scales), _aligned16(zeros), _empty_or(g_idx, a.device),
                                   weight, size_n, size_k)

@@ -145,7 +145,11 @@ void MarlinGemm(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::i
   for (std::size_t size : sizes) total_size += size;
   thread_local hwy::AlignedFreeUniquePtr<float[]> scratch;
   thread_local std::size_t scratch_size = 0;
-  if (scratch_size < total_size) scratch = hwy::AllocateAligned<float>(scratch_size = total_size);
+  if (scratch_size < total_size) {
+    scratch = hwy::AllocateAligned<float>(total_size);
+    HWY_ASSERT(scratch != nullptr);  // out of memory: a few hundred KiB a thread
+    scratch_size = total_size;
+  }
   float* staged = scratch.get();
   float* patterns = staged + sizes[0];
   float* sums = patterns + sizes[1];
@@ -186,7 +190,7 @@ void MarlinGemm(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::i
             hn::StoreU(Load(df, row + i, count), df, panel_scales + i);
           });
         } else {
-          for (std::size_t i = 0; i < width; ++i) {  // once a call: the channel-wise order to the grouped one
+          for (std::size_t i = 0; i < width; ++i) {  // one group only: the channel-wise order to the grouped one
             const std::int64_t n = panel * marlin::kTileN + static_cast<std::int64_t>(i);
             panel_scales[marlin::grouped_scale_pos(n) - panel * marlin::kTileN] =
                 hn::GetLane(Load(df, scales + marlin::channel_scale_pos(n), 1));
