@@ -63,24 +63,21 @@ inline constexpr int kMarlinPatternWords = 16;
 /// How many 16-row blocks ahead the weights are prefetched.
 inline constexpr std::int64_t kMarlinPrefetchBlocks = 2;
 
-/// The 8 nibbles of each word of a vector, as floats: nibble s is converted in place, as
-/// (word & 0xf << 4 s), which is its value times 2^(4 s) exactly, so no shift is needed (the top
-/// nibble, which would read as negative, is shifted down instead).
-struct MarlinNibbles {
-  VF v0, v1, v2, v3, v4, v5, v6, v7;
-
-  HWY_INLINE MarlinNibbles(DF df, const std::int32_t* HWY_RESTRICT words) {
-    const hn::RebindToUnsigned<DF> du;
-    const hn::RebindToSigned<DF> di;
-    const auto w = hn::BitCast(du, hn::LoadU(di, words));
-    const auto value = [&](std::uint32_t mask) HWY_ATTR {
-      return hn::ConvertTo(df, hn::BitCast(di, hn::And(w, hn::Set(du, mask))));
-    };
-    v0 = value(0xfu), v1 = value(0xf0u), v2 = value(0xf00u), v3 = value(0xf000u);
-    v4 = value(0xf0000u), v5 = value(0xf00000u), v6 = value(0xf000000u);
-    v7 = hn::ConvertTo(df, hn::BitCast(di, hn::ShiftRight<28>(w)));
-  }
-};
+/// body(v0, ..., v7): the 8 nibbles of each word of a vector, as floats. Nibble s is converted in
+/// place, as (word & 0xf << 4 s), which is its value times 2^(4 s) exactly, so no shift is needed
+/// (the top nibble, which would read as negative, is shifted down instead).
+template <class Body>
+HWY_INLINE void MarlinNibbles(DF df, const std::int32_t* HWY_RESTRICT words, const Body& body) {
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
+  const auto w = hn::BitCast(du, hn::LoadU(di, words));
+  const auto value = [&](std::uint32_t mask) HWY_ATTR {
+    return hn::ConvertTo(df, hn::BitCast(di, hn::And(w, hn::Set(du, mask))));
+  };
+  // Vectors are passed as arguments, not kept in a struct: SVE's vectors are sizeless.
+  body(value(0xfu), value(0xf0u), value(0xf00u), value(0xf000u), value(0xf0000u), value(0xf00000u),
+       value(0xf000000u), hn::ConvertTo(df, hn::BitCast(di, hn::ShiftRight<28>(w))));
+}
 
 /// Adds the products of kBlocks (1 or 2) consecutive 16-row blocks of a tile into `sums` for
 /// `rows` rows of a: block i's words at words[i], row r's sums at sums + r * sums_stride ([2][128],
@@ -93,29 +90,40 @@ HWY_INLINE void MarlinTileBlocks(DF df, const std::int32_t* const* words, int ro
                                  std::size_t period, float* HWY_RESTRICT sums, std::size_t sums_stride) {
   const std::size_t lanes = hn::Lanes(df);
   for (std::size_t o = 0; o < kMarlinTileWords; o += lanes) {
-    const MarlinNibbles a(df, words[0] + o);
-    const MarlinNibbles b(df, words[kBlocks - 1] + o);
-    for (int r = 0; r < rows; ++r) {
-      float* s = sums + r * sums_stride;
-      // Nibble s holds value 0, 2, 4, 6, 1, 3, 5, 7 of the word: value v is in half v / 4. Two
-      // chains a half, so that no multiply-add waits on the one before it for long.
-      VF lo = hn::LoadU(df, s + o), hi = hn::LoadU(df, s + kMarlinTileWords + o);
-      VF lo2 = hn::Zero(df), hi2 = hn::Zero(df);
-      const auto add = [&](const MarlinNibbles& n, const float* x) HWY_ATTR {
-        lo = hn::MulAdd(n.v0, hn::LoadU(df, x), lo);
-        lo2 = hn::MulAdd(n.v1, hn::LoadU(df, x + period), lo2);
-        hi = hn::MulAdd(n.v2, hn::LoadU(df, x + 2 * period), hi);
-        hi2 = hn::MulAdd(n.v3, hn::LoadU(df, x + 3 * period), hi2);
-        lo = hn::MulAdd(n.v4, hn::LoadU(df, x + 4 * period), lo);
-        lo2 = hn::MulAdd(n.v5, hn::LoadU(df, x + 5 * period), lo2);
-        hi = hn::MulAdd(n.v6, hn::LoadU(df, x + 6 * period), hi);
-        hi2 = hn::MulAdd(n.v7, hn::LoadU(df, x + 7 * period), hi2);
-      };
-      add(a, patterns[0] + r * 8 * period + o % period);
-      if constexpr (kBlocks == 2) add(b, patterns[1] + r * 8 * period + o % period);
-      hn::StoreU(hn::Add(lo, lo2), df, s + o);
-      hn::StoreU(hn::Add(hi, hi2), df, s + kMarlinTileWords + o);
-    }
+    // The rows of a, with the nibbles of block 0 (a*) and, for two blocks, of block 1 (b*).
+    const auto pass = [&](VF a0, VF a1, VF a2, VF a3, VF a4, VF a5, VF a6, VF a7, VF b0, VF b1, VF b2, VF b3, VF b4,
+                          VF b5, VF b6, VF b7) HWY_ATTR {
+      for (int r = 0; r < rows; ++r) {
+        float* s = sums + r * sums_stride;
+        // Nibble s holds value 0, 2, 4, 6, 1, 3, 5, 7 of the word: value v is in half v / 4. Two
+        // chains a half, so that no multiply-add waits on the one before it for long.
+        VF lo = hn::LoadU(df, s + o), hi = hn::LoadU(df, s + kMarlinTileWords + o);
+        VF lo2 = hn::Zero(df), hi2 = hn::Zero(df);
+        const auto add = [&](VF v0, VF v1, VF v2, VF v3, VF v4, VF v5, VF v6, VF v7, const float* x) HWY_ATTR {
+          lo = hn::MulAdd(v0, hn::LoadU(df, x), lo);
+          lo2 = hn::MulAdd(v1, hn::LoadU(df, x + period), lo2);
+          hi = hn::MulAdd(v2, hn::LoadU(df, x + 2 * period), hi);
+          hi2 = hn::MulAdd(v3, hn::LoadU(df, x + 3 * period), hi2);
+          lo = hn::MulAdd(v4, hn::LoadU(df, x + 4 * period), lo);
+          lo2 = hn::MulAdd(v5, hn::LoadU(df, x + 5 * period), lo2);
+          hi = hn::MulAdd(v6, hn::LoadU(df, x + 6 * period), hi);
+          hi2 = hn::MulAdd(v7, hn::LoadU(df, x + 7 * period), hi2);
+        };
+        add(a0, a1, a2, a3, a4, a5, a6, a7, patterns[0] + r * 8 * period + o % period);
+        if constexpr (kBlocks == 2) add(b0, b1, b2, b3, b4, b5, b6, b7, patterns[1] + r * 8 * period + o % period);
+        hn::StoreU(hn::Add(lo, lo2), df, s + o);
+        hn::StoreU(hn::Add(hi, hi2), df, s + kMarlinTileWords + o);
+      }
+    };
+    MarlinNibbles(df, words[0] + o, [&](VF a0, VF a1, VF a2, VF a3, VF a4, VF a5, VF a6, VF a7) HWY_ATTR {
+      if constexpr (kBlocks == 2) {
+        MarlinNibbles(df, words[1] + o, [&](VF b0, VF b1, VF b2, VF b3, VF b4, VF b5, VF b6, VF b7) HWY_ATTR {
+          pass(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7);
+        });
+      } else {
+        pass(a0, a1, a2, a3, a4, a5, a6, a7, a0, a1, a2, a3, a4, a5, a6, a7);  // the b* go unused
+      }
+    });
   }
 }
 
