@@ -67,6 +67,25 @@ def copy_gbps(repeats: int) -> float:
     return 2 * x.nbytes / median_us([lambda: y.copy_(x)], max(3, repeats)) / 1e3
 
 
+def start_cpu_bench(doc: str, quick_help: str, remark: str = "") -> tuple[argparse.Namespace, bool, int, float]:
+    """The start of a CPU GEMM benchmark: parses --quick (``quick_help`` says what it keeps),
+    --threads, --repeats and --json, sets the thread count, measures copy_ bandwidth and prints
+    it in a header line (followed by ``remark``). Returns (args, quick, repeats, bandwidth)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--repeats", type=int, default=None, help="timed calls per case (default 20, --quick 5)")
+    results.add_json_argument(parser)
+    args = parser.parse_args()
+    quick = args.quick or CI
+    repeats = args.repeats or (5 if quick else 20)
+    torch.set_num_threads(args.threads)
+    bandwidth = copy_gbps(repeats)
+    print(f"threads={torch.get_num_threads()}  torch {torch.__version__}  repeats={repeats}  "
+          f"copy_ 256 MiB: {bandwidth:.1f} GB/s (read + write){remark}")
+    return args, quick, repeats, bandwidth
+
+
 def run(tokens: list[int], weights: list[tuple[int, int]], repeats: int, with_int_mm: bool) -> list[dict]:
     """Times every case, printing its line as it goes; returns the results rows."""
     rows = []
@@ -124,20 +143,10 @@ COLUMNS = [
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="M = 1 and 16 at 4096 x 4096 only, fewer repeats")
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--repeats", type=int, default=None, help="timed calls per case (default 20, --quick 5)")
-    results.add_json_argument(parser)
-    args = parser.parse_args()
-    quick = args.quick or CI
-    repeats = args.repeats or (5 if quick else 20)
-    torch.set_num_threads(args.threads)
     with_int_mm = int_mm_works()
-    bandwidth = copy_gbps(repeats)
-    print(f"threads={torch.get_num_threads()}  torch {torch.__version__}  repeats={repeats}  "
-          f"copy_ 256 MiB: {bandwidth:.1f} GB/s (read + write)"
-          + ("" if with_int_mm else "  (torch._int_mm does not run on CPU here: no int_mm column)"))
+    args, quick, repeats, bandwidth = start_cpu_bench(
+        __doc__, "M = 1 and 16 at 4096 x 4096 only, fewer repeats",
+        "" if with_int_mm else "  (torch._int_mm does not run on CPU here: no int_mm column)")
     print(HEAD)
     print("-" * len(HEAD))
     rows = run(TOKENS[:2] if quick else TOKENS, WEIGHTS[:1] if quick else WEIGHTS, repeats, with_int_mm)

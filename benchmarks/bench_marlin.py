@@ -129,12 +129,8 @@ def main() -> None:
     args = parser.parse_args()
     import harness
 
-    rows = run_cuda()
-    copy = harness.copy_bandwidth_gbps()
-    print(f"copy bandwidth: {copy:.0f} GB/s")
-    notes = [NOTE] + (["CI=true: reduced shapes and repetitions, a smoke test only."] if CI else [])
-    results.write(args.json, results.section("cuda/marlin", "marlin", "Weight-only quantized GEMM (Llama-3-8B shapes)",
-                                             torch.cuda.get_device_name(), COLUMNS, rows, copy_gbps=copy, notes=notes))
+    harness.write_rows_section(args.json, "marlin", "marlin", "Weight-only quantized GEMM (Llama-3-8B shapes)", COLUMNS,
+                               run_cuda(), NOTE)
 
 
 if __name__ == "__main__":

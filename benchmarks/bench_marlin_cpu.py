@@ -15,9 +15,7 @@ GB/s: the 4-bit weight bytes per call, beside the machine's copy_ bandwidth (rea
 
 from __future__ import annotations
 
-import argparse
 import math
-import os
 import sys
 from pathlib import Path
 
@@ -25,12 +23,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from bench_int8_scaled_mm_cpu import copy_gbps, median_us  # noqa: E402
+from bench_int8_scaled_mm_cpu import median_us, start_cpu_bench  # noqa: E402
 from mllm_kernel.cpu.jit import gptq_marlin_gemm  # noqa: E402
 from mllm_kernel.scalar_type import scalar_types  # noqa: E402
 import results  # noqa: E402
 
-CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 WEIGHTS = [(4096, 4096), (14336, 4096), (4096, 14336)]
 TOKENS = [1, 4, 16]
 GROUP = 128
@@ -85,18 +82,7 @@ COLUMNS = [
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="M = 1 and 4 at 4096 x 4096 only, fewer repeats")
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--repeats", type=int, default=None, help="timed calls per case (default 20, --quick 5)")
-    results.add_json_argument(parser)
-    args = parser.parse_args()
-    quick = args.quick or CI
-    repeats = args.repeats or (5 if quick else 20)
-    torch.set_num_threads(args.threads)
-    bandwidth = copy_gbps(repeats)
-    print(f"threads={torch.get_num_threads()}  torch {torch.__version__}  repeats={repeats}  "
-          f"copy_ 256 MiB: {bandwidth:.1f} GB/s (read + write)")
+    args, quick, repeats, bandwidth = start_cpu_bench(__doc__, "M = 1 and 4 at 4096 x 4096 only, fewer repeats")
     rows = run(TOKENS[:2] if quick else TOKENS, WEIGHTS[:1] if quick else WEIGHTS, repeats)
     notes = [f"{torch.get_num_threads()} threads, PyTorch {torch.__version__}; bfloat16 activations and output, GPTQ "
              f"4-bit weights with group {GROUP} scales. Each call reads the next of several weight copies (together "

@@ -241,6 +241,17 @@ def cuda_section(op: str, family: str, title: str, rows: Sequence[Row], copy_gbp
                            copy_gbps=copy_gbps, notes=notes)
 
 
+def write_rows_section(json_path: str | None, op: str, family: str, title: str, columns: Sequence[results.Column],
+                       rows: Sequence[dict], note: str) -> None:
+    """For a script that prints its own columns (the GEMM comparisons): measures and prints the
+    copy bandwidth, then writes ``rows`` as the results section ``cuda/<op>`` with ``note``."""
+    copy = copy_bandwidth_gbps()
+    print(f"copy bandwidth: {copy:.0f} GB/s")
+    notes = [note] + (["CI=true: reduced shapes and repetitions, a smoke test only."] if CI else [])
+    results.write(json_path, results.section(f"cuda/{op}", family, title, device_name(), columns, rows,
+                                             copy_gbps=copy, notes=notes))
+
+
 def bench_main(doc: str, title: str, run: Callable[[], list], section: Callable[[list, float], dict]) -> None:
     """What a single CUDA benchmark script does: ``run()``, print the table, and with
     ``--json PATH`` write ``section(rows, copy_gbps)`` into that results file."""

@@ -261,6 +261,16 @@ def marlin_sizes(op: str, size_k: object, size_n: object, num_bits: object = 4) 
     return size_k, size_n, num_bits
 
 
+def marlin_repack_out(op: str, b_q_weight: object, size_k: object, size_n: object,
+                      num_bits: object) -> tuple[int, int, int, torch.Tensor]:
+    """A repack's sizes, checked as ``marlin_sizes`` does, and its output: int32
+    ``[size_k / 16, size_n * 16 * num_bits / 32]`` on b_q_weight's device."""
+    size_k, size_n, num_bits = marlin_sizes(op, size_k, size_n, num_bits)
+    weight = require_tensor(b_q_weight, op, "b_q_weight")
+    out = torch.empty((size_k // 16, size_n * 16 * num_bits // 32), dtype=torch.int32, device=weight.device)
+    return size_k, size_n, num_bits, out
+
+
 def marlin_perm(op: str, perm: object, size_k: int, device: torch.device, validate: bool = True) -> torch.Tensor:
     """A GPTQ act-order row permutation as int32 ``[size_k]`` (None: an empty tensor; an empty
     one is returned as it is).

@@ -200,6 +200,22 @@ def _run(prep, a, n, k, c=None, workspace="make"):
                             prep["type_id"], a.shape[0], n, k)
 
 
+#: gptq_marlin_gemm's positional arguments, by the names the bad-input tests change them with.
+GEMM_ARGS = ["a", "c", "q", "s", "global_scale", "zeros", "g_idx", "perm", "workspace", "type", "m", "n", "k"]
+
+
+def _caller(gemm, args):
+    """call(name=value, ...): gemm with those of its positional ``args`` replaced."""
+
+    def call(**changes):
+        values = list(args)
+        for name, value in changes.items():
+            values[GEMM_ARGS.index(name)] = value
+        return gemm(*values)
+
+    return call
+
+
 def _check(out, a, w_ref, dtype):
     ref = a.double().cpu() @ w_ref
     bound = a.double().abs().cpu() @ w_ref.abs()
@@ -283,12 +299,7 @@ def test_gptq_marlin_gemm_bad_inputs():
     a = torch.randn(m, k, device="cuda", dtype=torch.float16)
     args = [a, None, prep["q"], prep["s"], None, None, None, None, None, scalar_types.uint4b8.id, m, n, k]
 
-    def call(**changes):
-        values = list(args)
-        names = ["a", "c", "q", "s", "global_scale", "zeros", "g_idx", "perm", "workspace", "type", "m", "n", "k"]
-        for name, value in changes.items():
-            values[names.index(name)] = value
-        return gptq_marlin_gemm(*values)
+    call = _caller(gptq_marlin_gemm, args)
 
     with pytest.raises(ValueError, match="weight type int8 is not supported"):
         call(type=scalar_types.int8.id)
@@ -431,12 +442,7 @@ def test_cpu_gptq_marlin_gemm_bad_inputs():
     a = torch.randn(m, k, dtype=torch.float16)
     args = [a, None, prep["q"], prep["s"], None, None, None, None, None, scalar_types.uint4b8.id, m, n, k]
 
-    def call(**changes):
-        values = list(args)
-        names = ["a", "c", "q", "s", "global_scale", "zeros", "g_idx", "perm", "workspace", "type", "m", "n", "k"]
-        for name, value in changes.items():
-            values[names.index(name)] = value
-        return gptq_marlin_gemm(*values)
+    call = _caller(gptq_marlin_gemm, args)
 
     with pytest.raises(ValueError, match="weight type uint8b128 is not supported"):
         call(type=scalar_types.uint8b128.id)

@@ -15,7 +15,7 @@ import torch
 from mllm_kernel.cpu.jit._threads import num_threads
 from mllm_kernel.jit_utils import KernelTable, jit_module
 from mllm_kernel.jit_utils import precompile as jit_precompile
-from mllm_kernel.op_args import marlin_gemm_operands, marlin_perm, marlin_sizes, require_tensor
+from mllm_kernel.op_args import marlin_gemm_operands, marlin_perm, marlin_repack_out
 from mllm_kernel.scalar_type import scalar_types
 
 _OP = "gptq_marlin_gemm"
@@ -54,17 +54,11 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
     return c
 
 
-def _out(op: str, b_q_weight, size_k: int, size_n: int, num_bits: int) -> torch.Tensor:
-    weight = require_tensor(b_q_weight, op, "b_q_weight")
-    return torch.empty((size_k // 16, size_n * 16 * num_bits // 32), dtype=torch.int32, device=weight.device)
-
-
 def gptq_marlin_repack(b_q_weight: torch.Tensor, perm: torch.Tensor | None, size_k: int, size_n: int,
                        num_bits: int) -> torch.Tensor:
     """As ``mllm_kernel.cuda.jit.gptq_marlin_repack``, on CPU tensors (4 or 8 bits)."""
     op = "gptq_marlin_repack"
-    size_k, size_n, num_bits = marlin_sizes(op, size_k, size_n, num_bits)
-    out = _out(op, b_q_weight, size_k, size_n, num_bits)
+    size_k, size_n, num_bits, out = marlin_repack_out(op, b_q_weight, size_k, size_n, num_bits)
     _GPTQ[None](b_q_weight, marlin_perm(op, perm, size_k, out.device), out, size_k, size_n, num_bits, num_threads())
     return out
 
@@ -72,7 +66,6 @@ def gptq_marlin_repack(b_q_weight: torch.Tensor, perm: torch.Tensor | None, size
 def awq_marlin_repack(b_q_weight: torch.Tensor, size_k: int, size_n: int, num_bits: int) -> torch.Tensor:
     """As ``mllm_kernel.cuda.jit.awq_marlin_repack``, on CPU tensors (4 or 8 bits)."""
     op = "awq_marlin_repack"
-    size_k, size_n, num_bits = marlin_sizes(op, size_k, size_n, num_bits)
-    out = _out(op, b_q_weight, size_k, size_n, num_bits)
+    size_k, size_n, num_bits, out = marlin_repack_out(op, b_q_weight, size_k, size_n, num_bits)
     _AWQ[None](b_q_weight, out, size_k, size_n, num_bits, num_threads())
     return out

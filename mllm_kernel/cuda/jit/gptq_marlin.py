@@ -144,13 +144,15 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
                         size_m, size_n, size_k, is_k_full, use_atomic_add, use_fp32_reduce, is_zp_float)
     a, c, zeros, bits = marlin_gemm_operands(_OP, a, c, global_scale, b_zeros, perm, b_q_type_id, size_m, size_n,
                                              size_k, is_zp_float, HALF_DTYPES, "cuda", WEIGHT_TYPES)
+    if isinstance(b_scales, torch.Tensor):  # anything else is left for the kernel's checks to name
+        b_scales = _aligned16(b_scales)
+    zeros, g_idx = _aligned16(zeros), _empty_or(g_idx, a.device)
     if size_m >= DENSE_MIN_M and _dense_ok(a, c, size_m, size_n, size_k):
         # Compute-bound: the weights dequantized once into an [N, K] matrix of a's dtype (with
         # group scales the values the kernel below feeds its tensor cores), then cuBLAS as for a
         # bf16 layer.
         weight = torch.empty((size_n, size_k), dtype=a.dtype, device=a.device)
-        _DEQUANT[(a.dtype, bits)](b_q_weight, _aligned16(b_scales), _aligned16(zeros), _empty_or(g_idx, a.device),
-                                  weight, size_n, size_k)
+        _DEQUANT[(a.dtype, bits)](b_q_weight, b_scales, zeros, g_idx, weight, size_n, size_k)
         return torch.mm(a, weight.t(), out=c)
     sm_count = _sm_count(a.device.index)
     splits = splits_for(size_m, size_n, size_k, sm_count) if size_m > 0 else 1
@@ -161,8 +163,6 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
         locks = workspace.reshape(-1) if usable else _locks(a.device, sm_count)
     else:
         partials = locks = _empty(a.device)
-    if isinstance(b_scales, torch.Tensor):
-        b_scales = _aligned16(b_scales)
-    _GEMM[(a.dtype, bits)](a, c, b_q_weight, b_scales, _aligned16(zeros), _empty_or(g_idx, a.device), partials, locks, size_m,
-                           size_n, size_k, m_tiles_for(size_m), splits)
+    _GEMM[(a.dtype, bits)](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
+                           m_tiles_for(size_m), splits)
     return c

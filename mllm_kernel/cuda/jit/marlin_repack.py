@@ -11,7 +11,7 @@ import torch
 
 from mllm_kernel.jit_utils import KernelTable, jit_module
 from mllm_kernel.jit_utils import precompile as jit_precompile
-from mllm_kernel.op_args import marlin_perm, marlin_sizes, require_tensor
+from mllm_kernel.op_args import marlin_perm, marlin_repack_out
 
 _MODULE = jit_module("marlin_repack", device="cuda", cuda_files=["marlin_repack.cuh"],
                      cuda_wrappers=[("gptq_marlin_repack", "gptq_marlin_repack"),
@@ -30,11 +30,6 @@ def _on_cpu(weight) -> bool:
     return isinstance(weight, torch.Tensor) and weight.device.type == "cpu"
 
 
-def _out(op: str, b_q_weight, size_k: int, size_n: int, num_bits: int) -> torch.Tensor:
-    weight = require_tensor(b_q_weight, op, "b_q_weight")
-    return torch.empty((size_k // 16, size_n * 16 * num_bits // 32), dtype=torch.int32, device=weight.device)
-
-
 def gptq_marlin_repack(b_q_weight: torch.Tensor, perm: torch.Tensor | None, size_k: int, size_n: int,
                        num_bits: int) -> torch.Tensor:
     """GPTQ weights ``[size_k * num_bits / 32, size_n]`` int32 (values packed along K, lowest
@@ -47,8 +42,7 @@ def gptq_marlin_repack(b_q_weight: torch.Tensor, perm: torch.Tensor | None, size
 
         return cpu_repack(b_q_weight, perm, size_k, size_n, num_bits)
     op = "gptq_marlin_repack"
-    size_k, size_n, num_bits = marlin_sizes(op, size_k, size_n, num_bits)
-    out = _out(op, b_q_weight, size_k, size_n, num_bits)
+    size_k, size_n, num_bits, out = marlin_repack_out(op, b_q_weight, size_k, size_n, num_bits)
     _GPTQ[None](b_q_weight, marlin_perm(op, perm, size_k, out.device), out, size_k, size_n, num_bits)
     return out
 
@@ -62,7 +56,6 @@ def awq_marlin_repack(b_q_weight: torch.Tensor, size_k: int, size_n: int, num_bi
 
         return cpu_repack(b_q_weight, size_k, size_n, num_bits)
     op = "awq_marlin_repack"
-    size_k, size_n, num_bits = marlin_sizes(op, size_k, size_n, num_bits)
-    out = _out(op, b_q_weight, size_k, size_n, num_bits)
+    size_k, size_n, num_bits, out = marlin_repack_out(op, b_q_weight, size_k, size_n, num_bits)
     _AWQ[None](b_q_weight, out, size_k, size_n, num_bits)
     return out
