@@ -1,18 +1,24 @@
 // Tests of ffi_export.hpp: an exported entry point behaves like the wrapped function, except
-// that tvm-ffi errors it throws get the op name in front of their message.
+// that errors it throws reach the caller as tvm-ffi errors with the op name in front of their
+// message, and arguments that do not convert are a TypeError in tvm-ffi's words. This file
+// includes tvm-ffi's C++ headers (to call the symbols as Python's loader does), so it also
+// covers the export of a function with tvm-ffi parameter types.
+// tvm-ffi's C++ headers come first, as a kernel source's do in a JIT translation unit.
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/error.h>
+#include <tvm/ffi/function.h>
+
 #include <mllm_kernel/ffi_export.hpp>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.hpp>
 
 #include <dlpack/dlpack.h>
 #include <gtest/gtest.h>
-#include <tvm/ffi/container/tensor.h>
-#include <tvm/ffi/error.h>
-#include <tvm/ffi/function.h>
 
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace {
 
@@ -36,8 +42,27 @@ std::int64_t twice_positive(std::int64_t n) {
 /// Throws a RuntimeError, as a failed CUDA call does.
 void device_failure() { throw PanicError("RuntimeError", "CUDA error cudaErrorLaunchFailure"); }
 
-/// Throws an exception that is not a tvm-ffi error.
+/// Throws an exception that is neither a PanicError nor a tvm-ffi error.
 void std_failure() { throw std::runtime_error("not an ffi error"); }
+
+/// Every scalar parameter type the export reads, and a std::string result.
+std::string describe(bool flag, std::int32_t small, std::int64_t big, double real, float single) {
+  return std::string(flag ? "true" : "false") + " " + std::to_string(small) + " " + std::to_string(big) + " " +
+         mllm_kernel::host::detail::concat(real, " ", single);
+}
+
+/// A floating-point and a bool result.
+double half(double x) { return x / 2; }
+bool is_positive(std::int64_t x) { return x > 0; }
+
+/// A tensor read through mllm_kernel::TensorView: its element count.
+std::int64_t numel(mllm_kernel::TensorView x) { return x.numel(); }
+
+/// A parameter type only tvm-ffi's C++ unpacking reads (an optional tensor).
+std::int64_t optional_numel(tvm::ffi::Optional<tvm::ffi::TensorView> x) { return x.has_value() ? x.value().numel() : -1; }
+
+/// A tvm-ffi error thrown by a kernel that uses tvm-ffi's C++ API.
+void ffi_failure(std::int64_t) { TVM_FFI_THROW(IndexError) << "index out of range"; }
 
 /// Sums a runtime value and a template constant (exported with its template argument).
 template <int kConstant>
@@ -61,6 +86,14 @@ MLLM_KERNEL_FFI_EXPORT(twice_positive, twice_positive);
 MLLM_KERNEL_FFI_EXPORT(add_three, add_constant<3>);
 MLLM_KERNEL_FFI_EXPORT(sized_kernel, SizedKernel<float, 4>::run);
 MLLM_KERNEL_FFI_EXPORT(device_failure, device_failure);
+MLLM_KERNEL_FFI_EXPORT(std_failure, std_failure);
+MLLM_KERNEL_FFI_EXPORT(describe, describe);
+MLLM_KERNEL_FFI_EXPORT(half, half);
+MLLM_KERNEL_FFI_EXPORT(is_positive, is_positive);
+MLLM_KERNEL_FFI_EXPORT(numel, numel);
+MLLM_KERNEL_FFI_EXPORT(optional_numel, optional_numel);
+MLLM_KERNEL_FFI_EXPORT(ffi_failure, ffi_failure);
+MLLM_KERNEL_FFI_EXPORT(twice_positive__fast, twice_positive);
 
 namespace {
 
@@ -93,42 +126,6 @@ tvm::ffi::Error expect_ffi_error(F&& fn) {
   return tvm::ffi::Error("None", "", "");
 }
 
-TEST(EntryPoint, ReturnsTheFunctionsResult) {
-  constexpr auto entry = mllm_kernel::ffi_detail::make_entry_point<"twice_positive", &twice_positive>(&twice_positive);
-  EXPECT_EQ(entry(21), 42);
-}
-
-TEST(EntryPoint, PrefixesErrorsWithTheOpName) {
-  constexpr auto entry = mllm_kernel::ffi_detail::make_entry_point<"twice_positive", &twice_positive>(&twice_positive);
-  const tvm::ffi::Error error = expect_ffi_error([&] { entry(-4); });
-  EXPECT_EQ(error.kind(), "ValueError");
-  EXPECT_EQ(error.message(), "twice_positive: n must be positive, got -4" + at(g_check_line));
-}
-
-TEST(EntryPoint, AVariantEntryPointNamesItsOp) {
-  constexpr auto entry =
-      mllm_kernel::ffi_detail::make_entry_point<"twice_positive__fast", &twice_positive>(&twice_positive);
-  const tvm::ffi::Error error = expect_ffi_error([&] { entry(-4); });
-  EXPECT_EQ(error.message(), "twice_positive: n must be positive, got -4" + at(g_check_line));
-}
-
-TEST(EntryPoint, KeepsTheErrorKind) {
-  constexpr auto entry = mllm_kernel::ffi_detail::make_entry_point<"device_failure", &device_failure>(&device_failure);
-  const tvm::ffi::Error error = expect_ffi_error([&] { entry(); });
-  EXPECT_EQ(error.kind(), "RuntimeError");
-  EXPECT_EQ(error.message(), "device_failure: CUDA error cudaErrorLaunchFailure");
-}
-
-TEST(EntryPoint, OtherExceptionsPassUnchanged) {
-  constexpr auto entry = mllm_kernel::ffi_detail::make_entry_point<"std_failure", &std_failure>(&std_failure);
-  try {
-    entry();
-    FAIL() << "entry point did not throw";
-  } catch (const std::runtime_error& error) {
-    EXPECT_STREQ(error.what(), "not an ffi error");
-  }
-}
-
 /// The function the export macro put behind `__tvm_ffi_<name>`, as Python's loader sees it.
 tvm::ffi::Function exported(TVMFFISafeCallType symbol) {
   return tvm::ffi::Function::FromExternC(nullptr, symbol, nullptr);
@@ -136,6 +133,7 @@ tvm::ffi::Function exported(TVMFFISafeCallType symbol) {
 
 TEST(ExportMacro, CallsThroughTheCAbi) {
   EXPECT_EQ(exported(&__tvm_ffi_twice_positive)(std::int64_t{5}).cast<std::int64_t>(), 10);
+  EXPECT_EQ(exported(&__tvm_ffi_twice_positive__fast)(std::int64_t{21}).cast<std::int64_t>(), 42);
   EXPECT_EQ(exported(&__tvm_ffi_add_three)(std::int64_t{4}).cast<std::int64_t>(), 7);
   Vector1D x(4, DLDataType{kDLFloat, 32, 1});
   EXPECT_EQ(exported(&__tvm_ffi_sized_kernel)(tvm::ffi::TensorView(&x.dl)).cast<std::int64_t>(), 4);
@@ -160,6 +158,68 @@ TEST(ExportMacro, ErrorsCrossTheCAbiWithTheOpName) {
   const tvm::ffi::Error runtime_error = expect_ffi_error([] { exported(&__tvm_ffi_device_failure)(); });
   EXPECT_EQ(runtime_error.kind(), "RuntimeError");
   EXPECT_EQ(runtime_error.message(), "device_failure: CUDA error cudaErrorLaunchFailure");
+}
+
+TEST(ExportMacro, ConvertsScalarsAsTvmFfiDoes) {
+  // bool and integers from int or bool, floating point from float, int or bool.
+  EXPECT_EQ(exported(&__tvm_ffi_describe)(true, std::int64_t{-3}, std::int64_t{9000000000}, 0.25, 1.5)
+                .cast<std::string>(),
+            "true -3 9000000000 0.25 1.5");
+  EXPECT_EQ(exported(&__tvm_ffi_describe)(std::int64_t{0}, false, true, std::int64_t{2}, false).cast<std::string>(),
+            "false 0 1 2 0");
+  EXPECT_DOUBLE_EQ(exported(&__tvm_ffi_half)(3.0).cast<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(exported(&__tvm_ffi_half)(std::int64_t{3}).cast<double>(), 1.5);
+  EXPECT_TRUE(exported(&__tvm_ffi_is_positive)(std::int64_t{2}).cast<bool>());
+  EXPECT_FALSE(exported(&__tvm_ffi_is_positive)(std::int64_t{-2}).cast<bool>());
+}
+
+TEST(ExportMacro, ReadsTensorsAsViewsOrTvmFfiTypes) {
+  Vector1D x(6, DLDataType{kDLFloat, 32, 1});
+  EXPECT_EQ(exported(&__tvm_ffi_numel)(tvm::ffi::TensorView(&x.dl)).cast<std::int64_t>(), 6);
+  EXPECT_EQ(exported(&__tvm_ffi_optional_numel)(tvm::ffi::TensorView(&x.dl)).cast<std::int64_t>(), 6);
+  EXPECT_EQ(exported(&__tvm_ffi_optional_numel)(nullptr).cast<std::int64_t>(), -1);
+}
+
+TEST(ExportMacro, ArgumentsThatDoNotConvertAreTypeErrors) {
+  const tvm::ffi::Error float_for_int = expect_ffi_error([] { exported(&__tvm_ffi_twice_positive)(1.5); });
+  EXPECT_EQ(float_for_int.kind(), "TypeError");
+  EXPECT_EQ(float_for_int.message(),
+            "Mismatched type on argument #0 when calling: `twice_positive`. Expected `int` but got `float`");
+  const tvm::ffi::Error text_for_float =
+      expect_ffi_error([] { exported(&__tvm_ffi_half)(tvm::ffi::String("1e-6")); });
+  EXPECT_EQ(text_for_float.kind(), "TypeError");
+  EXPECT_EQ(text_for_float.message().rfind("Mismatched type on argument #0 when calling: `half`. Expected `float`", 0),
+            0u)
+      << text_for_float.message();
+  const tvm::ffi::Error int_for_tensor = expect_ffi_error([] { exported(&__tvm_ffi_numel)(std::int64_t{1}); });
+  EXPECT_EQ(int_for_tensor.message(),
+            "Mismatched type on argument #0 when calling: `numel`. Expected `Tensor` but got `int`");
+  const tvm::ffi::Error text_for_bool =
+      expect_ffi_error([] { exported(&__tvm_ffi_describe)("yes", 1, 2, 3.0, 4.0); });
+  EXPECT_EQ(text_for_bool.kind(), "TypeError");
+  EXPECT_EQ(text_for_bool.message().rfind("Mismatched type on argument #0 when calling: `describe`. Expected `bool`", 0),
+            0u)
+      << text_for_bool.message();
+  const tvm::ffi::Error arity = expect_ffi_error([] { exported(&__tvm_ffi_twice_positive)(); });
+  EXPECT_EQ(arity.kind(), "TypeError");
+  EXPECT_EQ(arity.message(), "Mismatched number of arguments when calling: `twice_positive`. Expected 1 but got 0 arguments");
+}
+
+TEST(ExportMacro, AVariantEntryPointNamesItsOp) {
+  const tvm::ffi::Error error = expect_ffi_error([] { exported(&__tvm_ffi_twice_positive__fast)(std::int64_t{-4}); });
+  EXPECT_EQ(error.message(), "twice_positive: n must be positive, got -4" + at(g_check_line));
+}
+
+TEST(ExportMacro, OtherExceptionsBecomeRuntimeErrorsWithTheOpName) {
+  const tvm::ffi::Error error = expect_ffi_error([] { exported(&__tvm_ffi_std_failure)(); });
+  EXPECT_EQ(error.kind(), "RuntimeError");
+  EXPECT_EQ(error.message(), "std_failure: not an ffi error");
+}
+
+TEST(ExportMacro, TvmFfiErrorsKeepTheirKindAndGetTheOpName) {
+  const tvm::ffi::Error error = expect_ffi_error([] { exported(&__tvm_ffi_ffi_failure)(std::int64_t{1}); });
+  EXPECT_EQ(error.kind(), "IndexError");
+  EXPECT_EQ(error.message(), "ffi_failure: index out of range");
 }
 
 }  // namespace

@@ -62,19 +62,21 @@ class FakeTensor {
     return *this;
   }
 
-  /// A view of this tensor (it borrows shape and strides, so keep the FakeTensor alive).
-  tvm::ffi::TensorView view() const {
-    DLTensor dl{};
-    dl.data = const_cast<char*>(storage_);
-    dl.device = device_;
-    dl.ndim = static_cast<std::int32_t>(shape_.size());
-    dl.dtype = dtype_;
-    dl.shape = const_cast<std::int64_t*>(shape_.data());
-    dl.strides = const_cast<std::int64_t*>(strides_.data());
-    dl.byte_offset = byte_offset_;
-    return tvm::ffi::TensorView(&dl);
+  /// This tensor's DLTensor (it borrows shape and strides, so keep the FakeTensor alive).
+  const DLTensor* dl() const {
+    dl_ = DLTensor{};
+    dl_.data = const_cast<char*>(storage_);
+    dl_.device = device_;
+    dl_.ndim = static_cast<std::int32_t>(shape_.size());
+    dl_.dtype = dtype_;
+    dl_.shape = const_cast<std::int64_t*>(shape_.data());
+    dl_.strides = const_cast<std::int64_t*>(strides_.data());
+    dl_.byte_offset = byte_offset_;
+    return &dl_;
   }
-  operator tvm::ffi::TensorView() const { return view(); }  // NOLINT(google-explicit-constructor)
+  /// A view of this tensor, as a kernel entry point receives it.
+  mllm_kernel::TensorView view() const { return mllm_kernel::TensorView(dl()); }
+  operator mllm_kernel::TensorView() const { return view(); }  // NOLINT(google-explicit-constructor)
 
  private:
   static constexpr char storage_[1] = {0};
@@ -83,6 +85,7 @@ class FakeTensor {
   DLDataType dtype_ = dtype_of<float>;
   DLDevice device_ = kCPU;
   std::uint64_t byte_offset_ = 0;
+  mutable DLTensor dl_{};
 };
 
 /// Runs `fn(line)`, which must set `line` to its own __LINE__ and then throw a ValueError whose
@@ -561,14 +564,27 @@ TEST(TensorMatcher, ChainedVerifyCalls) {
   });
 }
 
-TEST(TensorMatcher, ErrorsAreTvmFfiValueErrors) {
+TEST(TensorMatcher, ErrorsArePanicErrorsOfKindValueError) {
   try {
     TensorMatcher({4}).verify(FakeTensor({5}), "x");
     FAIL() << "verify did not throw";
-  } catch (const tvm::ffi::Error& error) {
+  } catch (const PanicError& error) {
     EXPECT_EQ(error.kind(), "ValueError");
     EXPECT_EQ(error.message().rfind("x: dim 0 must be 4, got 5 [at test_tensor_matcher.cpp:", 0), 0u);
   }
+}
+
+TEST(TensorMatcher, AcceptsTvmFfiTensorViews) {
+  // Kernels written against tvm-ffi's own view type (the seed guide's style) check it as is.
+  const FakeTensor x({3, 8});
+  const tvm::ffi::TensorView view(x.dl());
+  SymbolicSize T{"num_tokens"}, D{"hidden"};
+  TensorMatcher({T, D}).with_dtype<float>().verify(view, "x");
+  EXPECT_EQ(T.unwrap(), 3);
+  EXPECT_EQ(D.unwrap(), 8);
+  expect_panic("x: dim 1 must be 9, got 8", [&](int& line) {
+    line = __LINE__; TensorMatcher({3, 9}).verify(view, "x");
+  });
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.hpp>
 
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "mllm_kernel/cpu/activation.hpp"
@@ -23,7 +23,7 @@ namespace detail {
 
 /// Checks out [..., d] and input [..., 2 * d] as rows (ActAndMulArgs) and returns the kernel
 /// parameters with the dtype and the row count.
-inline ActAndMulParams check_act_and_mul(tvm::ffi::TensorView out, tvm::ffi::TensorView input, DLDataType* dtype_out,
+inline ActAndMulParams check_act_and_mul(mllm_kernel::TensorView out, mllm_kernel::TensorView input, DLDataType* dtype_out,
                                          std::int64_t* rows_out) {
   host::ActAndMulArgs a;
   a.verify<kDLCPU, float, fp16_t, bf16_t>(out, input);
@@ -34,7 +34,7 @@ inline ActAndMulParams check_act_and_mul(tvm::ffi::TensorView out, tvm::ffi::Ten
 
 /// Runs one activation body over all rows; the body is chosen per dtype by `pick`.
 template <typename Pick>
-void run_act_and_mul(tvm::ffi::TensorView out, tvm::ffi::TensorView input, std::int64_t num_threads, Pick pick) {
+void run_act_and_mul(mllm_kernel::TensorView out, mllm_kernel::TensorView input, std::int64_t num_threads, Pick pick) {
   DLDataType dtype;
   std::int64_t rows;
   const ActAndMulParams p = check_act_and_mul(out, input, &dtype, &rows);
@@ -49,21 +49,21 @@ void run_act_and_mul(tvm::ffi::TensorView out, tvm::ffi::TensorView input, std::
 }  // namespace detail
 
 /// out = silu(input[..., :d]) * input[..., d:]; input [rows, 2d], out [rows, d].
-inline void silu_and_mul(tvm::ffi::TensorView out, tvm::ffi::TensorView input, std::int64_t num_threads) {
+inline void silu_and_mul(mllm_kernel::TensorView out, mllm_kernel::TensorView input, std::int64_t num_threads) {
   detail::run_act_and_mul(out, input, num_threads, [](auto tag) {
     return MLLM_KERNEL_CPU_DISPATCH(SiluAndMulRows<decltype(tag)>);
   });
 }
 
 /// out = gelu(input[..., :d]) * input[..., d:] with the exact (erf) GELU.
-inline void gelu_and_mul(tvm::ffi::TensorView out, tvm::ffi::TensorView input, std::int64_t num_threads) {
+inline void gelu_and_mul(mllm_kernel::TensorView out, mllm_kernel::TensorView input, std::int64_t num_threads) {
   detail::run_act_and_mul(out, input, num_threads, [](auto tag) {
     return MLLM_KERNEL_CPU_DISPATCH(GeluAndMulRows<decltype(tag)>);
   });
 }
 
 /// out = gelu_tanh(input[..., :d]) * input[..., d:] with the tanh approximation of GELU.
-inline void gelu_tanh_and_mul(tvm::ffi::TensorView out, tvm::ffi::TensorView input, std::int64_t num_threads) {
+inline void gelu_tanh_and_mul(mllm_kernel::TensorView out, mllm_kernel::TensorView input, std::int64_t num_threads) {
   detail::run_act_and_mul(out, input, num_threads, [](auto tag) {
     return MLLM_KERNEL_CPU_DISPATCH(GeluTanhAndMulRows<decltype(tag)>);
   });

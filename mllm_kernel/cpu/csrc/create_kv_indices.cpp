@@ -5,7 +5,7 @@
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.hpp>
 
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #include <mllm_kernel/cpu/thread_pool.hpp>
 
@@ -14,9 +14,9 @@
 
 namespace mllm_kernel::cpu {
 
-inline void create_kv_indices(tvm::ffi::TensorView req_to_token, tvm::ffi::TensorView req_pool_indices,
-                              tvm::ffi::TensorView page_kernel_lens, tvm::ffi::TensorView kv_indptr,
-                              tvm::ffi::TensorView kv_start_idx, tvm::ffi::TensorView kv_indices,
+inline void create_kv_indices(mllm_kernel::TensorView req_to_token, mllm_kernel::TensorView req_pool_indices,
+                              mllm_kernel::TensorView page_kernel_lens, mllm_kernel::TensorView kv_indptr,
+                              mllm_kernel::TensorView kv_start_idx, mllm_kernel::TensorView kv_indices,
                               std::int64_t num_threads) {
   using namespace host;
   const KvIndicesParams p = check_kv_indices<kDLCPU>(req_to_token, req_pool_indices, page_kernel_lens, kv_indptr,

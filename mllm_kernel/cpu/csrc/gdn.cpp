@@ -8,7 +8,7 @@
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.hpp>
 
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "mllm_kernel/cpu/gdn.hpp"
@@ -57,10 +57,10 @@ inline void run_gdn(const host::GdnParams& p, DLDataType dtype, std::int64_t num
 }  // namespace detail
 
 /// One decode step: token s of q, k, v, a, b is sequence s.
-inline void gdn_decode(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::TensorView v,
-                       tvm::ffi::TensorView a, tvm::ffi::TensorView b, tvm::ffi::TensorView A_log,
-                       tvm::ffi::TensorView dt_bias, tvm::ffi::TensorView state_pool,
-                       tvm::ffi::TensorView cache_indices, tvm::ffi::TensorView out, std::int64_t num_threads) {
+inline void gdn_decode(mllm_kernel::TensorView q, mllm_kernel::TensorView k, mllm_kernel::TensorView v,
+                       mllm_kernel::TensorView a, mllm_kernel::TensorView b, mllm_kernel::TensorView A_log,
+                       mllm_kernel::TensorView dt_bias, mllm_kernel::TensorView state_pool,
+                       mllm_kernel::TensorView cache_indices, mllm_kernel::TensorView out, std::int64_t num_threads) {
   DLDataType dtype;
   DLDevice device;
   const host::GdnParams p = host::check_gdn<kDLCPU, float, fp16_t, bf16_t>(
@@ -69,10 +69,10 @@ inline void gdn_decode(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi:
 }
 
 /// The sequences of cu_seqlens, each from and back to its pool state.
-inline void gdn_extend(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::TensorView v,
-                       tvm::ffi::TensorView a, tvm::ffi::TensorView b, tvm::ffi::TensorView A_log,
-                       tvm::ffi::TensorView dt_bias, tvm::ffi::TensorView state_pool,
-                       tvm::ffi::TensorView cache_indices, tvm::ffi::TensorView cu_seqlens, tvm::ffi::TensorView out,
+inline void gdn_extend(mllm_kernel::TensorView q, mllm_kernel::TensorView k, mllm_kernel::TensorView v,
+                       mllm_kernel::TensorView a, mllm_kernel::TensorView b, mllm_kernel::TensorView A_log,
+                       mllm_kernel::TensorView dt_bias, mllm_kernel::TensorView state_pool,
+                       mllm_kernel::TensorView cache_indices, mllm_kernel::TensorView cu_seqlens, mllm_kernel::TensorView out,
                        std::int64_t num_threads) {
   DLDataType dtype;
   DLDevice device;

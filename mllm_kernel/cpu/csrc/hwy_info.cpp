@@ -3,7 +3,6 @@
 // the CPU toolchain works.
 #include <hwy/highway.h>
 #include <hwy/targets.h>
-#include <tvm/ffi/string.h>
 
 #include <cstdint>
 #include <string>
@@ -23,13 +22,12 @@ inline std::string target_names(std::int64_t mask) {
 }  // namespace detail
 
 /// "supported=AVX2 SSE4 ...;compiled=AVX3 AVX2 SSE4 EMU128;best=AVX2"
-inline tvm::ffi::String highway_targets() {
+inline std::string highway_targets() {
   const std::int64_t supported = hwy::SupportedTargets();
   const std::int64_t usable = supported & HWY_TARGETS;
   const std::int64_t best = usable & -usable;  // lowest bit = best target in Highway's order
-  return tvm::ffi::String("supported=" + detail::target_names(supported) +
-                          ";compiled=" + detail::target_names(HWY_TARGETS) +
-                          ";best=" + (best ? std::string(hwy::TargetName(best)) : std::string("none")));
+  return "supported=" + detail::target_names(supported) + ";compiled=" + detail::target_names(HWY_TARGETS) +
+         ";best=" + (best ? std::string(hwy::TargetName(best)) : std::string("none"));
 }
 
 }  // namespace mllm_kernel::cpu

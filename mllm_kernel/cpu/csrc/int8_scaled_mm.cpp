@@ -7,7 +7,7 @@
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.hpp>
 
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "mllm_kernel/cpu/int8_scaled_mm.hpp"
@@ -37,8 +37,8 @@ struct Int8ScaledMmArgs {
   host::SymbolicDevice device;
   std::int64_t a_stride = 0, w_stride = 0, sa_stride = 1, sb_stride = 1;
 
-  void verify(tvm::ffi::TensorView out, tvm::ffi::TensorView mat_a, tvm::ffi::TensorView mat_b,
-              tvm::ffi::TensorView scales_a, tvm::ffi::TensorView scales_b) {
+  void verify(mllm_kernel::TensorView out, mllm_kernel::TensorView mat_a, mllm_kernel::TensorView mat_b,
+              mllm_kernel::TensorView scales_a, mllm_kernel::TensorView scales_b) {
     using namespace host;
     (void)TensorMatcher({m, k}).with_strides({-1, -1}).with_dtype<std::int8_t>().with_device<kDLCPU>(device).verify(
         mat_a, "mat_a");
@@ -65,13 +65,13 @@ struct Int8ScaledMmArgs {
         .verify(out, "out");
   }
 
-  void verify_bias(tvm::ffi::TensorView bias) {
+  void verify_bias(mllm_kernel::TensorView bias) {
     (void)host::TensorMatcher({n}).with_dtype(dtype).with_device(device).verify(bias, "bias");
   }
 
  private:
   /// float32 [len], or [1] shared by all (stride 0, returned); contiguous.
-  std::int64_t verify_scales(tvm::ffi::TensorView s, host::SymbolicSize& len, const char* name) {
+  std::int64_t verify_scales(mllm_kernel::TensorView s, host::SymbolicSize& len, const char* name) {
     if (s.ndim() == 1 && s.shape()[0] == 1 && len.unwrap() != 1) {
       (void)host::TensorMatcher({1}).with_dtype<float>().with_device(device).verify(s, name);
       return 0;
@@ -103,8 +103,8 @@ void run_int8_scaled_mm(const Int8ScaledMmParams& p, std::int64_t M, std::int64_
 }
 
 template <bool kBias>
-void int8_scaled_mm(tvm::ffi::TensorView out, tvm::ffi::TensorView mat_a, tvm::ffi::TensorView mat_b,
-                    tvm::ffi::TensorView scales_a, tvm::ffi::TensorView scales_b, const tvm::ffi::TensorView* bias,
+void int8_scaled_mm(mllm_kernel::TensorView out, mllm_kernel::TensorView mat_a, mllm_kernel::TensorView mat_b,
+                    mllm_kernel::TensorView scales_a, mllm_kernel::TensorView scales_b, const mllm_kernel::TensorView* bias,
                     std::int64_t num_threads) {
   Int8ScaledMmArgs args;
   args.verify(out, mat_a, mat_b, scales_a, scales_b);
@@ -131,15 +131,15 @@ void int8_scaled_mm(tvm::ffi::TensorView out, tvm::ffi::TensorView mat_a, tvm::f
 
 /// out [M, N] = float(mat_a [M, K] @ mat_b [K, N]) * scales_a * scales_b, int8 operands summed
 /// exactly in int32 (see Int8ScaledMmArgs for the layouts); out's dtype is the output type.
-inline void int8_scaled_mm(tvm::ffi::TensorView out, tvm::ffi::TensorView mat_a, tvm::ffi::TensorView mat_b,
-                           tvm::ffi::TensorView scales_a, tvm::ffi::TensorView scales_b, std::int64_t num_threads) {
+inline void int8_scaled_mm(mllm_kernel::TensorView out, mllm_kernel::TensorView mat_a, mllm_kernel::TensorView mat_b,
+                           mllm_kernel::TensorView scales_a, mllm_kernel::TensorView scales_b, std::int64_t num_threads) {
   detail::int8_scaled_mm<false>(out, mat_a, mat_b, scales_a, scales_b, nullptr, num_threads);
 }
 
 /// As int8_scaled_mm, plus bias [N] (out's dtype) added in float32 before the one rounding.
-inline void int8_scaled_mm_bias(tvm::ffi::TensorView out, tvm::ffi::TensorView mat_a, tvm::ffi::TensorView mat_b,
-                                tvm::ffi::TensorView scales_a, tvm::ffi::TensorView scales_b,
-                                tvm::ffi::TensorView bias, std::int64_t num_threads) {
+inline void int8_scaled_mm_bias(mllm_kernel::TensorView out, mllm_kernel::TensorView mat_a, mllm_kernel::TensorView mat_b,
+                                mllm_kernel::TensorView scales_a, mllm_kernel::TensorView scales_b,
+                                mllm_kernel::TensorView bias, std::int64_t num_threads) {
   detail::int8_scaled_mm<true>(out, mat_a, mat_b, scales_a, scales_b, &bias, num_threads);
 }
 

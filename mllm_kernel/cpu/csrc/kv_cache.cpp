@@ -6,7 +6,7 @@
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.hpp>
 
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "mllm_kernel/cpu/kv_cache.hpp"
@@ -34,7 +34,7 @@ void check_slots(const Index* slots, std::int64_t count, std::int64_t num_slots)
 
 /// Checks the verified slot_mapping of `a` (int32 or int64) before anything is written;
 /// returns whether it is int64.
-inline bool check_slot_mapping(const host::KVStoreArgs& a, tvm::ffi::TensorView slot_mapping) {
+inline bool check_slot_mapping(const host::KVStoreArgs& a, mllm_kernel::TensorView slot_mapping) {
   const std::int64_t count = a.tokens.unwrap(), num_slots = a.num_slots.unwrap();
   const bool int64_slots = a.index_dtype.is_type<std::int64_t>();
   if (int64_slots) {
@@ -61,8 +61,8 @@ inline void copy_heads(std::uint8_t* dst, const std::uint8_t* src, std::int64_t 
 /// non-negative slot. k, v: [T, H, D] (token and head strides free); caches: [num_slots, H, D]
 /// contiguous, same dtype (float32, float16, bfloat16, or uint8: store_cache views rows of any
 /// dtype as bytes); slot_mapping: [T] int32 or int64.
-inline void store_kv_cache(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
-                           tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping, std::int64_t num_threads) {
+inline void store_kv_cache(mllm_kernel::TensorView k, mllm_kernel::TensorView v, mllm_kernel::TensorView k_cache,
+                           mllm_kernel::TensorView v_cache, mllm_kernel::TensorView slot_mapping, std::int64_t num_threads) {
   using namespace host;
   KVStoreArgs a;
   a.verify<kDLCPU, float, fp16_t, bf16_t, std::uint8_t>(k, v, k_cache, v_cache, slot_mapping);
@@ -92,9 +92,9 @@ inline void store_kv_cache(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::
 /// k_cache[slot_mapping[t]] = fp8(k[t] / k_scale), v_cache[slot_mapping[t]] = fp8(v[t] / v_scale)
 /// for every token with a non-negative slot: k, v as above in float32, float16 or bfloat16;
 /// caches contiguous [num_slots, H, D] float8_e4m3fn; k_scale, v_scale float32 [1].
-inline void store_kv_cache_fp8(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
-                               tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping,
-                               tvm::ffi::TensorView k_scale, tvm::ffi::TensorView v_scale, std::int64_t num_threads) {
+inline void store_kv_cache_fp8(mllm_kernel::TensorView k, mllm_kernel::TensorView v, mllm_kernel::TensorView k_cache,
+                               mllm_kernel::TensorView v_cache, mllm_kernel::TensorView slot_mapping,
+                               mllm_kernel::TensorView k_scale, mllm_kernel::TensorView v_scale, std::int64_t num_threads) {
   using namespace host;
   KVStoreArgs a;
   a.verify_quantized<kDLCPU, fp8_e4m3_storage, float, fp16_t, bf16_t>(k, v, k_cache, v_cache, slot_mapping, k_scale,

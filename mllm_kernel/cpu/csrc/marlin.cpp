@@ -10,7 +10,7 @@
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.hpp>
 
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "mllm_kernel/cpu/marlin_gemm.hpp"
@@ -30,8 +30,8 @@ namespace mllm_kernel::cpu {
 namespace detail {
 
 template <typename T>
-void run_marlin_gemm(tvm::ffi::TensorView a, tvm::ffi::TensorView c, tvm::ffi::TensorView b,
-                     tvm::ffi::TensorView scales, tvm::ffi::TensorView zeros, tvm::ffi::TensorView g_idx,
+void run_marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kernel::TensorView b,
+                     mllm_kernel::TensorView scales, mllm_kernel::TensorView zeros, mllm_kernel::TensorView g_idx,
                      std::int64_t size_m, std::int64_t size_n, std::int64_t size_k, std::int64_t num_threads) {
   const host::MarlinGemmParams p =
       host::check_marlin_gemm<kDLCPU, T>(a, c, b, scales, zeros, g_idx, 4, size_m, size_n, size_k);
@@ -76,15 +76,15 @@ inline void repack(const host::MarlinRepackParams& p, std::int64_t num_threads) 
 
 /// c [M, N] = a [M, K] @ dequant(b) for 4-bit Marlin-format weights (uint4b8 when zeros is
 /// empty, uint4 with zero points otherwise); a, c and scales float16, bfloat16 or float32 alike.
-inline void marlin_gemm(tvm::ffi::TensorView a, tvm::ffi::TensorView c, tvm::ffi::TensorView b,
-                        tvm::ffi::TensorView scales, tvm::ffi::TensorView zeros, tvm::ffi::TensorView g_idx,
+inline void marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kernel::TensorView b,
+                        mllm_kernel::TensorView scales, mllm_kernel::TensorView zeros, mllm_kernel::TensorView g_idx,
                         std::int64_t size_m, std::int64_t size_n, std::int64_t size_k, std::int64_t num_threads) {
   visit_float_dtype(a.dtype(), [&](auto tag) {
     detail::run_marlin_gemm<decltype(tag)>(a, c, b, scales, zeros, g_idx, size_m, size_n, size_k, num_threads);
   });
 }
 
-inline void gptq_marlin_repack(tvm::ffi::TensorView b_q_weight, tvm::ffi::TensorView perm, tvm::ffi::TensorView out,
+inline void gptq_marlin_repack(mllm_kernel::TensorView b_q_weight, mllm_kernel::TensorView perm, mllm_kernel::TensorView out,
                                std::int64_t size_k, std::int64_t size_n, std::int64_t num_bits,
                                std::int64_t num_threads) {
   const host::MarlinRepackParams p =
@@ -96,7 +96,7 @@ inline void gptq_marlin_repack(tvm::ffi::TensorView b_q_weight, tvm::ffi::Tensor
   detail::repack(p, num_threads);
 }
 
-inline void awq_marlin_repack(tvm::ffi::TensorView b_q_weight, tvm::ffi::TensorView out, std::int64_t size_k,
+inline void awq_marlin_repack(mllm_kernel::TensorView b_q_weight, mllm_kernel::TensorView out, std::int64_t size_k,
                               std::int64_t size_n, std::int64_t num_bits, std::int64_t num_threads) {
   detail::repack(host::check_marlin_repack<kDLCPU>(b_q_weight, nullptr, out, size_k, size_n, num_bits, true),
                  num_threads);

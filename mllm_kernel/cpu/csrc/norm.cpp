@@ -6,7 +6,7 @@
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.hpp>
 
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "mllm_kernel/cpu/norm.hpp"
@@ -40,7 +40,7 @@ void norm_qk_tokens(const RmsNormParams& q, const RmsNormParams& k, std::int64_t
 
 /// out = input * rsqrt(mean(input^2, -1) + eps) * weight. input and out are [..., hidden] as rows
 /// with any row stride (out may alias input); weight is [hidden]; one dtype throughout.
-inline void rmsnorm(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::ffi::TensorView weight, double eps,
+inline void rmsnorm(mllm_kernel::TensorView out, mllm_kernel::TensorView input, mllm_kernel::TensorView weight, double eps,
                     std::int64_t num_threads) {
   using namespace host;
   NormRowsArgs a("out_row_stride");
@@ -62,8 +62,8 @@ inline void rmsnorm(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::f
 
 /// out = rmsnorm(input) * weight * silu(z). input, z and out are [..., hidden] as rows, each with
 /// its own row stride (out may alias input); weight is [hidden]; one dtype throughout.
-inline void rms_norm_gated(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::ffi::TensorView z,
-                           tvm::ffi::TensorView weight, double eps, std::int64_t num_threads) {
+inline void rms_norm_gated(mllm_kernel::TensorView out, mllm_kernel::TensorView input, mllm_kernel::TensorView z,
+                           mllm_kernel::TensorView weight, double eps, std::int64_t num_threads) {
   using namespace host;
   GatedNormArgs a;
   a.verify<kDLCPU, float, fp16_t, bf16_t>(out, input, z, weight);
@@ -85,7 +85,7 @@ inline void rms_norm_gated(tvm::ffi::TensorView out, tvm::ffi::TensorView input,
 /// In place: residual <- input + residual (in float32, stored in the dtype), then
 /// input <- rmsnorm(residual) * weight. input and residual are [..., hidden] as rows,
 /// any row stride.
-inline void fused_add_rmsnorm(tvm::ffi::TensorView input, tvm::ffi::TensorView residual, tvm::ffi::TensorView weight,
+inline void fused_add_rmsnorm(mllm_kernel::TensorView input, mllm_kernel::TensorView residual, mllm_kernel::TensorView weight,
                               double eps, std::int64_t num_threads) {
   using namespace host;
   NormRowsArgs a("residual_row_stride");
@@ -105,8 +105,8 @@ inline void fused_add_rmsnorm(tvm::ffi::TensorView input, tvm::ffi::TensorView r
 
 /// In place RMSNorm of every head over head_dim: q [T, Hq, D] *= rsqrt(...) * q_weight [D],
 /// k [T, Hk, D] likewise with k_weight. Token and head strides are free; the last dim is dense.
-inline void qknorm(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::TensorView q_weight,
-                   tvm::ffi::TensorView k_weight, double eps, std::int64_t num_threads) {
+inline void qknorm(mllm_kernel::TensorView q, mllm_kernel::TensorView k, mllm_kernel::TensorView q_weight,
+                   mllm_kernel::TensorView k_weight, double eps, std::int64_t num_threads) {
   using namespace host;
   QKArgs a;
   a.verify<kDLCPU, float, fp16_t, bf16_t>(q, k);
@@ -124,8 +124,8 @@ inline void qknorm(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::Ten
 
 /// In place RMSNorm of each token over all its heads: q [T, Hq, D] (heads dense within a token)
 /// normalized over Hq*D with q_weight [Hq*D]; k [T, Hk, D] likewise with k_weight [Hk*D].
-inline void qknorm_across_heads(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::TensorView q_weight,
-                                tvm::ffi::TensorView k_weight, double eps, std::int64_t num_threads) {
+inline void qknorm_across_heads(mllm_kernel::TensorView q, mllm_kernel::TensorView k, mllm_kernel::TensorView q_weight,
+                                mllm_kernel::TensorView k_weight, double eps, std::int64_t num_threads) {
   using namespace host;
   QKArgs a;
   a.verify<kDLCPU, float, fp16_t, bf16_t>(q, k, /*heads_packed=*/true);

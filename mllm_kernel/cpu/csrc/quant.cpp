@@ -5,7 +5,7 @@
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.hpp>
 
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "mllm_kernel/cpu/quant.hpp"
@@ -25,7 +25,7 @@ namespace detail {
 /// [rows, hidden / group_size] (QuantRowsArgs); returns the parameters, the input dtype and the
 /// row count.
 template <typename Out>
-QuantParams check_quant(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
+QuantParams check_quant(mllm_kernel::TensorView out, mllm_kernel::TensorView scales, mllm_kernel::TensorView input,
                         std::int64_t group_size, double eps, bool scale_ue8m0, DLDataType* dtype_out,
                         std::int64_t* rows_out) {
   host::QuantRowsArgs a;
@@ -51,7 +51,7 @@ void run_quant(const QuantParams& p, DLDataType dtype, std::int64_t rows, std::i
 
 /// int8 quantization per group of `group_size` elements of each row (group_size = hidden for
 /// per-token): scales[r, g] = max(amax, eps) / 127, out = round_half_even(x / scale) saturated.
-inline void quant_int8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
+inline void quant_int8(mllm_kernel::TensorView out, mllm_kernel::TensorView scales, mllm_kernel::TensorView input,
                        std::int64_t group_size, double eps, std::int64_t num_threads) {
   DLDataType dtype;
   std::int64_t rows;
@@ -62,7 +62,7 @@ inline void quant_int8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tv
 
 /// float8_e4m3fn quantization per group: scales[r, g] = max(amax, eps) / 448 (rounded up to a
 /// power of two with scale_ue8m0), out = e4m3(clamp(x / scale, -448, 448)), nearest even.
-inline void quant_fp8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
+inline void quant_fp8(mllm_kernel::TensorView out, mllm_kernel::TensorView scales, mllm_kernel::TensorView input,
                       std::int64_t group_size, double eps, bool scale_ue8m0, std::int64_t num_threads) {
   DLDataType dtype;
   std::int64_t rows;

@@ -5,7 +5,7 @@
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.hpp>
 
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "mllm_kernel/cpu/rope.hpp"
@@ -35,8 +35,8 @@ void check_positions(const Index* positions, std::int64_t count, std::int64_t ma
 
 /// Rotates q [T, Hq, D] and k [T, Hk, D] in place by cos_sin_cache[positions] (float32
 /// [max_pos, rotary_dim], cos then sin). positions is [T] int32 or int64.
-inline void apply_rope(tvm::ffi::TensorView positions, tvm::ffi::TensorView q, tvm::ffi::TensorView k,
-                       tvm::ffi::TensorView cos_sin_cache, bool is_neox, std::int64_t num_threads) {
+inline void apply_rope(mllm_kernel::TensorView positions, mllm_kernel::TensorView q, mllm_kernel::TensorView k,
+                       mllm_kernel::TensorView cos_sin_cache, bool is_neox, std::int64_t num_threads) {
   using namespace host;
   RopeArgs a;
   a.verify<kDLCPU, float, fp16_t, bf16_t>(positions, q, k, cos_sin_cache);

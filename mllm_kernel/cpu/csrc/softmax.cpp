@@ -5,7 +5,7 @@
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.hpp>
 
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "mllm_kernel/cpu/softmax.hpp"
@@ -21,7 +21,7 @@ namespace mllm_kernel::cpu {
 
 /// out = softmax(input, dim=-1); input and out are [..., hidden] seen as rows (RowsArgs; out may
 /// alias input), one dtype.
-inline void softmax(tvm::ffi::TensorView out, tvm::ffi::TensorView input, std::int64_t num_threads) {
+inline void softmax(mllm_kernel::TensorView out, mllm_kernel::TensorView input, std::int64_t num_threads) {
   host::RowsArgs a;
   a.verify<kDLCPU, float, fp16_t, bf16_t>(out, input);
 

@@ -18,7 +18,7 @@
 #include <mllm_kernel/vec.cuh>
 
 #include <dlpack/dlpack.h>
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -95,7 +95,7 @@ constexpr int kActThreads = 256;
 
 /// Checks the tensors and launches with the widest usable vector.
 template <typename T, typename Act>
-void act_and_mul(tvm::ffi::TensorView out, tvm::ffi::TensorView input, bool enable_pdl) {
+void act_and_mul(mllm_kernel::TensorView out, mllm_kernel::TensorView input, bool enable_pdl) {
   using namespace mllm_kernel::host;
   ActAndMulArgs a;
   a.verify<kDLCUDA, T>(out, input);
@@ -113,12 +113,12 @@ void act_and_mul(tvm::ffi::TensorView out, tvm::ffi::TensorView input, bool enab
 }
 
 template <typename T>
-void silu_and_mul(tvm::ffi::TensorView out, tvm::ffi::TensorView input, bool enable_pdl) {
+void silu_and_mul(mllm_kernel::TensorView out, mllm_kernel::TensorView input, bool enable_pdl) {
   act_and_mul<T, SiLU>(out, input, enable_pdl);
 }
 /// Exact (erf) GELU gate, or the tanh approximation when `approximate_tanh`.
 template <typename T>
-void gelu_and_mul(tvm::ffi::TensorView out, tvm::ffi::TensorView input, bool approximate_tanh, bool enable_pdl) {
+void gelu_and_mul(mllm_kernel::TensorView out, mllm_kernel::TensorView input, bool approximate_tanh, bool enable_pdl) {
   if (approximate_tanh) {
     act_and_mul<T, GeLUTanh>(out, input, enable_pdl);
   } else {

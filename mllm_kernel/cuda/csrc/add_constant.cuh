@@ -6,7 +6,7 @@
 #include <mllm_kernel/utils.cuh>
 #include <mllm_kernel/utils.hpp>
 
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #include <cstdint>
 
@@ -25,7 +25,7 @@ constexpr int kBlockSize = 256;
 constexpr int64_t kMaxBlocks = 65536;
 
 template <int32_t kConstant>
-void add_constant(tvm::ffi::TensorView dst, tvm::ffi::TensorView src) {
+void add_constant(mllm_kernel::TensorView dst, mllm_kernel::TensorView src) {
   using namespace mllm_kernel::host;
   static_assert(kConstant == 1 || kConstant == 2 || kConstant == 4 || kConstant == 8 || kConstant == 16,
                 "add_constant supports the constants 1, 2, 4, 8 and 16");

@@ -12,7 +12,7 @@
 #include <mllm_kernel/utils.hpp>
 
 #include <dlpack/dlpack.h>
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -64,9 +64,9 @@ __global__ void __launch_bounds__(kThreads) create_kv_indices_kernel(const KvInd
   }
 }
 
-void create_kv_indices(tvm::ffi::TensorView req_to_token, tvm::ffi::TensorView req_pool_indices,
-                       tvm::ffi::TensorView page_kernel_lens, tvm::ffi::TensorView kv_indptr,
-                       tvm::ffi::TensorView kv_start_idx, tvm::ffi::TensorView kv_indices, bool enable_pdl) {
+void create_kv_indices(mllm_kernel::TensorView req_to_token, mllm_kernel::TensorView req_pool_indices,
+                       mllm_kernel::TensorView page_kernel_lens, mllm_kernel::TensorView kv_indptr,
+                       mllm_kernel::TensorView kv_start_idx, mllm_kernel::TensorView kv_indices, bool enable_pdl) {
   using namespace mllm_kernel::host;
   const KvIndicesParams p = check_kv_indices<kDLCUDA>(req_to_token, req_pool_indices, page_kernel_lens, kv_indptr,
                                                       kv_start_idx, kv_indices);

@@ -30,7 +30,7 @@
 #include <mllm_kernel/warp.cuh>
 
 #include <dlpack/dlpack.h>
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #include <cstdint>
 
@@ -358,9 +358,9 @@ void check_grid(const GdnParams& p) {
 
 /// One decode step of `bs` sequences; see the file comment and mllm_kernel/gdn.hpp.
 template <typename T>
-void gdn_decode(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView a,
-                tvm::ffi::TensorView b, tvm::ffi::TensorView A_log, tvm::ffi::TensorView dt_bias,
-                tvm::ffi::TensorView state_pool, tvm::ffi::TensorView cache_indices, tvm::ffi::TensorView out,
+void gdn_decode(mllm_kernel::TensorView q, mllm_kernel::TensorView k, mllm_kernel::TensorView v, mllm_kernel::TensorView a,
+                mllm_kernel::TensorView b, mllm_kernel::TensorView A_log, mllm_kernel::TensorView dt_bias,
+                mllm_kernel::TensorView state_pool, mllm_kernel::TensorView cache_indices, mllm_kernel::TensorView out,
                 bool enable_pdl) {
   DLDataType dtype;
   DLDevice device;
@@ -373,10 +373,10 @@ void gdn_decode(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::Tensor
 
 /// Prefill/extend of the sequences of cu_seqlens; see the file comment and mllm_kernel/gdn.hpp.
 template <typename T>
-void gdn_extend(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView a,
-                tvm::ffi::TensorView b, tvm::ffi::TensorView A_log, tvm::ffi::TensorView dt_bias,
-                tvm::ffi::TensorView state_pool, tvm::ffi::TensorView cache_indices, tvm::ffi::TensorView cu_seqlens,
-                tvm::ffi::TensorView out, std::int64_t chunked_min_tokens, bool enable_pdl) {
+void gdn_extend(mllm_kernel::TensorView q, mllm_kernel::TensorView k, mllm_kernel::TensorView v, mllm_kernel::TensorView a,
+                mllm_kernel::TensorView b, mllm_kernel::TensorView A_log, mllm_kernel::TensorView dt_bias,
+                mllm_kernel::TensorView state_pool, mllm_kernel::TensorView cache_indices, mllm_kernel::TensorView cu_seqlens,
+                mllm_kernel::TensorView out, std::int64_t chunked_min_tokens, bool enable_pdl) {
   DLDataType dtype;
   DLDevice device;
   const GdnParams p = mllm_kernel::host::check_gdn<kDLCUDA, T>(q, k, v, a, b, A_log, dt_bias, state_pool,

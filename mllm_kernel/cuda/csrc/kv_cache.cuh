@@ -28,7 +28,7 @@
 #include <mllm_kernel/vec.cuh>
 
 #include <dlpack/dlpack.h>
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -174,8 +174,8 @@ inline int kv_threads(std::int64_t tokens, std::int64_t units, int device_id) {
 /// The parameters of a plain store of verified arguments `a` (k's element size `elem` bytes)
 /// with slots `slots`; head_units, packed_heads and pdl are filled by launch_kv.
 template <typename Slot>
-KVParams<Slot> kv_params(const mllm_kernel::host::KVStoreArgs& a, tvm::ffi::TensorView k, tvm::ffi::TensorView v,
-                         tvm::ffi::TensorView k_cache, tvm::ffi::TensorView v_cache, const Slot* slots,
+KVParams<Slot> kv_params(const mllm_kernel::host::KVStoreArgs& a, mllm_kernel::TensorView k, mllm_kernel::TensorView v,
+                         mllm_kernel::TensorView k_cache, mllm_kernel::TensorView v_cache, const Slot* slots,
                          std::int64_t elem) {
   return KVParams<Slot>{static_cast<const std::uint8_t*>(k.data_ptr()),
                         static_cast<const std::uint8_t*>(v.data_ptr()),
@@ -341,8 +341,8 @@ void dispatch_fp8(const KVQuantParams<T, Slot>& p, std::int64_t tokens, std::int
 
 /// k_cache[slot_mapping[t]] = k[t] and v_cache[slot_mapping[t]] = v[t] for every token t whose
 /// slot is in [0, num_slots); see the file comment for the layouts.
-void store_kv_cache(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
-                    tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping, bool enable_pdl) {
+void store_kv_cache(mllm_kernel::TensorView k, mllm_kernel::TensorView v, mllm_kernel::TensorView k_cache,
+                    mllm_kernel::TensorView v_cache, mllm_kernel::TensorView slot_mapping, bool enable_pdl) {
   using namespace mllm_kernel::host;
   KVStoreArgs a;
   a.verify<kDLCUDA, fp32_t, fp16_t, bf16_t, fp8_e4m3_t, std::uint8_t>(k, v, k_cache, v_cache, slot_mapping);
@@ -364,9 +364,9 @@ void store_kv_cache(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::Te
 
 /// The quantizing store: k_cache[slot_mapping[t]] = fp8(k[t] / k_scale), and v likewise, for
 /// every token t whose slot is in [0, num_slots); see the file comment for the layouts.
-void store_kv_cache_fp8(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
-                        tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping, tvm::ffi::TensorView k_scale,
-                        tvm::ffi::TensorView v_scale, bool enable_pdl) {
+void store_kv_cache_fp8(mllm_kernel::TensorView k, mllm_kernel::TensorView v, mllm_kernel::TensorView k_cache,
+                        mllm_kernel::TensorView v_cache, mllm_kernel::TensorView slot_mapping, mllm_kernel::TensorView k_scale,
+                        mllm_kernel::TensorView v_scale, bool enable_pdl) {
   using namespace mllm_kernel::host;
   KVStoreArgs a;
   a.verify_quantized<kDLCUDA, fp8_e4m3_t, fp32_t, fp16_t, bf16_t>(k, v, k_cache, v_cache, slot_mapping, k_scale,

@@ -16,7 +16,7 @@
 #include <mllm_kernel/utils.hpp>
 
 #include <dlpack/dlpack.h>
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -98,8 +98,8 @@ __global__ void __launch_bounds__(kDequantThreads)
 
 /// out: [size_n, size_k] of T, contiguous; the other arguments as for marlin_gemm.
 template <typename T, int kBits>
-void marlin_dequant(tvm::ffi::TensorView b, tvm::ffi::TensorView scales, tvm::ffi::TensorView zeros,
-                    tvm::ffi::TensorView g_idx, tvm::ffi::TensorView out, std::int64_t size_n, std::int64_t size_k) {
+void marlin_dequant(mllm_kernel::TensorView b, mllm_kernel::TensorView scales, mllm_kernel::TensorView zeros,
+                    mllm_kernel::TensorView g_idx, mllm_kernel::TensorView out, std::int64_t size_n, std::int64_t size_k) {
   using namespace mllm_kernel::host;
   SymbolicDevice device;
   const MarlinGemmParams p = check_marlin_weights<kDLCUDA, T>(b, scales, zeros, g_idx, kBits, size_n, size_k, device);

@@ -27,7 +27,7 @@
 #include <mllm_kernel/utils.hpp>
 
 #include <dlpack/dlpack.h>
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -483,9 +483,9 @@ void launch_marlin(const MarlinGemmParams& p, const MarlinSplit& split, bool act
 /// partials: float32 [splits * M * N] (empty when splits is 1); locks: int32, at least one per
 /// output block (grid x * grid y), zero, and left zero.
 template <typename T, int kBits>
-void marlin_gemm(tvm::ffi::TensorView a, tvm::ffi::TensorView c, tvm::ffi::TensorView b, tvm::ffi::TensorView scales,
-                 tvm::ffi::TensorView zeros, tvm::ffi::TensorView g_idx, tvm::ffi::TensorView partials,
-                 tvm::ffi::TensorView locks, std::int64_t size_m, std::int64_t size_n, std::int64_t size_k,
+void marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kernel::TensorView b, mllm_kernel::TensorView scales,
+                 mllm_kernel::TensorView zeros, mllm_kernel::TensorView g_idx, mllm_kernel::TensorView partials,
+                 mllm_kernel::TensorView locks, std::int64_t size_m, std::int64_t size_n, std::int64_t size_k,
                  std::int64_t m_tiles, std::int64_t splits) {
   using namespace mllm_kernel::host;
   const MarlinGemmParams p =

@@ -11,7 +11,7 @@
 #include <mllm_kernel/utils.hpp>
 
 #include <dlpack/dlpack.h>
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #include <cstdint>
 
@@ -37,14 +37,14 @@ void launch_repack(const MarlinRepackParams& p, DLDevice device) {
   LaunchKernel(static_cast<unsigned>(blocks), kRepackThreads, device)(marlin_repack_kernel, p);
 }
 
-void gptq_marlin_repack(tvm::ffi::TensorView b_q_weight, tvm::ffi::TensorView perm, tvm::ffi::TensorView out,
+void gptq_marlin_repack(mllm_kernel::TensorView b_q_weight, mllm_kernel::TensorView perm, mllm_kernel::TensorView out,
                         std::int64_t size_k, std::int64_t size_n, std::int64_t num_bits) {
   const MarlinRepackParams p =
       mllm_kernel::host::check_marlin_repack<kDLCUDA>(b_q_weight, &perm, out, size_k, size_n, num_bits, false);
   launch_repack(p, out.device());
 }
 
-void awq_marlin_repack(tvm::ffi::TensorView b_q_weight, tvm::ffi::TensorView out, std::int64_t size_k,
+void awq_marlin_repack(mllm_kernel::TensorView b_q_weight, mllm_kernel::TensorView out, std::int64_t size_k,
                        std::int64_t size_n, std::int64_t num_bits) {
   const MarlinRepackParams p =
       mllm_kernel::host::check_marlin_repack<kDLCUDA>(b_q_weight, nullptr, out, size_k, size_n, num_bits, true);

@@ -25,7 +25,7 @@
 #include <mllm_kernel/vec.cuh>
 
 #include <dlpack/dlpack.h>
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -285,8 +285,8 @@ void check_hidden(std::int64_t hidden, const char* what) {
 /// One set of `tokens` plain rows of `hidden` elements: input rows in_stride apart, out rows
 /// out_stride apart, one weight (rmsnorm and rms_norm_gated).
 template <typename T>
-RowSet<T> plain_rows(tvm::ffi::TensorView out, std::int64_t out_stride, tvm::ffi::TensorView input,
-                     std::int64_t in_stride, tvm::ffi::TensorView weight, std::int64_t tokens, std::int64_t hidden) {
+RowSet<T> plain_rows(mllm_kernel::TensorView out, std::int64_t out_stride, mllm_kernel::TensorView input,
+                     std::int64_t in_stride, mllm_kernel::TensorView weight, std::int64_t tokens, std::int64_t hidden) {
   return RowSet<T>{static_cast<T*>(out.data_ptr()),
                    static_cast<const T*>(input.data_ptr()),
                    nullptr,
@@ -314,7 +314,7 @@ void launch_set(const RowSet<T>& rows, double eps, DLDevice device, bool enable_
 /// out[N, D] = rmsnorm(input[N, D]) * weight[D] (input and out [..., D] seen as rows). input and out may have any row stride
 /// (unit stride within a row).
 template <typename T>
-void rmsnorm(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::ffi::TensorView weight, double eps,
+void rmsnorm(mllm_kernel::TensorView out, mllm_kernel::TensorView input, mllm_kernel::TensorView weight, double eps,
              bool enable_pdl) {
   using namespace mllm_kernel::host;
   NormRowsArgs a("out_row_stride");
@@ -329,8 +329,8 @@ void rmsnorm(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::ffi::Ten
 /// out[N, D] = rmsnorm(input[N, D]) * weight[D] * silu(z[N, D]) (gated DeltaNet's output norm);
 /// input, z and out [..., D] seen as rows, each with its own row stride (unit stride in a row).
 template <typename T>
-void rms_norm_gated(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::ffi::TensorView z,
-                    tvm::ffi::TensorView weight, double eps, bool enable_pdl) {
+void rms_norm_gated(mllm_kernel::TensorView out, mllm_kernel::TensorView input, mllm_kernel::TensorView z,
+                    mllm_kernel::TensorView weight, double eps, bool enable_pdl) {
   using namespace mllm_kernel::host;
   GatedNormArgs a;
   a.verify<kDLCUDA, T>(out, input, z, weight);
@@ -345,7 +345,7 @@ void rms_norm_gated(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::f
 
 /// residual = input + residual; input = rmsnorm(residual) * weight, both [N, D], in place.
 template <typename T>
-void fused_add_rmsnorm(tvm::ffi::TensorView input, tvm::ffi::TensorView residual, tvm::ffi::TensorView weight,
+void fused_add_rmsnorm(mllm_kernel::TensorView input, mllm_kernel::TensorView residual, mllm_kernel::TensorView weight,
                        double eps, bool enable_pdl) {
   using namespace mllm_kernel::host;
   NormRowsArgs a("residual_row_stride");
@@ -376,7 +376,7 @@ void fused_add_rmsnorm(tvm::ffi::TensorView input, tvm::ffi::TensorView residual
 
 /// An in-place row set over a [T, H, D] tensor view.
 template <typename T>
-RowSet<T> head_rows(tvm::ffi::TensorView x, tvm::ffi::TensorView weight, std::int64_t tokens, std::int64_t heads,
+RowSet<T> head_rows(mllm_kernel::TensorView x, mllm_kernel::TensorView weight, std::int64_t tokens, std::int64_t heads,
                     std::int64_t s0, std::int64_t s1, std::int64_t hidden) {
   T* ptr = static_cast<T*>(x.data_ptr());
   return RowSet<T>{ptr, ptr, nullptr, static_cast<const T*>(weight.data_ptr()), tokens * heads, heads, s0, s1, s0, s1,
@@ -385,8 +385,8 @@ RowSet<T> head_rows(tvm::ffi::TensorView x, tvm::ffi::TensorView weight, std::in
 
 /// Per-head RMSNorm over head_dim of q[T, Hq, D] and k[T, Hk, D], in place, one launch.
 template <typename T>
-void qknorm(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::TensorView q_weight,
-            tvm::ffi::TensorView k_weight, double eps, bool enable_pdl) {
+void qknorm(mllm_kernel::TensorView q, mllm_kernel::TensorView k, mllm_kernel::TensorView q_weight,
+            mllm_kernel::TensorView k_weight, double eps, bool enable_pdl) {
   using namespace mllm_kernel::host;
   QKArgs a;
   a.verify<kDLCUDA, T>(q, k);
@@ -406,8 +406,8 @@ void qknorm(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::TensorView
 /// (weight [Hk * D]), in place, one launch. Heads must be packed within a token (head stride
 /// == head_dim); the token stride is free.
 template <typename T>
-void qknorm_across_heads(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::TensorView q_weight,
-                         tvm::ffi::TensorView k_weight, double eps, bool enable_pdl) {
+void qknorm_across_heads(mllm_kernel::TensorView q, mllm_kernel::TensorView k, mllm_kernel::TensorView q_weight,
+                         mllm_kernel::TensorView k_weight, double eps, bool enable_pdl) {
   using namespace mllm_kernel::host;
   QKArgs a;
   a.verify<kDLCUDA, T>(q, k, /*heads_packed=*/true);

@@ -26,7 +26,7 @@
 #include <mllm_kernel/warp.cuh>
 
 #include <dlpack/dlpack.h>
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -165,7 +165,7 @@ void dispatch_group_size(const QuantParams<T, Out>& p, std::int64_t group_size, 
 }
 
 template <typename T, typename Out, bool kUE8M0>
-void group_quant(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
+void group_quant(mllm_kernel::TensorView out, mllm_kernel::TensorView scales, mllm_kernel::TensorView input,
                  std::int64_t group_size, double eps, bool enable_pdl) {
   using namespace mllm_kernel::host;
   RuntimeCheck(group_size == 32 || group_size == 64 || group_size == 128, "group_size must be 32, 64 or 128, got ",
@@ -187,7 +187,7 @@ void group_quant(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi
 /// scales [rows, hidden / group_size] = max(amax, eps) / 448, rounded up to a power of two with
 /// `scale_ue8m0`.
 template <typename T>
-void per_token_group_quant_fp8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
+void per_token_group_quant_fp8(mllm_kernel::TensorView out, mllm_kernel::TensorView scales, mllm_kernel::TensorView input,
                                std::int64_t group_size, double eps, bool scale_ue8m0, bool enable_pdl) {
   if (scale_ue8m0) {
     group_quant<T, fp8_e4m3_t, true>(out, scales, input, group_size, eps, enable_pdl);
@@ -199,7 +199,7 @@ void per_token_group_quant_fp8(tvm::ffi::TensorView out, tvm::ffi::TensorView sc
 /// int8 quantization per group of `group_size` (32, 64, 128) elements of a row: scales
 /// [rows, hidden / group_size] = max(amax, eps) / 127.
 template <typename T>
-void per_token_group_quant_int8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
+void per_token_group_quant_int8(mllm_kernel::TensorView out, mllm_kernel::TensorView scales, mllm_kernel::TensorView input,
                                 std::int64_t group_size, double eps, bool enable_pdl) {
   group_quant<T, std::int8_t, false>(out, scales, input, group_size, eps, enable_pdl);
 }

@@ -30,7 +30,7 @@
 
 #include <cooperative_groups.h>
 #include <dlpack/dlpack.h>
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -481,8 +481,8 @@ void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is
 /// float8_e4m3fn quantization of the whole tensor with one scale ([1] float32). Dynamic
 /// (`is_static` false): scale = amax / 448 is computed into `scale`. Static: `scale` is read.
 template <typename T>
-void per_tensor_quant_fp8(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi::TensorView workspace,
-                          tvm::ffi::TensorView input, bool is_static, bool enable_pdl) {
+void per_tensor_quant_fp8(mllm_kernel::TensorView out, mllm_kernel::TensorView scale, mllm_kernel::TensorView workspace,
+                          mllm_kernel::TensorView input, bool is_static, bool enable_pdl) {
   using namespace mllm_kernel::host;
   DLDevice device;
   auto p = check_tensor<T>(out, scale, input, &device);

@@ -25,7 +25,7 @@
 #include <mllm_kernel/vec.cuh>
 
 #include <dlpack/dlpack.h>
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -141,7 +141,7 @@ void launch_rows(const QuantParams<T, Out>& p, std::int64_t num_vecs, int thread
 }
 
 template <typename T, typename Out>
-void row_quant(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input, bool enable_pdl) {
+void row_quant(mllm_kernel::TensorView out, mllm_kernel::TensorView scales, mllm_kernel::TensorView input, bool enable_pdl) {
   using namespace mllm_kernel::host;
   SymbolicSize H{"hidden"};
   (void)TensorMatcher({-1, H}).with_strides({-1, 1}).verify_rows(input, "input");  // only to read hidden
@@ -165,14 +165,14 @@ void row_quant(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::
 
 /// float8_e4m3fn quantization with one scale per row: scales [rows, 1] = amax / 448.
 template <typename T>
-void per_token_quant_fp8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
+void per_token_quant_fp8(mllm_kernel::TensorView out, mllm_kernel::TensorView scales, mllm_kernel::TensorView input,
                          bool enable_pdl) {
   row_quant<T, fp8_e4m3_t>(out, scales, input, enable_pdl);
 }
 
 /// int8 quantization with one scale per row: scales [rows, 1] = amax / 127.
 template <typename T>
-void per_token_quant_int8(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
+void per_token_quant_int8(mllm_kernel::TensorView out, mllm_kernel::TensorView scales, mllm_kernel::TensorView input,
                           bool enable_pdl) {
   row_quant<T, std::int8_t>(out, scales, input, enable_pdl);
 }

@@ -24,7 +24,7 @@
 #include <mllm_kernel/vec.cuh>
 
 #include <dlpack/dlpack.h>
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -182,8 +182,8 @@ void dispatch_width(const RopeParams<T, Pos>& p, DLDevice device, bool enable_pd
 
 /// q[T, Hq, D], k[T, Hk, D] (any token/head strides, unit feature stride) rotated in place.
 template <typename T>
-void apply_rope(tvm::ffi::TensorView positions, tvm::ffi::TensorView q, tvm::ffi::TensorView k,
-                tvm::ffi::TensorView cos_sin_cache, bool is_neox, bool enable_pdl) {
+void apply_rope(mllm_kernel::TensorView positions, mllm_kernel::TensorView q, mllm_kernel::TensorView k,
+                mllm_kernel::TensorView cos_sin_cache, bool is_neox, bool enable_pdl) {
   using namespace mllm_kernel::host;
   RopeArgs a;
   a.verify<kDLCUDA, T>(positions, q, k, cos_sin_cache);

@@ -19,7 +19,7 @@
 
 #include <cutlass/numeric_types.h>
 #include <dlpack/dlpack.h>
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #include <cstdint>
 
@@ -50,7 +50,7 @@ struct CutlassType<bf16_t> {
 
 /// Checks a scale vector: float32, 1-D, dense, on `device`, of 1 or `len` values; returns
 /// whether it is a vector (len values) rather than one value.
-bool check_scales(tvm::ffi::TensorView scales, mllm_kernel::host::SymbolicDevice& device, std::int64_t len,
+bool check_scales(mllm_kernel::TensorView scales, mllm_kernel::host::SymbolicDevice& device, std::int64_t len,
                   const char* name, const char* per) {
   using namespace mllm_kernel::host;
   SymbolicSize n{name};
@@ -64,9 +64,9 @@ bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) %
 
 template <typename AB, typename Out, int kTileM, int kTileN, int kTileK, int kClusterM, int kClusterN, bool kPingpong,
           bool kSwapAB>
-void scaled_mm_sm90(tvm::ffi::TensorView out, tvm::ffi::TensorView mat_a, tvm::ffi::TensorView mat_b,
-                    tvm::ffi::TensorView scales_a, tvm::ffi::TensorView scales_b, tvm::ffi::TensorView bias,
-                    bool has_bias, tvm::ffi::TensorView workspace, std::int64_t swizzle, std::int64_t raster) {
+void scaled_mm_sm90(mllm_kernel::TensorView out, mllm_kernel::TensorView mat_a, mllm_kernel::TensorView mat_b,
+                    mllm_kernel::TensorView scales_a, mllm_kernel::TensorView scales_b, mllm_kernel::TensorView bias,
+                    bool has_bias, mllm_kernel::TensorView workspace, std::int64_t swizzle, std::int64_t raster) {
   using namespace mllm_kernel::host;
   using namespace mllm_kernel::device::gemm_sm90;
   using ElementAB = typename CutlassType<AB>::type;

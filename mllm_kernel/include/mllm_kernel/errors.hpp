@@ -1,7 +1,10 @@
 // Checked errors with the caller's location.
 //
-// Every check in the library throws `PanicError`, which tvm-ffi turns into a Python exception
-// (ValueError unless said otherwise) that carries the message and the file:line of the check.
+// Every check in the library throws `PanicError`; an entry point (ffi_export.hpp) turns it into
+// a Python exception of its kind (ValueError unless said otherwise) that carries the message and
+// the file:line of the check. Messages are built with `concat`, which formats its parts as an
+// ostream would (numbers as `<<` prints them) without <sstream>: this header is in every kernel's
+// translation unit, and each of nvcc's front ends would otherwise parse the iostreams.
 //
 //   RuntimeCheck(n > 0, "input must not be empty, got ", n);
 //   Panic("unsupported dtype ", dtype_name(dtype));
@@ -9,30 +12,74 @@
 
 #include <mllm_kernel/source_location.hpp>
 
-#include <tvm/ffi/error.h>
-
+#include <charconv>
 #include <cstdint>
-#include <sstream>
+#include <cstdio>
+#include <exception>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 
 namespace mllm_kernel::host {
 
-/// The exception every mllm-kernel check throws. It is a tvm-ffi error, so crossing the FFI
-/// boundary keeps its kind: `ValueError` (bad arguments) or `RuntimeError` (device failures).
-class PanicError : public tvm::ffi::Error {
+/// The exception every mllm-kernel check throws. Its kind names the Python exception it
+/// becomes at the FFI boundary: `ValueError` (bad arguments) or `RuntimeError` (device
+/// failures).
+class PanicError : public std::exception {
  public:
-  PanicError(std::string kind, std::string message)
-      : tvm::ffi::Error(std::move(kind), std::move(message), std::string()) {}
+  PanicError(std::string kind, std::string message) : kind_(std::move(kind)), message_(std::move(message)) {}
+  const std::string& kind() const noexcept { return kind_; }
+  const std::string& message() const noexcept { return message_; }
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  std::string kind_;
+  std::string message_;
 };
 
 namespace detail {
 
+template <typename T>
+inline constexpr bool kAlwaysFalse = false;
+
+/// Appends `value` to `out` as `std::ostream << value` writes it with default flags: strings as
+/// they are, characters as characters, bool as 1/0, integers and enums in decimal, floating
+/// point as "%g" (6 significant digits), pointers in hex.
+template <typename T>
+void append(std::string& out, const T& value) {
+  using U = std::decay_t<T>;
+  if constexpr (std::is_convertible_v<const T&, std::string_view>) {
+    out += std::string_view(value);
+  } else if constexpr (std::is_same_v<U, char> || std::is_same_v<U, signed char> || std::is_same_v<U, unsigned char>) {
+    out += static_cast<char>(value);
+  } else if constexpr (std::is_same_v<U, bool>) {
+    out += value ? '1' : '0';
+  } else if constexpr (std::is_enum_v<U>) {
+    append(out, +static_cast<std::underlying_type_t<U>>(value));  // promoted: printed as a number
+  } else if constexpr (std::is_integral_v<U>) {
+    char buffer[24];
+    const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+    out.append(buffer, result.ptr);
+  } else if constexpr (std::is_floating_point_v<U>) {
+    char buffer[32];
+    const int n = std::snprintf(buffer, sizeof(buffer), "%g", static_cast<double>(value));
+    out.append(buffer, static_cast<std::size_t>(n));
+  } else if constexpr (std::is_pointer_v<U>) {
+    char buffer[32];
+    const int n = std::snprintf(buffer, sizeof(buffer), "%p", static_cast<const void*>(value));
+    out.append(buffer, static_cast<std::size_t>(n));
+  } else {
+    static_assert(kAlwaysFalse<T>, "concat: a message part must be a string, character, number, enum or pointer");
+  }
+}
+
+/// The parts streamed into one string, as `std::ostringstream() << args...` would.
 template <typename... Args>
-std::string concat(Args&&... args) {
-  std::ostringstream os;
-  ((os << std::forward<Args>(args)), ...);
-  return os.str();
+std::string concat(const Args&... args) {
+  std::string out;
+  (append(out, args), ...);
+  return out;
 }
 
 /// "[a, b, c]": a shape or strides in messages.

@@ -19,7 +19,7 @@
 #include <mllm_kernel/utils.hpp>
 
 #include <dlpack/dlpack.h>
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -72,10 +72,10 @@ MLLM_HOST_DEVICE void gdn_gates(float a, float b, float A_log, float dt_bias, fl
 /// Checks the tensors of a call (dtypes Ts... for q, k, v, a, b and out; device type kDevice)
 /// and returns its parameters. `cu_seqlens` is null for decode (one token per cache index).
 template <DLDeviceType kDevice, typename... Ts>
-GdnParams check_gdn(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView a,
-                    tvm::ffi::TensorView b, tvm::ffi::TensorView A_log, tvm::ffi::TensorView dt_bias,
-                    tvm::ffi::TensorView state_pool, tvm::ffi::TensorView cache_indices,
-                    const tvm::ffi::TensorView* cu_seqlens, tvm::ffi::TensorView out, DLDataType& dtype_out,
+GdnParams check_gdn(mllm_kernel::TensorView q, mllm_kernel::TensorView k, mllm_kernel::TensorView v, mllm_kernel::TensorView a,
+                    mllm_kernel::TensorView b, mllm_kernel::TensorView A_log, mllm_kernel::TensorView dt_bias,
+                    mllm_kernel::TensorView state_pool, mllm_kernel::TensorView cache_indices,
+                    const mllm_kernel::TensorView* cu_seqlens, mllm_kernel::TensorView out, DLDataType& dtype_out,
                     DLDevice& device_out) {
   SymbolicSize T{"tokens"}, Hk{"num_k_heads"}, Dk{"head_k_dim"}, Hv{"num_v_heads"}, Dv{"head_v_dim"};
   SymbolicSize P{"pool_size"}, N{"num_seqs"}, N1{"num_seqs + 1"};

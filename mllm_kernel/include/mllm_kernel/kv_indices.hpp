@@ -14,7 +14,7 @@
 #include <mllm_kernel/utils.hpp>
 
 #include <dlpack/dlpack.h>
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #include <cstdint>
 
@@ -46,9 +46,9 @@ MLLM_HOST_DEVICE bool kv_request_in_bounds(const KvIndicesParams& p, std::int64_
 
 /// Checks the tensors (dtypes, shapes, one device of type kDevice) and returns the parameters.
 template <DLDeviceType kDevice>
-KvIndicesParams check_kv_indices(tvm::ffi::TensorView req_to_token, tvm::ffi::TensorView req_pool_indices,
-                                 tvm::ffi::TensorView page_kernel_lens, tvm::ffi::TensorView kv_indptr,
-                                 tvm::ffi::TensorView kv_start_idx, tvm::ffi::TensorView kv_indices) {
+KvIndicesParams check_kv_indices(mllm_kernel::TensorView req_to_token, mllm_kernel::TensorView req_pool_indices,
+                                 mllm_kernel::TensorView page_kernel_lens, mllm_kernel::TensorView kv_indptr,
+                                 mllm_kernel::TensorView kv_start_idx, mllm_kernel::TensorView kv_indices) {
   SymbolicSize pool{"pool_size"}, context{"max_context_len"}, stride{"row_stride"}, batch{"batch"};
   SymbolicSize indptr_size{"kv_indptr size"}, start_size{"kv_start_idx size"}, out_size{"kv_indices size"};
   SymbolicDevice device;

@@ -22,7 +22,7 @@
 #include <mllm_kernel/utils.hpp>
 
 #include <dlpack/dlpack.h>
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #include <cstdint>
 
@@ -122,8 +122,8 @@ struct MarlinGemmParams {
 /// zeros [groups, N * bits / 32] int32 or empty; g_idx [K] int32 or empty) on `device`, and
 /// returns the parameters with the activation and output left unset.
 template <DLDeviceType kDevice, typename T>
-MarlinGemmParams check_marlin_weights(tvm::ffi::TensorView b, tvm::ffi::TensorView scales, tvm::ffi::TensorView zeros,
-                                      tvm::ffi::TensorView g_idx, std::int64_t bits, std::int64_t size_n,
+MarlinGemmParams check_marlin_weights(mllm_kernel::TensorView b, mllm_kernel::TensorView scales, mllm_kernel::TensorView zeros,
+                                      mllm_kernel::TensorView g_idx, std::int64_t bits, std::int64_t size_n,
                                       std::int64_t size_k, SymbolicDevice& device) {
   check_marlin_sizes(bits, size_k, size_n);
   SymbolicSize N{"size_n"}, K{"size_k"}, groups{"groups"}, z_rows{"zero-point rows"};
@@ -162,9 +162,9 @@ MarlinGemmParams check_marlin_weights(tvm::ffi::TensorView b, tvm::ffi::TensorVi
 /// a [M, K] (rows may be strided) and c [M, N] of T, and the weight's tensors as for
 /// check_marlin_weights.
 template <DLDeviceType kDevice, typename T>
-MarlinGemmParams check_marlin_gemm(tvm::ffi::TensorView a, tvm::ffi::TensorView c, tvm::ffi::TensorView b,
-                                   tvm::ffi::TensorView scales, tvm::ffi::TensorView zeros,
-                                   tvm::ffi::TensorView g_idx, std::int64_t bits, std::int64_t size_m,
+MarlinGemmParams check_marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kernel::TensorView b,
+                                   mllm_kernel::TensorView scales, mllm_kernel::TensorView zeros,
+                                   mllm_kernel::TensorView g_idx, std::int64_t bits, std::int64_t size_m,
                                    std::int64_t size_n, std::int64_t size_k) {
   check_marlin_sizes(bits, size_k, size_n);
   SymbolicSize M{"size_m"}, N{"size_n"}, K{"size_k"}, lda{"a row stride"};
@@ -194,8 +194,8 @@ struct MarlinRepackParams {
 /// Checks a repack's tensors: the checkpoint's packed weights, a row permutation (GPTQ
 /// act-order; null or empty: none) and the output [K / 16, N * 16 * bits / 32].
 template <DLDeviceType kDevice>
-MarlinRepackParams check_marlin_repack(tvm::ffi::TensorView in, const tvm::ffi::TensorView* perm,
-                                       tvm::ffi::TensorView out, std::int64_t size_k, std::int64_t size_n,
+MarlinRepackParams check_marlin_repack(mllm_kernel::TensorView in, const mllm_kernel::TensorView* perm,
+                                       mllm_kernel::TensorView out, std::int64_t size_k, std::int64_t size_n,
                                        std::int64_t bits, bool awq) {
   check_marlin_sizes(bits, size_k, size_n);
   const std::int64_t per_word = 32 / bits;

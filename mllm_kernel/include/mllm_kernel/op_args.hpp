@@ -20,7 +20,7 @@
 #include <mllm_kernel/utils.hpp>
 
 #include <dlpack/dlpack.h>
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #include <cstdint>
 
@@ -40,7 +40,7 @@ struct RowsArgs {
 
   /// Checks input and out [N, H], one dtype of Ts... (at least one), device type kDevice.
   template <DLDeviceType kDevice, typename... Ts>
-  void verify(tvm::ffi::TensorView out, tvm::ffi::TensorView input) {
+  void verify(mllm_kernel::TensorView out, mllm_kernel::TensorView input) {
     verify_input<kDevice, Ts...>(input);
     verify_out(out, hidden);
     check_not_empty();
@@ -48,7 +48,7 @@ struct RowsArgs {
 
   /// Checks input [N, H]: dtypes Ts... (at least one), device type kDevice.
   template <DLDeviceType kDevice, typename... Ts>
-  void verify_input(tvm::ffi::TensorView input) {
+  void verify_input(mllm_kernel::TensorView input) {
     (void)TensorMatcher({tokens, hidden})
         .with_strides({in_stride, 1})
         .template with_dtype<Ts...>(dtype)
@@ -59,7 +59,7 @@ struct RowsArgs {
   /// Checks out [N, cols] on the input's device, of dtype Out, or of the input's dtype when Out
   /// is not given.
   template <typename... Out>
-  void verify_out(tvm::ffi::TensorView out, SymbolicSize& cols) {
+  void verify_out(mllm_kernel::TensorView out, SymbolicSize& cols) {
     static_assert(sizeof...(Out) <= 1, "verify_out: at most one output dtype");
     if constexpr (sizeof...(Out) == 0) {
       (void)TensorMatcher({tokens, cols}).with_strides({out_stride, 1}).with_dtype(dtype).with_device(device).verify_rows(
@@ -89,7 +89,7 @@ struct ActAndMulArgs : RowsArgs {
 
   /// Checks input and out; dtypes Ts... (at least one), device type kDevice.
   template <DLDeviceType kDevice, typename... Ts>
-  void verify(tvm::ffi::TensorView out, tvm::ffi::TensorView input) {
+  void verify(mllm_kernel::TensorView out, mllm_kernel::TensorView input) {
     verify_input<kDevice, Ts...>(input);
     RuntimeCheck(hidden.unwrap() % 2 == 0, "input: last dim must be even (gate and up halves), got ", hidden.unwrap());
     d.bind(hidden.unwrap() / 2, "input (half its last dim)");
@@ -107,7 +107,7 @@ struct QuantRowsArgs : RowsArgs {
   /// Checks the arguments of quantization per group of `group_size` elements; input dtypes Ts...
   /// (at least one), device type kDevice.
   template <DLDeviceType kDevice, typename Out, typename... Ts>
-  void verify(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
+  void verify(mllm_kernel::TensorView out, mllm_kernel::TensorView scales, mllm_kernel::TensorView input,
               std::int64_t group_size, double eps) {
     verify_input<kDevice, Ts...>(input);
     verify_out<Out>(out, hidden);
@@ -126,7 +126,7 @@ struct QuantRowsArgs : RowsArgs {
 
   /// Checks the arguments of quantization with one scale for the whole tensor.
   template <DLDeviceType kDevice, typename Out, typename... Ts>
-  void verify_tensor(tvm::ffi::TensorView out, tvm::ffi::TensorView scale, tvm::ffi::TensorView input) {
+  void verify_tensor(mllm_kernel::TensorView out, mllm_kernel::TensorView scale, mllm_kernel::TensorView input) {
     verify_input<kDevice, Ts...>(input);
     verify_out<Out>(out, hidden);
     (void)TensorMatcher({1}).with_dtype<float>().with_device(device).verify(scale, "scale");
@@ -148,8 +148,8 @@ struct NormRowsArgs {
   /// Checks the three tensors; dtypes Ts... (at least one), device type kDevice. `second_name`
   /// must be a string literal.
   template <DLDeviceType kDevice, typename... Ts>
-  void verify(tvm::ffi::TensorView input, tvm::ffi::TensorView second, const char* second_name,
-              tvm::ffi::TensorView weight) {
+  void verify(mllm_kernel::TensorView input, mllm_kernel::TensorView second, const char* second_name,
+              mllm_kernel::TensorView weight) {
     (void)TensorMatcher({tokens, hidden})
         .with_strides({in_stride, 1})
         .template with_dtype<Ts...>(dtype)
@@ -175,8 +175,8 @@ struct GatedNormArgs : NormRowsArgs {
 
   /// Checks the four tensors; dtypes Ts... (at least one), device type kDevice.
   template <DLDeviceType kDevice, typename... Ts>
-  void verify(tvm::ffi::TensorView out, tvm::ffi::TensorView input, tvm::ffi::TensorView z,
-              tvm::ffi::TensorView weight) {
+  void verify(mllm_kernel::TensorView out, mllm_kernel::TensorView input, mllm_kernel::TensorView z,
+              mllm_kernel::TensorView weight) {
     NormRowsArgs::verify<kDevice, Ts...>(input, z, "z", weight);
     (void)TensorMatcher({tokens, hidden})
         .with_strides({out_stride, 1})
@@ -198,7 +198,7 @@ struct QKArgs {
 
   /// Checks q and k; dtypes Ts... (at least one), device type kDevice.
   template <DLDeviceType kDevice, typename... Ts>
-  void verify(tvm::ffi::TensorView q, tvm::ffi::TensorView k, bool heads_packed = false) {
+  void verify(mllm_kernel::TensorView q, mllm_kernel::TensorView k, bool heads_packed = false) {
     (void)TensorMatcher({tokens, q_heads, head_dim})
         .with_strides({q_s0, heads_packed ? head_dim : q_s1, 1})
         .template with_dtype<Ts...>(dtype)
@@ -217,7 +217,7 @@ struct QKArgs {
 
   /// Checks the norm weights after verify(): [head_dim] each for a per-head norm, or
   /// [num_q_heads * head_dim] and [num_k_heads * head_dim] for a norm across a token's heads.
-  void verify_weights(tvm::ffi::TensorView q_weight, tvm::ffi::TensorView k_weight, bool across_heads) {
+  void verify_weights(mllm_kernel::TensorView q_weight, mllm_kernel::TensorView k_weight, bool across_heads) {
     if (!across_heads) {
       (void)TensorMatcher({head_dim}).with_dtype(dtype).with_device(device).verify(q_weight, "q_weight");
       (void)TensorMatcher({head_dim}).with_dtype(dtype).with_device(device).verify(k_weight, "k_weight");
@@ -239,8 +239,8 @@ struct RopeArgs : QKArgs {
 
   /// Checks every argument; q/k dtypes Ts... (at least one), device type kDevice.
   template <DLDeviceType kDevice, typename... Ts>
-  void verify(tvm::ffi::TensorView positions, tvm::ffi::TensorView q, tvm::ffi::TensorView k,
-              tvm::ffi::TensorView cos_sin_cache) {
+  void verify(mllm_kernel::TensorView positions, mllm_kernel::TensorView q, mllm_kernel::TensorView k,
+              mllm_kernel::TensorView cos_sin_cache) {
     QKArgs::verify<kDevice, Ts...>(q, k);
     (void)TensorMatcher({tokens})
         .with_dtype<std::int32_t, std::int64_t>(pos_dtype)
@@ -272,8 +272,8 @@ struct KVStoreArgs {
   /// Checks every argument; dtypes Ts... (at least one) for k, v and the caches, device type
   /// kDevice.
   template <DLDeviceType kDevice, typename... Ts>
-  void verify(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
-              tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping) {
+  void verify(mllm_kernel::TensorView k, mllm_kernel::TensorView v, mllm_kernel::TensorView k_cache,
+              mllm_kernel::TensorView v_cache, mllm_kernel::TensorView slot_mapping) {
     verify_sources<kDevice, Ts...>(k, v);
     (void)TensorMatcher({num_slots, heads, head_dim})
         .with_dtype(dtype)
@@ -285,9 +285,9 @@ struct KVStoreArgs {
 
   /// As verify, for caches of dtype Cache written as k / k_scale and v / v_scale.
   template <DLDeviceType kDevice, typename Cache, typename... Ts>
-  void verify_quantized(tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView k_cache,
-                        tvm::ffi::TensorView v_cache, tvm::ffi::TensorView slot_mapping, tvm::ffi::TensorView k_scale,
-                        tvm::ffi::TensorView v_scale) {
+  void verify_quantized(mllm_kernel::TensorView k, mllm_kernel::TensorView v, mllm_kernel::TensorView k_cache,
+                        mllm_kernel::TensorView v_cache, mllm_kernel::TensorView slot_mapping, mllm_kernel::TensorView k_scale,
+                        mllm_kernel::TensorView v_scale) {
     verify_sources<kDevice, Ts...>(k, v);
     (void)TensorMatcher({num_slots, heads, head_dim})
         .template with_dtype<Cache>()
@@ -301,7 +301,7 @@ struct KVStoreArgs {
 
  private:
   template <DLDeviceType kDevice, typename... Ts>
-  void verify_sources(tvm::ffi::TensorView k, tvm::ffi::TensorView v) {
+  void verify_sources(mllm_kernel::TensorView k, mllm_kernel::TensorView v) {
     (void)TensorMatcher({tokens, heads, head_dim})
         .with_strides({k_s0, k_s1, 1})
         .template with_dtype<Ts...>(dtype)
@@ -313,7 +313,7 @@ struct KVStoreArgs {
         .with_device(device)
         .verify(v, "v");
   }
-  void verify_slots(tvm::ffi::TensorView slot_mapping) {
+  void verify_slots(mllm_kernel::TensorView slot_mapping) {
     (void)TensorMatcher({tokens})
         .with_dtype<std::int32_t, std::int64_t>(index_dtype)
         .with_device(device)

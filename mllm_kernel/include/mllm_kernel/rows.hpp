@@ -11,7 +11,7 @@
 #include <mllm_kernel/utils.hpp>
 
 #include <dlpack/dlpack.h>
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #include <cstdint>
 #include <string>
@@ -25,7 +25,7 @@ class RowsView {
  public:
   /// Views `tensor` as rows, or throws ValueError naming `name`: a 0-dim tensor, or leading
   /// dims that no single row stride describes (such as a transposed [T, B, D]).
-  RowsView(tvm::ffi::TensorView tensor, std::string_view name, source_location loc = source_location::current())
+  RowsView(mllm_kernel::TensorView tensor, std::string_view name, source_location loc = source_location::current())
       : tensor_{tensor.data_ptr(), tensor.device(), 2, tensor.dtype(), shape_, strides_, tensor.byte_offset()} {
     const int ndim = tensor.ndim();
     if (ndim == 0) {
@@ -68,7 +68,7 @@ class RowsView {
   RowsView& operator=(const RowsView&) = delete;
 
   /// The [rows, last] view (same data, dtype and device as the tensor).
-  tvm::ffi::TensorView view() const { return tvm::ffi::TensorView(&tensor_); }
+  mllm_kernel::TensorView view() const { return mllm_kernel::TensorView(&tensor_); }
 
  private:
   std::int64_t shape_[2];

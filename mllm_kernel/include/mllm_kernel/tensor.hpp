@@ -27,7 +27,7 @@
 #include <mllm_kernel/utils.hpp>
 
 #include <dlpack/dlpack.h>
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #include <concepts>
 #include <cstdint>
@@ -282,7 +282,7 @@ class TensorMatcher {
 
   /// Checks `tensor`, called `name` in messages, and binds unbound symbols to its values.
   /// `name` must outlive the matcher (a string literal, as in every kernel).
-  TensorMatcher&& verify(tvm::ffi::TensorView tensor, std::string_view name,
+  TensorMatcher&& verify(mllm_kernel::TensorView tensor, std::string_view name,
                          source_location loc = source_location::current()) && {
     check(tensor, name, detail::Origin{name}, loc);
     return std::move(*this);
@@ -290,7 +290,7 @@ class TensorMatcher {
   /// Checks `tensor` [..., last] as the rows [rows, last] of a 2-D matcher: leading dims
   /// merged without a copy, a 1-D tensor as one row (RowsView, rows.hpp). Symbols bind to the
   /// rows' values, e.g. the row count and row stride.
-  TensorMatcher&& verify_rows(tvm::ffi::TensorView tensor, std::string_view name,
+  TensorMatcher&& verify_rows(mllm_kernel::TensorView tensor, std::string_view name,
                               source_location loc = source_location::current()) && {
     if (shape_.size() != 2) {
       detail::throw_panic("ValueError", detail::concat("verify_rows needs a 2-D matcher, got ", shape_.size(), " dims"),
@@ -301,7 +301,7 @@ class TensorMatcher {
     return std::move(*this);
   }
   /// As verify, for an unnamed tensor: messages name it by the verify call's location.
-  TensorMatcher&& verify(tvm::ffi::TensorView tensor,
+  TensorMatcher&& verify(mllm_kernel::TensorView tensor,
                          source_location loc = source_location::current()) && {
     unnamed_ = std::string("tensor verified at ") + short_file_name(loc.file_name()) + ":" +
                std::to_string(loc.line());
@@ -346,7 +346,7 @@ class TensorMatcher {
     }
   }
 
-  void check(tvm::ffi::TensorView tensor, std::string_view name, const detail::Origin& origin,
+  void check(mllm_kernel::TensorView tensor, std::string_view name, const detail::Origin& origin,
              const source_location& loc) {
     const int ndim = tensor.ndim();
     const std::int64_t* shape = tensor.shape().data();

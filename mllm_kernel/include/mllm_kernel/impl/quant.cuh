@@ -14,7 +14,7 @@
 #include <mllm_kernel/vec.cuh>
 
 #include <dlpack/dlpack.h>
-#include <tvm/ffi/container/tensor.h>
+#include <mllm_kernel/tensor_view.hpp>
 
 #include <cstdint>
 
@@ -47,7 +47,7 @@ using device::quant::QuantParams;
 /// Verifies input and out [..., H] as rows [R, H] (dtypes T and Out), scales float32 [R, G]
 /// (G = H / group_size; QuantRowsArgs) and fills the parameters.
 template <typename T, typename Out>
-QuantParams<T, Out> check(tvm::ffi::TensorView out, tvm::ffi::TensorView scales, tvm::ffi::TensorView input,
+QuantParams<T, Out> check(mllm_kernel::TensorView out, mllm_kernel::TensorView scales, mllm_kernel::TensorView input,
                           std::int64_t group_size, double eps, DLDevice* device_out) {
   QuantRowsArgs a;
   a.verify<kDLCUDA, Out, T>(out, scales, input, group_size, eps);
@@ -70,8 +70,8 @@ QuantParams<T, Out> check(tvm::ffi::TensorView out, tvm::ffi::TensorView scales,
 /// Verifies input [..., H] (dtype T), out [..., H] (float8_e4m3fn) as rows [R, H] and the
 /// float32 [1] scale of per-tensor quantization (QuantRowsArgs), and fills the parameters.
 template <typename T>
-QuantParams<T, fp8_e4m3_t> check_tensor(tvm::ffi::TensorView out, tvm::ffi::TensorView scale,
-                                        tvm::ffi::TensorView input, DLDevice* device_out) {
+QuantParams<T, fp8_e4m3_t> check_tensor(mllm_kernel::TensorView out, mllm_kernel::TensorView scale,
+                                        mllm_kernel::TensorView input, DLDevice* device_out) {
   QuantRowsArgs a;
   a.verify_tensor<kDLCUDA, fp8_e4m3_t, T>(out, scale, input);
   *device_out = a.device.unwrap();
