@@ -187,33 +187,28 @@ __global__ void __launch_bounds__(kMaxThreads, (cta_min_blocks<kItems, kMaxThrea
                                                                       scratch);
 }
 
-/// The CTA kernel for `p`: the one-set variant when p holds one set of single-head rows.
-template <typename T, int kVec, int kItems, int kMaxThreads, Fuse kFuse>
-auto cta_kernel_for(const NormParams<T>& p) {
-  const bool one_set = p.set1.rows == 0 && p.set0.heads == 1;
-  return one_set ? rmsnorm_cta_kernel<T, kVec, kItems, kMaxThreads, kFuse, true>
-                 : rmsnorm_cta_kernel<T, kVec, kItems, kMaxThreads, kFuse, false>;
-}
-
 /// Launches the CTA path with kCtaItemsSmall items, picking the compiled block-size bound.
-template <typename T, int kVec, int kItems, Fuse kFuse>
+template <typename T, int kVec, int kItems, Fuse kFuse, bool kOneSet>
 void launch_cta(const NormParams<T>& p, const Plan& plan, dim3 grid, dim3 block,
                 DLDevice device, bool enable_pdl) {
   using mllm_kernel::host::LaunchKernel;
   switch (plan.cta_max_threads) {
     case 128:
-      LaunchKernel(grid, block, device).enable_pdl(enable_pdl)(cta_kernel_for<T, kVec, kItems, 128, kFuse>(p), p);
+      LaunchKernel(grid, block, device)
+          .enable_pdl(enable_pdl)(rmsnorm_cta_kernel<T, kVec, kItems, 128, kFuse, kOneSet>, p);
       break;
     case 256:
-      LaunchKernel(grid, block, device).enable_pdl(enable_pdl)(cta_kernel_for<T, kVec, kItems, 256, kFuse>(p), p);
+      LaunchKernel(grid, block, device)
+          .enable_pdl(enable_pdl)(rmsnorm_cta_kernel<T, kVec, kItems, 256, kFuse, kOneSet>, p);
       break;
     default:
-      LaunchKernel(grid, block, device).enable_pdl(enable_pdl)(cta_kernel_for<T, kVec, kItems, 512, kFuse>(p), p);
+      LaunchKernel(grid, block, device)
+          .enable_pdl(enable_pdl)(rmsnorm_cta_kernel<T, kVec, kItems, 512, kFuse, kOneSet>, p);
   }
 }
 
 /// Picks the path and launches for one vector width.
-template <typename T, int kVec, Fuse kFuse>
+template <typename T, int kVec, Fuse kFuse, bool kOneSet>
 void launch_width(const NormParams<T>& p, std::int64_t max_hidden, DLDevice device, bool enable_pdl) {
   using mllm_kernel::host::LaunchKernel;
   // Vectors per thread that fit the longest row in one block of kCtaMaxThreads.
@@ -237,10 +232,10 @@ void launch_width(const NormParams<T>& p, std::int64_t max_hidden, DLDevice devi
       break;
     default:
       if (plan.cta_items == kCtaItemsSmall) {
-        launch_cta<T, kVec, kCtaItemsSmall, kFuse>(p, plan, grid, block, device, enable_pdl);
+        launch_cta<T, kVec, kCtaItemsSmall, kFuse, kOneSet>(p, plan, grid, block, device, enable_pdl);
       } else {
         LaunchKernel(grid, block, device)
-            .enable_pdl(enable_pdl)(cta_kernel_for<T, kVec, kLargeItems, kCtaMaxThreads, kFuse>(p), p);
+            .enable_pdl(enable_pdl)(rmsnorm_cta_kernel<T, kVec, kLargeItems, kCtaMaxThreads, kFuse, kOneSet>, p);
       }
   }
 }
@@ -255,8 +250,10 @@ void check_set(mllm_kernel::host::VectorizeCheck& check, const RowSet<T>& s, Fus
   if (fuse == Fuse::kSiluGate) check.pointer(s.gate).stride(s.gate_s0, outer);
 }
 
-/// Launches the 16-byte kernels when possible, the scalar ones otherwise.
-template <typename T, Fuse kFuse>
+/// Launches the 16-byte kernels when possible, the scalar ones otherwise. kOneSet: `p` holds
+/// one set of single-head rows (rmsnorm, fused_add_rmsnorm, rms_norm_gated), fixed per op so
+/// that a module compiles only the CTA kernels its op can launch.
+template <typename T, Fuse kFuse, bool kOneSet>
 void launch(NormParams<T> p, DLDevice device, bool enable_pdl) {
   p.pdl = enable_pdl;
   constexpr int kVec = mllm_kernel::device::kVecElems<T>;
@@ -268,9 +265,9 @@ void launch(NormParams<T> p, DLDevice device, bool enable_pdl) {
     max_hidden = std::max<std::int64_t>(max_hidden, p.set1.hidden);
   }
   if (check.ok()) {
-    launch_width<T, kVec, kFuse>(p, max_hidden, device, enable_pdl);
+    launch_width<T, kVec, kFuse, kOneSet>(p, max_hidden, device, enable_pdl);
   } else {
-    launch_width<T, 1, kFuse>(p, max_hidden, device, enable_pdl);
+    launch_width<T, 1, kFuse, kOneSet>(p, max_hidden, device, enable_pdl);
   }
 }
 
@@ -308,7 +305,7 @@ void launch_set(const RowSet<T>& rows, double eps, DLDevice device, bool enable_
   p.set0 = rows;
   p.total_rows = rows.rows;
   p.eps = static_cast<float>(eps);
-  launch<T, kFuse>(p, device, enable_pdl);
+  launch<T, kFuse, /*kOneSet=*/true>(p, device, enable_pdl);
 }
 
 /// out[N, D] = rmsnorm(input[N, D]) * weight[D] (input and out [..., D] seen as rows). input and out may have any row stride
@@ -371,7 +368,7 @@ void fused_add_rmsnorm(mllm_kernel::TensorView input, mllm_kernel::TensorView re
                      static_cast<int>(a.hidden.unwrap())};
   p.total_rows = tokens;
   p.eps = static_cast<float>(eps);
-  launch<T, Fuse::kResidualAdd>(p, a.device.unwrap(), enable_pdl);
+  launch<T, Fuse::kResidualAdd, /*kOneSet=*/true>(p, a.device.unwrap(), enable_pdl);
 }
 
 /// An in-place row set over a [T, H, D] tensor view.
@@ -399,7 +396,7 @@ void qknorm(mllm_kernel::TensorView q, mllm_kernel::TensorView k, mllm_kernel::T
   p.set1 = head_rows<T>(k, k_weight, tokens, a.k_heads.unwrap(), a.k_s0.unwrap(), a.k_s1.unwrap(), head_dim);
   p.total_rows = p.set0.rows + p.set1.rows;
   p.eps = static_cast<float>(eps);
-  launch<T, Fuse::kNone>(p, a.device.unwrap(), enable_pdl);
+  launch<T, Fuse::kNone, /*kOneSet=*/false>(p, a.device.unwrap(), enable_pdl);
 }
 
 /// Per-token RMSNorm over all heads of q[T, Hq, D] (weight [Hq * D]) and of k[T, Hk, D]
@@ -421,7 +418,7 @@ void qknorm_across_heads(mllm_kernel::TensorView q, mllm_kernel::TensorView k, m
   p.set1 = head_rows<T>(k, k_weight, tokens, 1, a.k_s0.unwrap(), 0, a.k_hidden.unwrap());
   p.total_rows = p.set0.rows + p.set1.rows;
   p.eps = static_cast<float>(eps);
-  launch<T, Fuse::kNone>(p, a.device.unwrap(), enable_pdl);
+  launch<T, Fuse::kNone, /*kOneSet=*/false>(p, a.device.unwrap(), enable_pdl);
 }
 
 }  // namespace
