@@ -4,7 +4,7 @@ Every figure is a fresh process with an empty cache (torch import not counted):
   - ``nvcc -c`` of a one-line kernel (the floor any CUDA build pays);
   - a user's small kernel written in the seed style (a template in an anonymous namespace, a
     host ``run()`` with TensorMatcher and LaunchKernel) through ``load_cuda_jit``, with nvcc's
-    phase times;
+    phase times, and the same kernel on ``mllm_kernel::TensorView`` (no tvm-ffi C++ headers);
   - the first ``ops.rmsnorm`` call on CUDA (bf16), when a GPU is there;
   - each library CUDA module alone (bf16 where a module has a dtype);
   - the CPU rmsnorm module, beside the module the same op compiled before it was built for this
@@ -66,6 +66,10 @@ struct ScaleKernel {
 }  // namespace
 """
 
+#: The same kernel in the library's own style: mllm_kernel::TensorView, no tvm-ffi C++ headers.
+LIGHT_KERNEL = SEED_KERNEL.replace("#include <tvm/ffi/container/tensor.h>\n", "").replace(
+    "tvm::ffi::TensorView", "mllm_kernel::TensorView")
+
 TRIVIAL_KERNEL = "__global__ void one_line(float* x) { x[0] = 1.0f; }\n"
 
 #: The modules timed one by one (bf16 where the module has a dtype); --all-modules times all.
@@ -105,9 +109,10 @@ def trivial_nvcc(work: Path, arch: str) -> float:
     return time.perf_counter() - start
 
 
-def seed_kernel(work: Path) -> tuple[float, dict[str, float]]:
-    """The seed-style kernel through load_cuda_jit, and nvcc's phases (ms) in that build."""
-    (work / "scale.cuh").write_text(SEED_KERNEL)
+def seed_kernel(work: Path, source: str = SEED_KERNEL) -> tuple[float, dict[str, float]]:
+    """The seed-style kernel (or `source`) through load_cuda_jit, and nvcc's phases (ms) in that
+    build."""
+    (work / "scale.cuh").write_text(source)
     timing = work / "nvcc_time.csv"
     timing.unlink(missing_ok=True)
     r = _child(f"""
@@ -210,6 +215,9 @@ def measure(half: str, every: bool, samples: int) -> list[dict]:
             seed_s = statistics.median(s for s, _ in seed)
             rows.append({"what": "seed-style user kernel, load_cuda_jit", "seconds": seed_s,
                          "ratio": seed_s / trivial, "target": "<= 3x nvcc -c"})
+            light = statistics.median(seed_kernel(work, LIGHT_KERNEL)[0] for _ in range(samples))
+            rows.append({"what": "the same kernel on mllm_kernel::TensorView, load_cuda_jit", "seconds": light,
+                         "ratio": light / trivial, "target": "<= 3x nvcc -c"})
             phases = seed[0][1]
             for name, ms in phases.items():
                 if ms >= 10:
