@@ -47,7 +47,14 @@ def run_scale(module) -> list[float]:
 
 
 def compile_lines(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if "compiled cpu module" in r.getMessage()]
+    """The modules compiled (the host runtime, built once per cache, is not one of them)."""
+    return [r.getMessage() for r in caplog.records
+            if "compiled cpu module" in r.getMessage() and "host_runtime" not in r.getMessage()]
+
+
+def module_folders(cache: Path) -> list[Path]:
+    """The cache's module folders, in name order (without the host runtime's)."""
+    return sorted(p for p in cache.iterdir() if not p.name.startswith("cpu_host_runtime_"))
 
 
 def test_first_call_compiles_then_hits(isolated_cache, user_kernel, caplog):
@@ -58,7 +65,7 @@ def test_first_call_compiles_then_hits(isolated_cache, user_kernel, caplog):
     assert "scale[2]" in compile_lines(caplog)[0]
     load_scale(user_kernel)
     assert len(compile_lines(caplog)) == 1, "a second load must not compile"
-    folders = [p.name for p in isolated_cache.iterdir()]
+    folders = [p.name for p in module_folders(isolated_cache)]
     assert len(folders) == 1 and folders[0].startswith("cpu_scale_2_")
     manifest = json.loads((isolated_cache / folders[0] / "manifest.json").read_text())
     deps = [d[0] for d in manifest["dependencies"]]
@@ -78,7 +85,7 @@ def test_new_process_loads_without_compiling(isolated_cache, user_kernel):
 def test_variant_args_get_their_own_module(isolated_cache, user_kernel):
     assert run_scale(load_scale(user_kernel, 3)) == [1.0, 4.0, 7.0, 10.0, 13.0]
     assert run_scale(load_scale(user_kernel, 2)) == [1.0, 3.0, 5.0, 7.0, 9.0]
-    assert len(list(isolated_cache.iterdir())) == 2
+    assert len(module_folders(isolated_cache)) == 2
 
 
 def test_header_edit_rebuilds(isolated_cache, user_kernel, caplog):
@@ -110,7 +117,7 @@ def test_source_edit_rebuilds(isolated_cache, user_kernel):
 def test_flag_change_rebuilds(isolated_cache, user_kernel):
     assert run_scale(load_scale(user_kernel)) == [1.0, 3.0, 5.0, 7.0, 9.0]
     assert run_scale(load_scale(user_kernel, extra_cflags=["-DEXTRA_OFFSET=100"])) == [101.0, 103.0, 105.0, 107.0, 109.0]
-    assert len(list(isolated_cache.iterdir())) == 2
+    assert len(module_folders(isolated_cache)) == 2
 
 
 def test_cpu_target_change_rebuilds(isolated_cache, user_kernel, monkeypatch):
@@ -119,13 +126,53 @@ def test_cpu_target_change_rebuilds(isolated_cache, user_kernel, monkeypatch):
     assert run_scale(load_scale(user_kernel)) == [1.0, 3.0, 5.0, 7.0, 9.0]
     monkeypatch.setenv("MLLM_KERNEL_CPU_TARGET", "portable")
     assert run_scale(load_scale(user_kernel)) == [1.0, 3.0, 5.0, 7.0, 9.0]
-    folders = sorted(isolated_cache.iterdir())
+    folders = module_folders(isolated_cache)
     assert len(folders) == 2
     targets = {json.loads((f / "manifest.json").read_text())["cpu_target"] for f in folders}
     assert "portable" in targets and any(t.startswith("native-") for t in targets), targets
     monkeypatch.setenv("MLLM_KERNEL_CPU_TARGET", "fastest")
     with pytest.raises(ValueError, match=r"^MLLM_KERNEL_CPU_TARGET must be 'native' or 'portable', got 'fastest'$"):
         load_scale(user_kernel)
+
+
+def test_modules_link_one_host_runtime(isolated_cache, user_kernel, caplog):
+    """The host runtime is built once into the cache, and every module records it as a needed
+    library by its soname."""
+    from mllm_kernel.jit_utils import host_runtime
+
+    caplog.set_level(logging.INFO, logger="mllm_kernel")
+    assert run_scale(load_scale(user_kernel)) == [1.0, 3.0, 5.0, 7.0, 9.0]
+    assert run_scale(load_scale(user_kernel, scale=3)) == [1.0, 4.0, 7.0, 10.0, 13.0]
+    runtime_builds = [r for r in caplog.records if "compiled cpu module host_runtime" in r.getMessage()]
+    assert len(runtime_builds) == 1
+    runtime_folders = [p for p in isolated_cache.iterdir() if p.name.startswith("cpu_host_runtime_")]
+    assert len(runtime_folders) == 1 and (runtime_folders[0] / host_runtime.soname()).is_file()
+    for folder in module_folders(isolated_cache):
+        library = folder / json.loads((folder / "manifest.json").read_text())["library"]
+        assert host_runtime.soname().encode() in library.read_bytes(), "the module must need the runtime"
+
+
+def test_host_runtime_changes_rebuild_modules(tmp_path, monkeypatch):
+    """The runtime's id hashes its source and the host headers, and a module's keys hold it."""
+    import dataclasses
+
+    from mllm_kernel.jit_utils import host_runtime
+    from mllm_kernel.jit_utils.load import cpu_build_spec
+
+    spec = cpu_build_spec("scale", 2, cpp_files=["add_constant.cpp"], cpp_wrappers=[("f", "f")])
+    assert spec.host_runtime == host_runtime.runtime_id()
+    other = dataclasses.replace(spec, host_runtime="0" * 16)
+    assert other.portable_key() != spec.portable_key() and other.key() != spec.key()
+    edited = tmp_path / "host_runtime.cpp"
+    edited.write_text(host_runtime.SOURCE.read_text() + "\n// edited\n")
+    before = host_runtime.runtime_id()
+    monkeypatch.setattr(host_runtime, "SOURCE", edited)
+    host_runtime.runtime_id.cache_clear()
+    try:
+        assert host_runtime.runtime_id() != before
+        assert host_runtime.soname() == f"libmllm_kernel_host_{host_runtime.runtime_id()}.so"
+    finally:
+        host_runtime.runtime_id.cache_clear()
 
 
 def test_cached_load_starts_no_subprocess(isolated_cache, user_kernel, monkeypatch):
@@ -148,7 +195,8 @@ def test_processes_racing_compile_once(isolated_cache, user_kernel):
     outputs = [p.communicate(timeout=300)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), outputs
     assert all("RESULT [1.0, 3.0, 5.0, 7.0, 9.0]" in o for o in outputs), outputs
-    assert sum(o.count("compiled cpu module") for o in outputs) == 1, outputs
+    assert sum(o.count("compiled cpu module scale") for o in outputs) == 1, outputs
+    assert sum(o.count("compiled cpu module host_runtime") for o in outputs) == 1, outputs
 
 
 def test_killed_compile_leaves_nothing_stale(isolated_cache, user_kernel, tmp_path):
@@ -168,7 +216,7 @@ def test_killed_compile_leaves_nothing_stale(isolated_cache, user_kernel, tmp_pa
     assert list(isolated_cache.glob("*/.build-*")), "the build never started"
     os.killpg(victim.pid, signal.SIGKILL)
     victim.wait()
-    folder = next(isolated_cache.iterdir())
+    folder = module_folders(isolated_cache)[0]
     assert not (folder / "manifest.json").exists()
     marker.unlink()
     out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, env=env, timeout=120)
@@ -190,7 +238,7 @@ def test_compile_error_reports_compiler_diagnostics(isolated_cache, user_kernel)
     assert f"scale.cpp:{bad_line}" in message
     assert "undefined_symbol" in message and "was not declared" in message
     assert "failed-build" in message and "scale[2]" in message
-    folder = next(isolated_cache.iterdir())
+    folder = module_folders(isolated_cache)[0]
     assert not (folder / "manifest.json").exists(), "nothing may be cached from a failed build"
     assert (folder / "failed-build" / "build.log").exists()
     source.write_text(good)

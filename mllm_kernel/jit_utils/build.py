@@ -2,7 +2,9 @@
 
 A module is one or two translation units that ``#include`` the kernel's source files and add
 one ``MLLM_KERNEL_FFI_EXPORT`` line per wrapper; the C++ side goes through the host compiler
-and the CUDA side through nvcc, then both are linked into a shared library against tvm-ffi.
+and the CUDA side through nvcc, then both are linked into a shared library against tvm-ffi and
+the host runtime (``host_runtime.py``), which is built, when the cache has none, while the
+translation units compile.
 """
 
 from __future__ import annotations
@@ -101,6 +103,8 @@ class BuildSpec:
     bundled_libs: bool = False
     #: Compiles against CUTLASS's headers (toolchain.find_cutlass_include()).
     cutlass: bool = False
+    #: The id of the host runtime the module links (host_runtime.runtime_id()); "" for none.
+    host_runtime: str = ""
     _keys: dict = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @property
@@ -161,6 +165,7 @@ class BuildSpec:
                 "cpu_target": self.cpu_target if self.device == "cpu" else None,
                 "bundled_libs": self.bundled_libs,
                 "cutlass": self.cutlass,
+                "host_runtime": self.host_runtime,
             }
             self._keys["portable"] = _digest(description)
         return self._keys["portable"]
@@ -262,12 +267,15 @@ def compile_module(spec: BuildSpec, build_dir: Path) -> tuple[Path, list[str]]:
             obj = build_dir / f"hwy_{index}.o"
             commands.append([toolchain.find_cxx(), *spec.cxx_flags(), *includes, "-c", hwy_source, "-o", str(obj)])
             objects.append(str(obj))
-    if len(commands) == 1:
-        _run(spec, commands[0], build_dir)
-    else:
-        with ThreadPoolExecutor(max_workers=len(commands)) as pool:
-            for future in [pool.submit(_run, spec, c, build_dir) for c in commands]:
-                future.result()
+    runtime: Path | None = None
+    with ThreadPoolExecutor(max_workers=len(commands) + 1) as pool:
+        runs = [pool.submit(_run, spec, c, build_dir) for c in commands]
+        if spec.host_runtime:
+            from mllm_kernel.jit_utils import host_runtime
+
+            runtime = pool.submit(host_runtime.library).result()
+        for future in runs:
+            future.result()
 
     library = build_dir / f"{spec.name}.so"
     link = [toolchain.find_cxx(), "-shared", *objects, "-o", str(library), f"-L{tvm_lib_dir}", "-ltvm_ffi",
@@ -275,6 +283,9 @@ def compile_module(spec: BuildSpec, build_dir: Path) -> tuple[Path, list[str]]:
     if spec.bundled_libs:
         # A prebuilt folder carries the shared libraries its modules need in its lib/ folder.
         link.append("-Wl,-rpath,$ORIGIN/../" + BUNDLED_LIB_DIR)
+    if runtime is not None:
+        # Recorded by its soname, found through the rpath (or the prebuilt folder's lib/).
+        link += [str(runtime), f"-Wl,-rpath,{runtime.parent}"]
     if spec.device == "cuda":
         cuda_lib = toolchain.cuda_library_dir()
         link += [f"-L{cuda_lib}", "-lcudart", f"-Wl,-rpath,{cuda_lib}"]

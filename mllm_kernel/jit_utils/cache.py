@@ -234,12 +234,21 @@ def load_module(spec: BuildSpec):
 
 
 def bundle_libraries(spec: BuildSpec, directory: Path) -> None:
-    """Copies the shared libraries ``spec`` links besides tvm-ffi and CUDA (Highway) into the
-    prebuilt ``directory``'s lib/ folder, which its modules search (``bundled_libs``)."""
-    if spec.highway is None:
-        return
+    """Copies the shared libraries ``spec`` links besides tvm-ffi and CUDA (the host runtime,
+    Highway) into the prebuilt ``directory``'s lib/ folder, which its modules search
+    (``bundled_libs``)."""
     target = directory / BUNDLED_LIB_DIR
     target.mkdir(parents=True, exist_ok=True)
+    if spec.host_runtime:
+        from mllm_kernel.jit_utils import host_runtime
+
+        runtime = host_runtime.library()
+        if not (target / runtime.name).exists():
+            temp = target / f".{runtime.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+            shutil.copy2(runtime, temp)
+            os.replace(temp, target / runtime.name)
+    if spec.highway is None:
+        return
     for lib_dir in spec.highway.library_dirs:
         for lib in spec.highway.libraries:
             for path in Path(lib_dir).glob(f"lib{lib}.so*"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from mllm_kernel.jit_utils import toolchain
+from mllm_kernel.jit_utils import host_runtime, toolchain
 from mllm_kernel.jit_utils.build import BuildSpec, TranslationUnit
 from mllm_kernel.jit_utils.cache import load_module
 from mllm_kernel.jit_utils.errors import ToolchainNotFoundError
@@ -77,6 +77,7 @@ def cpu_build_spec(
         extra_include_paths=tuple(str(p) for p in extra_include_paths or ()),
         highway=_highway_or_none(),
         cpu_target=toolchain.jit_cpu_target(),
+        host_runtime=host_runtime.runtime_id(),
     )
 
 
@@ -114,6 +115,7 @@ def cuda_build_spec(
         extra_include_paths=tuple(str(p) for p in extra_include_paths or ()),
         cuda_archs=tuple(cuda_archs) if cuda_archs else toolchain.cuda_arch_list(),
         cutlass=cutlass,
+        host_runtime=host_runtime.runtime_id(),
     )
 
 

@@ -1,6 +1,8 @@
 // DLPack devices on the host: PyTorch-style names for messages, and equality.
 #pragma once
 
+#include <mllm_kernel/host_runtime.hpp>
+
 #include <dlpack/dlpack.h>
 
 #include <string>
@@ -8,27 +10,10 @@
 namespace mllm_kernel::host {
 
 /// The PyTorch-style name of a device type: "cpu", "cuda", "cuda_host", ...
-inline std::string device_type_name(int device_type) {
-  switch (device_type) {
-    case kDLCPU: return "cpu";
-    case kDLCUDA: return "cuda";
-    case kDLCUDAHost: return "cuda_host";
-    case kDLCUDAManaged: return "cuda_managed";
-    case kDLROCM: return "rocm";
-    case kDLROCMHost: return "rocm_host";
-    case kDLOpenCL: return "opencl";
-    case kDLVulkan: return "vulkan";
-    case kDLMetal: return "metal";
-    case kDLOneAPI: return "oneapi";
-    default: return "device_type(" + std::to_string(device_type) + ")";
-  }
-}
+MLLM_KERNEL_HOST_API std::string device_type_name(int device_type);
 
 /// "cpu" for the host, "cuda:1" for an accelerator.
-inline std::string device_name(DLDevice device) {
-  if (device.device_type == kDLCPU) return "cpu";
-  return device_type_name(device.device_type) + ":" + std::to_string(device.device_id);
-}
+MLLM_KERNEL_HOST_API std::string device_name(DLDevice device);
 
 /// Whether two DLPack devices are the same.
 constexpr bool same_device(DLDevice a, DLDevice b) {

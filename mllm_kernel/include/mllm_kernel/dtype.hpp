@@ -7,6 +7,8 @@
 // storage tags below name those dtypes.
 #pragma once
 
+#include <mllm_kernel/host_runtime.hpp>
+
 #include <dlpack/dlpack.h>
 
 #include <cstdint>
@@ -67,25 +69,7 @@ constexpr std::int64_t dtype_bytes(DLDataType dtype) {
 
 /// The PyTorch name of a DLPack dtype ("float32", "bfloat16", "float8_e4m3fn", ...), so
 /// messages read like PyTorch's own.
-inline std::string dtype_name(DLDataType dtype) {
-  std::string base;
-  switch (dtype.code) {
-    case kDLFloat: base = "float" + std::to_string(dtype.bits); break;
-    case kDLInt: base = "int" + std::to_string(dtype.bits); break;
-    case kDLUInt: base = "uint" + std::to_string(dtype.bits); break;
-    case kDLBfloat: base = dtype.bits == 16 ? "bfloat16" : "bfloat" + std::to_string(dtype.bits); break;
-    case kDLBool: base = "bool"; break;
-    case kDLFloat8_e4m3fn: base = "float8_e4m3fn"; break;
-    case kDLFloat8_e4m3fnuz: base = "float8_e4m3fnuz"; break;
-    case kDLFloat8_e5m2: base = "float8_e5m2"; break;
-    case kDLFloat8_e5m2fnuz: base = "float8_e5m2fnuz"; break;
-    case kDLFloat8_e8m0fnu: base = "float8_e8m0fnu"; break;
-    case kDLComplex: base = "complex" + std::to_string(dtype.bits); break;
-    default: base = "dtype(code=" + std::to_string(dtype.code) + ", bits=" + std::to_string(dtype.bits) + ")";
-  }
-  if (dtype.lanes != 1) base += "x" + std::to_string(dtype.lanes);
-  return base;
-}
+MLLM_KERNEL_HOST_API std::string dtype_name(DLDataType dtype);
 
 /// Whether two DLPack dtypes are the same (named, not an operator, to stay clear of the
 /// comparison operators other libraries declare for DLPack's structs).

@@ -10,6 +10,7 @@
 //   Panic("unsupported dtype ", dtype_name(dtype));
 #pragma once
 
+#include <mllm_kernel/host_runtime.hpp>
 #include <mllm_kernel/source_location.hpp>
 
 #include <charconv>
@@ -26,12 +27,14 @@ namespace mllm_kernel::host {
 /// The exception every mllm-kernel check throws. Its kind names the Python exception it
 /// becomes at the FFI boundary: `ValueError` (bad arguments) or `RuntimeError` (device
 /// failures).
-class PanicError : public std::exception {
+class MLLM_KERNEL_HOST_API PanicError : public std::exception {
  public:
   PanicError(std::string kind, std::string message) : kind_(std::move(kind)), message_(std::move(message)) {}
   const std::string& kind() const noexcept { return kind_; }
   const std::string& message() const noexcept { return message_; }
-  const char* what() const noexcept override { return message_.c_str(); }
+  /// The message. Defined in the host runtime, so the class's type information lives there
+  /// once and an error thrown in one library is caught by type in another.
+  const char* what() const noexcept override;
 
  private:
   std::string kind_;
@@ -83,28 +86,17 @@ std::string concat(const Args&... args) {
 }
 
 /// "[a, b, c]": a shape or strides in messages.
-inline std::string list_text(const std::int64_t* values, int n) {
-  std::string out = "[";
-  for (int i = 0; i < n; ++i) {
-    if (i) out += ", ";
-    out += std::to_string(values[i]);
-  }
-  return out + "]";
-}
+MLLM_KERNEL_HOST_API std::string list_text(const std::int64_t* values, int n);
 
-/// Appends " [at file:line]" so a message says where the failed check lives.
-inline std::string with_location(std::string message, const source_location& loc) {
-  message += " [at ";
-  message += short_file_name(loc.file_name());
-  message += ':';
-  message += std::to_string(loc.line());
-  message += ']';
-  return message;
-}
+/// `message` followed by " [at file:line]", so a message says where the failed check lives.
+MLLM_KERNEL_HOST_API std::string with_location(std::string message, const char* file, std::uint_least32_t line);
 
-[[noreturn]] inline void throw_panic(std::string kind, std::string message,
-                                     const source_location& loc) {
-  throw PanicError(std::move(kind), with_location(std::move(message), loc));
+/// Throws PanicError(kind, with_location(message, file, line)).
+[[noreturn]] MLLM_KERNEL_HOST_API void throw_panic_at(std::string kind, std::string message, const char* file,
+                                                      std::uint_least32_t line);
+
+[[noreturn]] inline void throw_panic(std::string kind, std::string message, const source_location& loc) {
+  throw_panic_at(std::move(kind), std::move(message), loc.file_name(), loc.line());
 }
 
 }  // namespace detail

@@ -7,6 +7,7 @@
 // (TensorMatcher::verify_rows builds the view; kernels read N, D and row_stride as usual.)
 #pragma once
 
+#include <mllm_kernel/host_runtime.hpp>
 #include <mllm_kernel/source_location.hpp>
 #include <mllm_kernel/utils.hpp>
 
@@ -25,45 +26,8 @@ class RowsView {
  public:
   /// Views `tensor` as rows, or throws ValueError naming `name`: a 0-dim tensor, or leading
   /// dims that no single row stride describes (such as a transposed [T, B, D]).
-  RowsView(mllm_kernel::TensorView tensor, std::string_view name, source_location loc = source_location::current())
-      : tensor_{tensor.data_ptr(), tensor.device(), 2, tensor.dtype(), shape_, strides_, tensor.byte_offset()} {
-    const int ndim = tensor.ndim();
-    if (ndim == 0) {
-      detail::throw_panic("ValueError", detail::concat(name, ": must have at least 1 dim, got a 0-dim tensor"), loc);
-    }
-    const std::int64_t* shape = tensor.shape().data();
-    const std::int64_t* strides = tensor.strides().data();
-    shape_[1] = shape[ndim - 1];
-    strides_[1] = strides[ndim - 1];
-    // Like PyTorch's unsqueeze(0) (1-D) and view(-1, last): the stride of a row made of size-1
-    // dims is the length of a dense row.
-    shape_[0] = 1;
-    strides_[0] = shape_[1] * strides_[1];
-    bool mergeable = true;
-    bool strided = false;  // a leading dim of size > 1 has set the row stride
-    std::int64_t next = 0;  // the stride the next outer dim of size > 1 must have
-    for (int i = ndim - 2; i >= 0; --i) {
-      shape_[0] *= shape[i];
-      if (shape[i] == 1) continue;
-      if (!strided) {
-        strides_[0] = strides[i];
-        strided = true;
-      } else if (strides[i] != next) {
-        mergeable = false;
-      }
-      next = strides[i] * shape[i];
-    }
-    // An empty tensor has no rows to misplace (the row ops reject it as empty): any strides.
-    if (shape_[0] == 0) {
-      strides_[0] = shape_[1] * strides_[1];
-    } else if (!mergeable) {
-      detail::throw_panic("ValueError",
-                          detail::concat(name, ": leading dims of shape ", detail::list_text(shape, ndim), " with strides ",
-                                         detail::list_text(strides, ndim),
-                                         " cannot be flattened into rows without a copy"),
-                          loc);
-    }
-  }
+  MLLM_KERNEL_HOST_API RowsView(mllm_kernel::TensorView tensor, std::string_view name,
+                                source_location loc = source_location::current());
   RowsView(const RowsView&) = delete;
   RowsView& operator=(const RowsView&) = delete;
 

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <mllm_kernel/dtype.hpp>
+#include <mllm_kernel/host_runtime.hpp>
 #include <mllm_kernel/rows.hpp>
 #include <mllm_kernel/source_location.hpp>
 #include <mllm_kernel/utils.hpp>
@@ -49,9 +50,7 @@ struct Origin {
   const char* file = nullptr;  // set for an unnamed tensor
   std::uint_least32_t line = 0;
 
-  std::string text() const {
-    return file ? concat("tensor verified at ", short_file_name(file), ":", line) : std::string(name);
-  }
+  MLLM_KERNEL_HOST_API std::string text() const;
 };
 
 /// A named holder for a DLDataType: nvcc 13 in C++20 mode crashes (internal error in
@@ -88,26 +87,6 @@ class InlineList {
 inline constexpr std::size_t kMatcherMaxDims = 8;
 inline constexpr std::size_t kMatcherMaxDTypes = 16;
 inline constexpr std::size_t kMatcherMaxDeviceTypes = 8;
-
-template <std::size_t N>
-inline std::string join_dtypes(const InlineList<DTypeSlot, N>& dtypes) {
-  std::string out;
-  for (std::size_t i = 0; i < dtypes.size(); ++i) {
-    if (i) out += ", ";
-    out += dtype_name(dtypes[i].value);
-  }
-  return out;
-}
-
-template <std::size_t N>
-inline std::string join_device_types(const InlineList<int, N>& types) {
-  std::string out;
-  for (std::size_t i = 0; i < types.size(); ++i) {
-    if (i) out += " or ";
-    out += device_type_name(types[i]);
-  }
-  return out;
-}
 
 }  // namespace detail
 
@@ -228,10 +207,7 @@ class SizeSpec {
   std::int64_t value() const { return value_; }
 
   /// "hidden", "4096" or "*", for the expected-shape text of messages.
-  std::string describe() const {
-    if (symbol_) return symbol_->name().empty() ? std::string("?") : std::string(symbol_->name());
-    return is_any() ? std::string("*") : std::to_string(value_);
-  }
+  MLLM_KERNEL_HOST_API std::string describe() const;
 
  private:
   SymbolicSize* symbol_ = nullptr;
@@ -303,150 +279,25 @@ class TensorMatcher {
   /// As verify, for an unnamed tensor: messages name it by the verify call's location.
   TensorMatcher&& verify(mllm_kernel::TensorView tensor,
                          source_location loc = source_location::current()) && {
-    unnamed_ = std::string("tensor verified at ") + short_file_name(loc.file_name()) + ":" +
-               std::to_string(loc.line());
-    check(tensor, unnamed_, detail::Origin{{}, loc.file_name(), loc.line()}, loc);
+    check_unnamed(tensor, loc);
     return std::move(*this);
   }
 
  private:
-  template <std::size_t N>
-  static std::string spec_text(const detail::InlineList<SizeSpec, N>& specs) {
-    std::string out = "[";
-    for (std::size_t i = 0; i < specs.size(); ++i) {
-      if (i) out += ", ";
-      out += specs[i].describe();
-    }
-    return out + "]";
-  }
+  // The checks themselves live in the host runtime (host_runtime.hpp): compiled once, not in
+  // every module. Message text is built only when a check fails.
 
-  /// Checks one size or stride against its spec, binding a symbol on first sight. Message
-  /// text is built only when the check fails.
-  static void match_value(const SizeSpec& spec, std::int64_t actual, std::string_view tensor,
-                          const detail::Origin& origin, const char* what, int index, const source_location& loc) {
-    if (spec.is_any()) return;
-    if (SymbolicSize* sym = spec.symbol()) {
-      if (!sym->has_value()) {
-        sym->bind(actual, origin);
-        return;
-      }
-      if (*sym->get() != actual) [[unlikely]] {
-        const std::string label = sym->name().empty() ? std::string() : detail::concat(" (", sym->name(), ")");
-        detail::throw_panic("ValueError",
-                            detail::concat(tensor, ": ", what, " ", index, label, " must be ", *sym->get(),
-                                           " as bound by ", sym->origin(), ", got ", actual),
-                            loc);
-      }
-      return;
-    }
-    if (spec.value() != actual) [[unlikely]] {
-      detail::throw_panic("ValueError",
-                          detail::concat(tensor, ": ", what, " ", index, " must be ", spec.value(), ", got ", actual),
-                          loc);
-    }
-  }
-
-  void check(mllm_kernel::TensorView tensor, std::string_view name, const detail::Origin& origin,
-             const source_location& loc) {
-    const int ndim = tensor.ndim();
-    const std::int64_t* shape = tensor.shape().data();
-    const int expected_ndim = static_cast<int>(shape_.size());
-    if (ndim != expected_ndim) {
-      detail::throw_panic("ValueError",
-                          detail::concat(name, ": must have ", expected_ndim, " dims ", spec_text(shape_),
-                                         ", got ", ndim, " dims ", detail::list_text(shape, ndim)),
-                          loc);
-    }
-    // Dtype and device first: a wrong dtype explains odd sizes better than the sizes do.
-    check_dtype(tensor.dtype(), name, origin, loc);
-    check_device(tensor.device(), name, origin, loc);
-    if (tensor.byte_offset() != 0) {
-      detail::throw_panic("ValueError", detail::concat(name, ": byte_offset must be 0, got ", tensor.byte_offset()),
-                          loc);
-    }
-    for (int i = 0; i < ndim; ++i) match_value(shape_[i], shape[i], name, origin, "dim", i, loc);
-
-    // tvm-ffi views always carry strides (a DLPack producer's NULL is filled in on import).
-    const std::int64_t* strides = ndim == 0 ? nullptr : tensor.strides().data();
-    if (has_strides_) {
-      if (static_cast<int>(strides_.size()) != ndim) {
-        detail::throw_panic("ValueError",
-                            detail::concat(name, ": the matcher gives ", strides_.size(),
-                                           " strides for ", ndim, " dims"),
-                            loc);
-      }
-      for (int i = 0; i < ndim; ++i) match_value(strides_[i], strides[i], name, origin, "stride", i, loc);
-      return;
-    }
-    // Contiguous in PyTorch's sense: the stride of a dimension of size 1 is never used, and a
-    // tensor with no elements is contiguous whatever its strides.
-    for (int i = 0; i < ndim; ++i) {
-      if (shape[i] == 0) return;
-    }
-    std::int64_t contiguous = 1;
-    for (int i = ndim - 1; i >= 0; --i) {
-      if (shape[i] != 1 && strides[i] != contiguous) {
-        std::vector<std::int64_t> want(ndim);
-        std::int64_t s = 1;
-        for (int j = ndim - 1; j >= 0; --j) {
-          want[j] = s;
-          s *= shape[j];
-        }
-        detail::throw_panic("ValueError",
-                            detail::concat(name, ": must be contiguous (strides ", detail::list_text(want.data(), ndim),
-                                           "), got strides ", detail::list_text(strides, ndim)),
-                            loc);
-      }
-      contiguous *= shape[i];
-    }
-  }
-
-  void check_dtype(DLDataType actual, std::string_view name, const detail::Origin& origin,
-                   const source_location& loc) {
-    if (!allowed_dtypes_.empty()) {
-      bool ok = false;
-      for (const auto& d : allowed_dtypes_) ok = ok || same_dtype(d.value, actual);
-      if (!ok) {
-        detail::throw_panic("ValueError",
-                            detail::concat(name, ": dtype must be ",
-                                           allowed_dtypes_.size() == 1 ? "" : "one of ",
-                                           detail::join_dtypes(allowed_dtypes_), ", got ", dtype_name(actual)),
-                            loc);
-      }
-    }
-    if (dtype_ == nullptr) return;
-    if (!dtype_->has_value()) {
-      dtype_->bind(actual, origin);
-    } else if (!same_dtype(*dtype_->get(), actual)) {
-      detail::throw_panic("ValueError",
-                          detail::concat(name, ": dtype must be ", dtype_name(*dtype_->get()), " as bound by ",
-                                         dtype_->origin(), ", got ", dtype_name(actual)),
-                          loc);
-    }
-  }
-
-  void check_device(DLDevice actual, std::string_view name, const detail::Origin& origin,
-                    const source_location& loc) {
-    if (!allowed_devices_.empty()) {
-      bool ok = false;
-      for (int d : allowed_devices_) ok = ok || d == actual.device_type;
-      if (!ok) {
-        detail::throw_panic("ValueError",
-                            detail::concat(name, ": device must be ", detail::join_device_types(allowed_devices_),
-                                           ", got ", device_name(actual)),
-                            loc);
-      }
-    }
-    if (device_ == nullptr) return;
-    if (!device_->has_value()) {
-      device_->bind(actual, origin);
-    } else if (!same_device(*device_->get(), actual)) {
-      detail::throw_panic("ValueError",
-                          detail::concat(name, ": device must be ", device_name(*device_->get()), " as bound by ",
-                                         device_->origin(), ", got ", device_name(actual)),
-                          loc);
-    }
-  }
+  /// Checks one size or stride against its spec, binding a symbol on first sight.
+  MLLM_KERNEL_HOST_API static void match_value(const SizeSpec& spec, std::int64_t actual, std::string_view tensor,
+                                               const detail::Origin& origin, const char* what, int index,
+                                               const source_location& loc);
+  MLLM_KERNEL_HOST_API void check(mllm_kernel::TensorView tensor, std::string_view name,
+                                  const detail::Origin& origin, const source_location& loc);
+  MLLM_KERNEL_HOST_API void check_unnamed(mllm_kernel::TensorView tensor, const source_location& loc);
+  MLLM_KERNEL_HOST_API void check_dtype(DLDataType actual, std::string_view name, const detail::Origin& origin,
+                                        const source_location& loc);
+  MLLM_KERNEL_HOST_API void check_device(DLDevice actual, std::string_view name, const detail::Origin& origin,
+                                         const source_location& loc);
 
   detail::InlineList<SizeSpec, detail::kMatcherMaxDims> shape_;
   detail::InlineList<SizeSpec, detail::kMatcherMaxDims> strides_;

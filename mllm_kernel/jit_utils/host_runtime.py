@@ -1,0 +1,67 @@
+"""The host runtime library: the host code every module shares, compiled once per toolchain.
+
+``mllm_kernel/csrc/host_runtime.cpp`` holds what each kernel's host side would otherwise
+compile again (TensorMatcher's checks, error messages, dtype and device names; see
+``include/mllm_kernel/host_runtime.hpp``). The JIT builds it into the user cache like a module
+(same lock, manifest and key rules) as ``libmllm_kernel_host_<id>.so``, where the id hashes its
+source and the host headers that declare its functions; every module links it by that name
+(its soname) and finds it through its rpath, and a module's key holds the id, so a changed
+runtime rebuilds the modules that link it. ``prebuild --output`` copies it into the folder's
+lib/, beside Highway.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import uuid
+from pathlib import Path
+
+from mllm_kernel.jit_utils import toolchain
+from mllm_kernel.jit_utils.build import BuildSpec, TranslationUnit
+from mllm_kernel.jit_utils.paths import INCLUDE_DIR, PACKAGE_DIR
+
+SOURCE = PACKAGE_DIR / "csrc" / "host_runtime.cpp"
+
+
+@functools.cache
+def runtime_id() -> str:
+    """16 hex digits naming this runtime: a hash of its source and of the host headers (.hpp)
+    of the header library, where its functions are declared."""
+    digest = hashlib.sha256()
+    for path in [SOURCE, *sorted((INCLUDE_DIR / "mllm_kernel").glob("*.hpp"))]:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def soname() -> str:
+    """The runtime's file name, which modules record as a needed library."""
+    return f"libmllm_kernel_host_{runtime_id()}.so"
+
+
+def build_spec() -> BuildSpec:
+    """The runtime's build: plain C++ for every CPU (no -march), named by its soname."""
+    return BuildSpec(name="host_runtime", device="cpu", args=(), units=(TranslationUnit("cpp", (SOURCE,), ()),),
+                     extra_ldflags=(f"-Wl,-soname,{soname()}",), cpu_target=toolchain.PORTABLE_CPU_TARGET)
+
+
+def library() -> Path:
+    """The runtime under its soname (``<cache folder>/libmllm_kernel_host_<id>.so``), built
+    first when the cache has none. Safe for many processes at once: the build takes the
+    folder's lock, and the soname is a hard link to the published library, swapped in
+    atomically."""
+    from mllm_kernel.jit_utils.cache import find_library
+
+    built = find_library(build_spec())
+    named = built.parent / soname()
+    try:
+        if os.path.samefile(built, named):
+            return named
+    except OSError:
+        pass
+    temp = built.parent / f".{soname()}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+    os.link(built, temp)
+    os.replace(temp, named)
+    return named
