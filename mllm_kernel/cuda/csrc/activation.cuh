@@ -20,7 +20,6 @@
 #include <dlpack/dlpack.h>
 #include <mllm_kernel/tensor_view.hpp>
 
-#include <algorithm>
 #include <cstdint>
 
 namespace {
@@ -84,7 +83,7 @@ void launch_act(ActParams<T> p, DLDevice device, bool enable_pdl) {
   p.d_vecs = p.d / kVec;
   p.pdl = enable_pdl;
   const dim3 grid(static_cast<unsigned>(div_ceil(p.d_vecs, kThreads)),
-                  static_cast<unsigned>(std::min<std::int64_t>(p.rows, 65535)));
+                  static_cast<unsigned>(mllm_kernel::host::min_of<std::int64_t>(p.rows, 65535)));
   LaunchKernel(grid, kThreads, device).enable_pdl(enable_pdl)(act_and_mul_kernel<T, kVec, kThreads, Act>, p);
 }
 

@@ -38,7 +38,7 @@ void add_constant(mllm_kernel::TensorView dst, mllm_kernel::TensorView src) {
       .verify(dst, "dst");
   const int64_t length = n.unwrap();
   RuntimeCheck(length > 0, "src must not be empty");
-  const int64_t blocks = std::min<int64_t>(div_ceil(length, kBlockSize), kMaxBlocks);
+  const int64_t blocks = mllm_kernel::host::min_of<int64_t>(div_ceil(length, kBlockSize), kMaxBlocks);
   LaunchKernel(static_cast<unsigned>(blocks), kBlockSize, device.unwrap())(
       add_constant_kernel<kConstant>, static_cast<int32_t*>(dst.data_ptr()),
       static_cast<const int32_t*>(src.data_ptr()), length);

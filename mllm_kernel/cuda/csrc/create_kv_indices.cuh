@@ -14,7 +14,6 @@
 #include <dlpack/dlpack.h>
 #include <mllm_kernel/tensor_view.hpp>
 
-#include <algorithm>
 #include <cstdint>
 
 namespace {
@@ -74,7 +73,7 @@ void create_kv_indices(mllm_kernel::TensorView req_to_token, mllm_kernel::Tensor
   RuntimeCheck(p.batch <= 0x7fffffff, "batch ", p.batch, " is too large");
   // Chunks enough for the longest run a request can have (the table's width); the blocks past
   // a request's length return at once.
-  const std::int64_t chunks = std::max<std::int64_t>(1, div_ceil(p.max_context_len, kChunk));
+  const std::int64_t chunks = mllm_kernel::host::max_of<std::int64_t>(1, div_ceil(p.max_context_len, kChunk));
   RuntimeCheck(chunks <= 65535, "max_context_len ", p.max_context_len, " is too large");
   LaunchKernel(dim3(static_cast<unsigned>(p.batch), static_cast<unsigned>(chunks)), kThreads, req_to_token.device())
       .enable_pdl(enable_pdl)(create_kv_indices_kernel, p);

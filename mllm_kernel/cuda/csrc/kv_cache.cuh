@@ -30,7 +30,6 @@
 #include <dlpack/dlpack.h>
 #include <mllm_kernel/tensor_view.hpp>
 
-#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -160,7 +159,8 @@ __global__ void __launch_bounds__(kKVWideBlock) store_kv_cache_kernel(const __gr
 /// unit: no thread waits on a second round trip to memory.
 inline dim3 kv_grid(std::int64_t tokens, std::int64_t units, int threads) {
   using mllm_kernel::host::div_ceil;
-  return dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(std::min<std::int64_t>(div_ceil(units, threads), 65535)));
+  return dim3(static_cast<unsigned>(tokens),
+              static_cast<unsigned>(mllm_kernel::host::min_of<std::int64_t>(div_ceil(units, threads), 65535)));
 }
 
 /// Threads a block for `tokens` tokens of `units` units on `device_id` (kKVBlock, or
@@ -168,7 +168,8 @@ inline dim3 kv_grid(std::int64_t tokens, std::int64_t units, int threads) {
 inline int kv_threads(std::int64_t tokens, std::int64_t units, int device_id) {
   using namespace mllm_kernel::host;
   const bool wide = tokens >= static_cast<std::int64_t>(kKVWideBlocksPerSM) * runtime::get_sm_count(device_id);
-  return static_cast<int>(std::min<std::int64_t>(wide ? kKVWideBlock : kKVBlock, div_ceil(units, 32) * 32));
+  return static_cast<int>(
+      mllm_kernel::host::min_of<std::int64_t>(wide ? kKVWideBlock : kKVBlock, div_ceil(units, 32) * 32));
 }
 
 /// The parameters of a plain store of verified arguments `a` (k's element size `elem` bytes)

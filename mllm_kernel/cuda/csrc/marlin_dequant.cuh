@@ -18,7 +18,6 @@
 #include <dlpack/dlpack.h>
 #include <mllm_kernel/tensor_view.hpp>
 
-#include <algorithm>
 #include <cstdint>
 
 namespace {

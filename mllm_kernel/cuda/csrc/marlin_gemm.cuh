@@ -29,7 +29,6 @@
 #include <dlpack/dlpack.h>
 #include <mllm_kernel/tensor_view.hpp>
 
-#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -431,7 +430,7 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
     if (!last_flag) return;
     __threadfence();
     // The last block adds the splits of its output block, four columns a thread at a time.
-    const int block_rows = static_cast<int>(std::min<std::int64_t>(kMTiles * 16, p.m - m0));
+    const int block_rows = static_cast<int>(min(static_cast<std::int64_t>(kMTiles * 16), p.m - m0));
     const int quads = min(kWarpsN, n_tiles - tile0) * marlin::kTileN / 4;
     T* c = static_cast<T*>(p.c);
     for (int i = threadIdx.x; i < block_rows * quads; i += kThreads) {

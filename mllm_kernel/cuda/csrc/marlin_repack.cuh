@@ -33,7 +33,7 @@ __global__ void __launch_bounds__(kRepackThreads) marlin_repack_kernel(const Mar
 void launch_repack(const MarlinRepackParams& p, DLDevice device) {
   using namespace mllm_kernel::host;
   const std::int64_t words = p.k / mllm_kernel::marlin::kTileK * p.n * mllm_kernel::marlin::kTileK * p.bits / 32;
-  const std::int64_t blocks = std::min<std::int64_t>(div_ceil(words, kRepackThreads), 65536);
+  const std::int64_t blocks = mllm_kernel::host::min_of<std::int64_t>(div_ceil(words, kRepackThreads), 65536);
   LaunchKernel(static_cast<unsigned>(blocks), kRepackThreads, device)(marlin_repack_kernel, p);
 }
 

@@ -27,7 +27,6 @@
 #include <dlpack/dlpack.h>
 #include <mllm_kernel/tensor_view.hpp>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -262,7 +261,7 @@ void launch(NormParams<T> p, DLDevice device, bool enable_pdl) {
   std::int64_t max_hidden = p.set0.hidden;
   if (p.set1.rows > 0) {
     check_set(check, p.set1, kFuse);
-    max_hidden = std::max<std::int64_t>(max_hidden, p.set1.hidden);
+    max_hidden = mllm_kernel::host::max_of<std::int64_t>(max_hidden, p.set1.hidden);
   }
   if (check.ok()) {
     launch_width<T, kVec, kFuse, kOneSet>(p, max_hidden, device, enable_pdl);

@@ -28,7 +28,6 @@
 #include <dlpack/dlpack.h>
 #include <mllm_kernel/tensor_view.hpp>
 
-#include <algorithm>
 #include <cstdint>
 
 namespace {
@@ -151,7 +150,7 @@ void launch_group(const QuantParams<T, Out>& p, DLDevice device) {
     if (p.rows * p.groups * kOneItemLanes <= wave) return launch_group_items<T, Out, kVec, kGroup, 1, kUE8M0>(p, device);
   }
   // Two vectors a lane (or as many as keep a group within a warp, unvectorized).
-  constexpr int kItems = std::max(2, kGroup / kVec / mllm_kernel::device::kWarpThreads);
+  constexpr int kItems = mllm_kernel::host::max_of(2, kGroup / kVec / mllm_kernel::device::kWarpThreads);
   launch_group_items<T, Out, kVec, kGroup, kItems, kUE8M0>(p, device);
 }
 

@@ -32,7 +32,6 @@
 #include <dlpack/dlpack.h>
 #include <mllm_kernel/tensor_view.hpp>
 
-#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -320,7 +319,7 @@ std::int64_t filling_grid(void (*kernel)(KernelArgs...), std::int64_t work_block
   using namespace mllm_kernel::host;
   const std::int64_t resident = static_cast<std::int64_t>(runtime::get_sm_count(device_id)) *
                                 runtime::get_blocks_per_sm(kernel, kBlock, dynamic_smem);
-  return std::min(work_blocks, resident);
+  return mllm_kernel::host::min_of(work_blocks, resident);
 }
 
 /// The first pass of dynamic per-tensor quantization: zero the scale, then fold the amax into it
@@ -377,7 +376,7 @@ StashGeometry stash_geometry(int device_id) {
   const std::int64_t blocks = static_cast<std::int64_t>(runtime::get_sm_count(device_id)) * kStashBlocksPerSM;
   // Each block's share of the SM's shared memory, in whole tiles of its kStashThreads vectors.
   constexpr std::int64_t kSliceBytes = static_cast<std::int64_t>(kStashThreads) * Vec::kBytes;
-  const std::int64_t share = std::min<std::int64_t>(
+  const std::int64_t share = mllm_kernel::host::min_of<std::int64_t>(
       runtime::get_smem_per_sm(device_id) / kStashBlocksPerSM - runtime::get_reserved_smem_per_block(device_id) -
           static_cast<std::int64_t>(sizeof(float)) * mllm_kernel::device::cta::kScratchSize,
       runtime::get_available_dynamic_smem_per_block(device_id));

@@ -27,7 +27,6 @@
 #include <dlpack/dlpack.h>
 #include <mllm_kernel/tensor_view.hpp>
 
-#include <algorithm>
 #include <cstdint>
 
 namespace {
@@ -146,14 +145,16 @@ void row_quant(mllm_kernel::TensorView out, mllm_kernel::TensorView scales, mllm
   SymbolicSize H{"hidden"};
   (void)TensorMatcher({-1, H}).with_strides({-1, 1}).verify_rows(input, "input");  // only to read hidden
   DLDevice device;
-  auto p = check<T, Out>(out, scales, input, std::max<std::int64_t>(H.unwrap(), 1), 0.0, &device);
+  auto p = check<T, Out>(out, scales, input, mllm_kernel::host::max_of<std::int64_t>(H.unwrap(), 1), 0.0,
+                         &device);
   p.pdl = enable_pdl;
   RuntimeCheck(p.rows <= 0x7fffffff, "too many rows: ", p.rows);
   RuntimeCheck(p.hidden <= 0x7fffffffLL, "row too long: ", p.hidden);
   constexpr int kVec = mllm_kernel::device::kVecElems<T>;
   const bool vec = can_vectorize(p, kVec);
   const std::int64_t num_vecs = vec ? p.hidden / kVec : p.hidden;
-  const int threads = static_cast<int>(std::min<std::int64_t>(kBlock, div_ceil(num_vecs, 32) * 32));
+  const int threads =
+      static_cast<int>(mllm_kernel::host::min_of<std::int64_t>(kBlock, div_ceil(num_vecs, 32) * 32));
   if (vec) {
     launch_rows<T, Out, kVec>(p, num_vecs, threads, device);
   } else {

@@ -26,7 +26,6 @@
 #include <dlpack/dlpack.h>
 #include <mllm_kernel/tensor_view.hpp>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -147,11 +146,12 @@ void launch(RopeParams<T, Pos> p, DLDevice device, bool enable_pdl) {
   p.chunks = p.rotary_dim / 2 / kPairs;
   p.pdl = enable_pdl;
   const int total_heads = p.q_heads + p.k_heads;
-  const int heads_per_iter = std::max(1, std::min(total_heads, kRopeBlockTarget / p.chunks));
+  const int heads_per_iter =
+      mllm_kernel::host::max_of(1, mllm_kernel::host::min_of(total_heads, kRopeBlockTarget / p.chunks));
   p.heads_per_iter = heads_per_iter;
   const int x_threads = p.chunks * heads_per_iter;
   RuntimeCheck(x_threads <= 1024, "rotary_dim ", p.rotary_dim, " needs too many threads per head");
-  const int tokens_per_block = std::max(1, kRopeBlockTarget / x_threads);
+  const int tokens_per_block = mllm_kernel::host::max_of(1, kRopeBlockTarget / x_threads);
   const std::int64_t blocks = div_ceil(p.tokens, tokens_per_block);
   RuntimeCheck(blocks <= 0x7fffffff, "too many tokens: ", p.tokens);
   LaunchKernel(dim3(static_cast<unsigned>(blocks)), dim3(x_threads, tokens_per_block), device)

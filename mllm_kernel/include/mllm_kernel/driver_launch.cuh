@@ -11,10 +11,11 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <utility>
 
 namespace mllm_kernel::host::detail {
@@ -47,6 +48,21 @@ inline int compiled_virtual_arch(const void* kernel) {
   return 0;
 }
 
+/// A lock for kernel_function's rare inserts (a kernel's first launch on a device). std::mutex
+/// would bring <mutex> into every kernel's translation unit, close to a second of nvcc's time.
+class InsertLock {
+ public:
+  explicit InsertLock(std::atomic_flag& flag) : flag_(flag) {
+    while (flag_.test_and_set(std::memory_order_acquire)) sched_yield();
+  }
+  ~InsertLock() { flag_.clear(std::memory_order_release); }
+  InsertLock(const InsertLock&) = delete;
+  InsertLock& operator=(const InsertLock&) = delete;
+
+ private:
+  std::atomic_flag& flag_;
+};
+
 /// The CUfunction of `kernel` (a __global__ function's host address) on device `device_id`,
 /// which must be the current device; nullptr when it cannot be had. With `virtual_arch`, also
 /// compiled_virtual_arch(kernel). Looked up once per (kernel, device) and kept in a fixed
@@ -60,7 +76,7 @@ inline CUfunction kernel_function(const void* kernel, int device_id, int* virtua
   };
   constexpr std::size_t kSlots = 1024;  // a power of two
   static Entry table[kSlots];
-  static std::mutex insert;
+  static std::atomic_flag insert = ATOMIC_FLAG_INIT;
   const std::size_t start = (reinterpret_cast<std::uintptr_t>(kernel) >> 4) ^
                             (static_cast<std::size_t>(device_id) * 0x9e3779b97f4a7c15ULL);
   const auto find = [&](std::memory_order order) -> Entry* {
@@ -77,7 +93,7 @@ inline CUfunction kernel_function(const void* kernel, int device_id, int* virtua
   };
   Entry* e = find(std::memory_order_acquire);
   if (e != nullptr && e->kernel.load(std::memory_order_relaxed) != nullptr) return found(e);
-  std::lock_guard<std::mutex> lock(insert);
+  const InsertLock lock(insert);
   e = find(std::memory_order_relaxed);  // another thread may have inserted it meanwhile
   if (e != nullptr && e->kernel.load(std::memory_order_relaxed) != nullptr) return found(e);
   cudaFunction_t function = nullptr;

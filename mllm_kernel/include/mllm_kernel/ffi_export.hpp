@@ -22,7 +22,6 @@
 #include <dlpack/dlpack.h>
 #include <tvm/ffi/c_api.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -36,7 +35,9 @@ namespace mllm_kernel::ffi_detail {
 /// A string usable as a template argument (C++20 class-type non-type parameter).
 template <std::size_t N>
 struct FixedString {
-  constexpr FixedString(const char (&text)[N]) { std::copy_n(text, N, value); }  // NOLINT
+  constexpr FixedString(const char (&text)[N]) {  // NOLINT(google-explicit-constructor)
+    for (std::size_t i = 0; i < N; ++i) value[i] = text[i];
+  }
   char value[N];
 };
 

@@ -14,6 +14,20 @@ constexpr auto div_ceil(A a, B b) -> std::common_type_t<A, B> {
   return static_cast<T>(quotient + (static_cast<T>(a) % static_cast<T>(b) != 0 ? 1 : 0));
 }
 
+/// The larger of two values. Kernel sources use max_of/min_of rather than std::max/std::min so
+/// that they need not include <algorithm>, which C++20's ranges make one of the costliest
+/// standard headers in each of nvcc's front ends.
+template <typename T>
+constexpr T max_of(T a, T b) {
+  return a < b ? b : a;
+}
+
+/// The smaller of two values (see max_of).
+template <typename T>
+constexpr T min_of(T a, T b) {
+  return b < a ? b : a;
+}
+
 /// A half-open integer range [begin, end) for range-for loops: `for (auto i : irange(n))`.
 template <typename T>
 class IntegerRange {
