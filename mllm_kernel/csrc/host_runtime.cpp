@@ -180,7 +180,8 @@ std::string SizeSpec::describe() const {
 }
 
 void TensorMatcher::match_value(const SizeSpec& spec, std::int64_t actual, std::string_view tensor,
-                        const detail::Origin& origin, const char* what, int index, const source_location& loc) {
+                                const detail::Origin& origin, const char* what, int index,
+                                const source_location& loc) {
   if (spec.is_any()) return;
   if (SymbolicSize* sym = spec.symbol()) {
     if (!sym->has_value()) {
@@ -204,7 +205,7 @@ void TensorMatcher::match_value(const SizeSpec& spec, std::int64_t actual, std::
 }
 
 void TensorMatcher::check(mllm_kernel::TensorView tensor, std::string_view name, const detail::Origin& origin,
-           const source_location& loc) {
+                          const source_location& loc) {
   const int ndim = tensor.ndim();
   const std::int64_t* shape = tensor.shape().data();
   const int expected_ndim = static_cast<int>(shape_.size());
@@ -264,7 +265,7 @@ void TensorMatcher::check_unnamed(mllm_kernel::TensorView tensor, const source_l
 }
 
 void TensorMatcher::check_dtype(DLDataType actual, std::string_view name, const detail::Origin& origin,
-                 const source_location& loc) {
+                                const source_location& loc) {
   if (!allowed_dtypes_.empty()) {
     bool ok = false;
     for (const auto& d : allowed_dtypes_) ok = ok || same_dtype(d.value, actual);
@@ -288,7 +289,7 @@ void TensorMatcher::check_dtype(DLDataType actual, std::string_view name, const 
 }
 
 void TensorMatcher::check_device(DLDevice actual, std::string_view name, const detail::Origin& origin,
-                  const source_location& loc) {
+                                 const source_location& loc) {
   if (!allowed_devices_.empty()) {
     bool ok = false;
     for (int d : allowed_devices_) ok = ok || d == actual.device_type;
