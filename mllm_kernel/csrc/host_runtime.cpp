@@ -33,17 +33,13 @@ std::string list_text(const std::int64_t* values, int n) {
   return out + "]";
 }
 
-std::string with_location(std::string message, const char* file, std::uint_least32_t line) {
+void throw_panic_at(std::string kind, std::string message, const char* file, std::uint_least32_t line) {
   message += " [at ";
   message += short_file_name(file);
   message += ':';
   message += std::to_string(line);
   message += ']';
-  return message;
-}
-
-void throw_panic_at(std::string kind, std::string message, const char* file, std::uint_least32_t line) {
-  throw PanicError(std::move(kind), with_location(std::move(message), file, line));
+  throw PanicError(std::move(kind), std::move(message));
 }
 
 }  // namespace detail

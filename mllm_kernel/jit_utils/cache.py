@@ -239,21 +239,20 @@ def bundle_libraries(spec: BuildSpec, directory: Path) -> None:
     (``bundled_libs``)."""
     target = directory / BUNDLED_LIB_DIR
     target.mkdir(parents=True, exist_ok=True)
+    libraries: list[Path] = []
     if spec.host_runtime:
         from mllm_kernel.jit_utils import host_runtime
 
-        runtime = host_runtime.library()
-        if not (target / runtime.name).exists():
-            temp = target / f".{runtime.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
-            shutil.copy2(runtime, temp)
-            os.replace(temp, target / runtime.name)
-    if spec.highway is None:
-        return
-    for lib_dir in spec.highway.library_dirs:
-        for lib in spec.highway.libraries:
-            for path in Path(lib_dir).glob(f"lib{lib}.so*"):
-                if not (target / path.name).exists():
-                    shutil.copy2(path.resolve(), target / path.name)
+        libraries.append(host_runtime.library())
+    if spec.highway is not None:
+        libraries += [path for lib_dir in spec.highway.library_dirs for lib in spec.highway.libraries
+                      for path in Path(lib_dir).glob(f"lib{lib}.so*")]
+    for path in libraries:
+        # Copied under a temporary name and renamed: parallel prebuild jobs bundle the same files.
+        if not (target / path.name).exists():
+            temp = target / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+            shutil.copy2(path.resolve(), temp)
+            os.replace(temp, target / path.name)
 
 
 def _idle(folder: Path) -> bool:

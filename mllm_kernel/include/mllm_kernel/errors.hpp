@@ -88,10 +88,8 @@ std::string concat(const Args&... args) {
 /// "[a, b, c]": a shape or strides in messages.
 MLLM_KERNEL_HOST_API std::string list_text(const std::int64_t* values, int n);
 
-/// `message` followed by " [at file:line]", so a message says where the failed check lives.
-MLLM_KERNEL_HOST_API std::string with_location(std::string message, const char* file, std::uint_least32_t line);
-
-/// Throws PanicError(kind, with_location(message, file, line)).
+/// Throws PanicError(kind, message) with " [at file:line]" appended to the message, so it says
+/// where the failed check lives.
 [[noreturn]] MLLM_KERNEL_HOST_API void throw_panic_at(std::string kind, std::string message, const char* file,
                                                       std::uint_least32_t line);
 

@@ -41,9 +41,10 @@ struct FixedString {
   char value[N];
 };
 
-/// The op name of an export name: the part before "__", if any.
-inline std::string op_name(std::string_view export_name) {
-  return std::string(export_name.substr(0, export_name.find("__")));
+/// `message` with the op name of an export name (the part before "__", if any) in front:
+/// "rmsnorm: ...".
+inline std::string with_op_name(std::string_view export_name, const std::string& message) {
+  return std::string(export_name.substr(0, export_name.find("__"))) + ": " + message;
 }
 
 /// Raises `kind: message` as the error of the current call (returned -1 to tvm-ffi).
@@ -149,13 +150,13 @@ int safe_call(R (*function)(Args...), const TVMFFIAny* args, std::int32_t num_ar
   } catch (const ArgumentTypeError& error) {
     return raise("TypeError", error.message(kName.value));
   } catch (const host::PanicError& error) {
-    return raise(error.kind().c_str(), op_name(kName.value) + ": " + error.message());
+    return raise(error.kind().c_str(), with_op_name(kName.value, error.message()));
 #ifdef TVM_FFI_ERROR_H_
   } catch (const tvm::ffi::Error& error) {
-    return raise(error.kind().c_str(), op_name(kName.value) + ": " + error.message());
+    return raise(error.kind().c_str(), with_op_name(kName.value, error.message()));
 #endif
   } catch (const std::exception& error) {
-    return raise("RuntimeError", op_name(kName.value) + ": " + error.what());
+    return raise("RuntimeError", with_op_name(kName.value, error.what()));
   }
 }
 
@@ -171,9 +172,9 @@ R entry_point(Args... args) {
   try {
     return kFunction(std::forward<Args>(args)...);
   } catch (const host::PanicError& error) {
-    throw tvm::ffi::Error(error.kind(), op_name(kName.value) + ": " + error.message(), std::string());
+    throw tvm::ffi::Error(error.kind(), with_op_name(kName.value, error.message()), std::string());
   } catch (const tvm::ffi::Error& error) {
-    throw tvm::ffi::Error(error.kind(), op_name(kName.value) + ": " + error.message(), std::string());
+    throw tvm::ffi::Error(error.kind(), with_op_name(kName.value, error.message()), std::string());
   }
 }
 
