@@ -1,5 +1,5 @@
-"""W8A8 scaled GEMMs: mllm_kernel's int8_scaled_mm and fp8_scaled_mm beside cuBLAS(Lt) in the
-same run, at Llama-3-8B's linear-layer shapes (N x K = 4096x4096, 14336x4096, 4096x14336,
+"""W8A8 scaled GEMMs: mllm_kernel's int8_scaled_mm, fp8_scaled_mm and fp8_blockwise_scaled_mm
+beside cuBLAS(Lt) in the same run, at Llama-3-8B's linear-layer shapes (N x K = 4096x4096, 14336x4096, 4096x14336,
 6144x4096) and M = 1, 16, 128, 1024, 8192, bf16 output.
 
     python benchmarks/bench_scaled_mm.py [--json benchmarks/results/cuda.json]   # H100
@@ -7,7 +7,9 @@ same run, at Llama-3-8B's linear-layer shapes (N x K = 4096x4096, 14336x4096, 40
 
 Peers: bf16 ``torch.mm``; ``torch._scaled_mm`` (cuBLASLt FP8) with per-tensor and with row-wise
 scales; ``torch._int_mm`` (cuBLAS int8, int32 out; only for M > 16) followed by the scaling in
-eager PyTorch. Ours: int8 with per-token x per-channel scales, FP8 per-tensor and row-wise.
+eager PyTorch. Ours: int8 with per-token x per-channel scales, FP8 per-tensor and row-wise, FP8
+with DeepSeek-V3 block scales (next to per-tensor cuBLASLt, the issue's bar, and to
+``torch._scaled_mm``'s block-scaled mode where this PyTorch has one).
 Times: the median of CUDA-graph replays, each graph calling the op on operand sets rotated so L2
 cannot hold them (benchmarks/harness.py). TFLOP/s: 2·M·N·K over the
 time (TOPS for int8).
@@ -49,7 +51,12 @@ def _operand_sets(m: int, n: int, k: int) -> list[tuple]:
         af, wf = (x * 4).to(FP8), (w * 4).to(FP8)
         sa = torch.rand(m, 1, device="cuda", generator=g) * 0.01 + 1e-3
         sb = torch.rand(1, n, device="cuda", generator=g) * 0.01 + 1e-3
-        sets.append((x, w, a8, w8, af, wf, sa, sb, one))
+        # Block scales: per 1 x 128 group of the activations (row-major, as the quantizer writes
+        # them by default; and a column-major copy, the layout cuBLASLt takes), per 128 x 128
+        # block of the weight.
+        sa_block = torch.rand(m, k // 128, device="cuda", generator=g) * 0.01 + 1e-3
+        sb_block = torch.rand(n // 128, k // 128, device="cuda", generator=g) * 0.01 + 1e-3
+        sets.append((x, w, a8, w8, af, wf, sa, sb, one, sa_block, sb_block, sa_block.t().contiguous().t()))
     return sets
 
 
@@ -59,8 +66,22 @@ def _us(fn, sets) -> float:
     return harness.time_calls(fn, sets).us
 
 
+def _cublas_blockwise(sets) -> bool:
+    """Whether torch._scaled_mm takes 1 x 128 / 128 x 128 block scales here (cuBLASLt's
+    block-scaled FP8, in newer PyTorch builds) and agrees with ours."""
+    from mllm_kernel.cuda.jit import fp8_blockwise_scaled_mm
+
+    x, w, a8, w8, af, wf, sa, sb, one, sa_block, sb_block, sa_block_cm = sets[0]
+    try:
+        theirs = torch._scaled_mm(af, wf.t(), scale_a=sa_block_cm, scale_b=sb_block.t(), out_dtype=torch.bfloat16)
+    except Exception:  # noqa: BLE001 - any refusal means this PyTorch has no such mode
+        return False
+    ours = fp8_blockwise_scaled_mm(af, wf.t(), sa_block, sb_block, torch.bfloat16)
+    return bool(((theirs.float() - ours.float()).abs().max() <= 0.02 * ours.float().abs().max()).item())
+
+
 def run_cuda() -> list[dict]:
-    from mllm_kernel.cuda.jit import fp8_scaled_mm, int8_scaled_mm
+    from mllm_kernel.cuda.jit import fp8_blockwise_scaled_mm, fp8_scaled_mm, int8_scaled_mm
 
     rows = []
     for n, k in SHAPES[:1] if CI else SHAPES:
@@ -69,19 +90,26 @@ def run_cuda() -> list[dict]:
             flop = 2 * m * n * k
             row = {"shape": f"{n}x{k}", "m": m}
             row["bf16_us"] = _us(lambda x, w, *_: torch.mm(x, w.t()), sets)
-            row["int8_us"] = _us(lambda x, w, a8, w8, af, wf, sa, sb, one:
+            row["int8_us"] = _us(lambda x, w, a8, w8, af, wf, sa, sb, one, *_:
                                  int8_scaled_mm(a8, w8.t(), sa, sb, torch.bfloat16), sets)
             if m > 16:
-                row["int_mm_us"] = _us(lambda x, w, a8, w8, af, wf, sa, sb, one:
+                row["int_mm_us"] = _us(lambda x, w, a8, w8, af, wf, sa, sb, one, *_:
                                        (torch._int_mm(a8, w8.t()).float() * sa * sb).to(torch.bfloat16), sets)
-            row["fp8_us"] = _us(lambda x, w, a8, w8, af, wf, sa, sb, one:
+            row["fp8_us"] = _us(lambda x, w, a8, w8, af, wf, sa, sb, one, *_:
                                 fp8_scaled_mm(af, wf.t(), one, one, torch.bfloat16), sets)
-            row["scaled_mm_us"] = _us(lambda x, w, a8, w8, af, wf, sa, sb, one: torch._scaled_mm(
+            row["scaled_mm_us"] = _us(lambda x, w, a8, w8, af, wf, sa, sb, one, *_: torch._scaled_mm(
                 af, wf.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16), sets)
-            row["fp8_row_us"] = _us(lambda x, w, a8, w8, af, wf, sa, sb, one:
+            row["fp8_row_us"] = _us(lambda x, w, a8, w8, af, wf, sa, sb, one, *_:
                                     fp8_scaled_mm(af, wf.t(), sa, sb, torch.bfloat16), sets)
-            row["scaled_mm_row_us"] = _us(lambda x, w, a8, w8, af, wf, sa, sb, one: torch._scaled_mm(
+            row["scaled_mm_row_us"] = _us(lambda x, w, a8, w8, af, wf, sa, sb, one, *_: torch._scaled_mm(
                 af, wf.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16), sets)
+            row["block_us"] = _us(lambda *t: fp8_blockwise_scaled_mm(t[4], t[5].t(), t[9], t[10], torch.bfloat16),
+                                  sets)
+            row["block_vs_per_tensor"] = row["scaled_mm_us"] / row["block_us"]
+            row["block_tflops"] = flop / row["block_us"] / 1e6
+            if _cublas_blockwise(sets):
+                row["scaled_mm_block_us"] = _us(lambda *t: torch._scaled_mm(
+                    t[4], t[5].t(), scale_a=t[11], scale_b=t[10].t(), out_dtype=torch.bfloat16), sets)
             row["int8_vs_bf16"] = row["bf16_us"] / row["int8_us"]
             if "int_mm_us" in row:
                 row["int8_vs_int_mm"] = row["int_mm_us"] / row["int8_us"]
@@ -97,8 +125,9 @@ def run_cuda() -> list[dict]:
 
 
 def sweep() -> None:
-    """Every configuration of scaled_mm_sm90 (and, for M >= 1024, every tile order) at every
-    shape, for tuning ``pick_config``."""
+    """Every configuration of scaled_mm_sm90 (and, for M >= 1024, every tile order) and of the
+    block-scaled GEMM at every shape, for tuning the ``pick_config`` heuristics."""
+    from mllm_kernel.cuda.jit import fp8_blockwise_scaled_mm_cutlass as blockwise
     from mllm_kernel.cuda.jit import scaled_mm_sm90
 
     for n, k in SHAPES:
@@ -119,6 +148,12 @@ def sweep() -> None:
                 picked = scaled_mm_sm90.pick_config(m, n, k).name
                 print(f"  {label}: picked {picked} {times.get((picked, 1, 0), float('nan')):.1f} us; best "
                       + ", ".join(f"{c[0]} sw{c[1]} r{c[2]} {times[c]:.1f}" for c in best), flush=True)
+            times = {name: _us(lambda *t: blockwise.blockwise_scaled_mm(t[4], t[5].t(), t[9], t[10], torch.bfloat16,
+                                                                        m, n, config=config), sets)
+                     for name, config in blockwise.CONFIGS.items()}
+            print(f"  fp8 block-scaled: picked {blockwise.pick_config(m, n, k).name}; "
+                  + ", ".join(f"{name} {us:.1f}" for name, us in sorted(times.items(), key=lambda i: i[1])),
+                  flush=True)
             del sets
             torch.cuda.empty_cache()
 
@@ -130,9 +165,13 @@ COLUMNS = [("shape", "N x K", "{}"), ("m", "M", "{}"), ("bf16_us", "bf16 mm µs"
            ("scaled_mm_us", "_scaled_mm µs", "{:.1f}"), ("fp8_vs_cublas", "fp8 vs cuBLASLt", "{:.2f}x"),
            ("fp8_tflops", "fp8 TFLOP/s", "{:.0f}"), ("fp8_row_us", "fp8 row-wise µs", "{:.1f}"),
            ("scaled_mm_row_us", "_scaled_mm row-wise µs", "{:.1f}"),
-           ("fp8_row_vs_cublas", "row-wise vs cuBLASLt", "{:.2f}x")]
+           ("fp8_row_vs_cublas", "row-wise vs cuBLASLt", "{:.2f}x"), ("block_us", "fp8 block-scaled µs", "{:.1f}"),
+           ("scaled_mm_block_us", "_scaled_mm block-scaled µs", "{:.1f}"), ("block_tflops", "block TFLOP/s", "{:.0f}"),
+           ("block_vs_per_tensor", "block vs per-tensor cuBLASLt", "{:.2f}x")]
 NOTE = ("bf16 output. int8: per-token x per-channel scales; fp8: per-tensor, and row-wise (per-token x "
-        "per-channel). Peers in the same run: torch.mm (bf16), torch._scaled_mm (cuBLASLt), torch._int_mm "
+        "per-channel); fp8 block-scaled: DeepSeek-V3's 1 x 128 activation groups and 128 x 128 weight blocks "
+        "(fp8_blockwise_scaled_mm), against per-tensor cuBLASLt, and against torch._scaled_mm's block-scaled "
+        "mode where this PyTorch has it. Peers in the same run: torch.mm (bf16), torch._scaled_mm (cuBLASLt), torch._int_mm "
         "(int32 out, M > 16 only) with the scaling in eager PyTorch. Times: median of CUDA-graph replays over "
         "operand sets rotated so that L2 cannot hold them.")
 

@@ -200,13 +200,11 @@ def check_gdn_indices(op: str, state_pool, cache_indices, cu_seqlens=None, token
         raise ValueError(f"{op}: cu_seqlens must end at the number of tokens ({tokens}), got {last_value}")
 
 
-def scaled_mm_operands(op: str, mat_a, mat_b, scales_a, scales_b, out_dtype, bias, operand_dtype: torch.dtype,
-                       out_dtypes: tuple[torch.dtype, ...]) -> tuple[int, int, int, torch.Tensor, torch.Tensor]:
-    """Checks the arguments of a W8A8 scaled GEMM (``int8_scaled_mm``, ``fp8_scaled_mm``):
-    mat_a ``[M, K]`` row-major and mat_b ``[K, N]`` column-major (``stride(0) == 1``), both of
-    ``operand_dtype``; float32 scales of 1 or M values (``[M]``, ``[M, 1]``, ``[1]``) and of 1
-    or N (``[N]``, ``[1, N]``); ``out_dtype`` one of ``out_dtypes``; bias None or ``[N]`` of
-    out_dtype; one device. Returns (M, N, K, scales_a, scales_b), the scales as 1-D views."""
+def _mm_matrices(op: str, mat_a, mat_b, operand_dtype: torch.dtype, out_dtype,
+                 out_dtypes: tuple[torch.dtype, ...]) -> tuple[int, int, int]:
+    """(M, N, K) of a scaled GEMM's operands: mat_a ``[M, K]`` row-major and mat_b ``[K, N]``
+    column-major (``stride(0) == 1``), both of ``operand_dtype``; ``out_dtype`` one of
+    ``out_dtypes``."""
     a = require_tensor(mat_a, op, "mat_a")
     b = require_tensor(mat_b, op, "mat_b")
     for name, t in (("mat_a", a), ("mat_b", b)):
@@ -225,6 +223,22 @@ def scaled_mm_operands(op: str, mat_a, mat_b, scales_a, scales_b, out_dtype, bia
                          f"[N, K] weight), got strides {list(b.stride())}")
     if out_dtype not in out_dtypes:
         raise ValueError(f"{op}: out_dtype must be one of {dtype_names(*out_dtypes)}, got {out_dtype!r}")
+    return m, n, k
+
+
+def _same_device(op: str, a: torch.Tensor, tensors) -> None:
+    for name, t in tensors:
+        if t.device != a.device:
+            raise ValueError(f"{op}: {name} is on {t.device} but mat_a is on {a.device}")
+
+
+def scaled_mm_operands(op: str, mat_a, mat_b, scales_a, scales_b, out_dtype, bias, operand_dtype: torch.dtype,
+                       out_dtypes: tuple[torch.dtype, ...]) -> tuple[int, int, int, torch.Tensor, torch.Tensor]:
+    """Checks the arguments of a W8A8 scaled GEMM (``int8_scaled_mm``, ``fp8_scaled_mm``):
+    the matrices as ``_mm_matrices`` checks them; float32 scales of 1 or M values (``[M]``,
+    ``[M, 1]``, ``[1]``) and of 1 or N (``[N]``, ``[1, N]``); bias None or ``[N]`` of
+    out_dtype; one device. Returns (M, N, K, scales_a, scales_b), the scales as 1-D views."""
+    m, n, k = _mm_matrices(op, mat_a, mat_b, operand_dtype, out_dtype, out_dtypes)
     flat = []
     for name, s, length, shapes in (("scales_a", scales_a, m, f"[{m}], [{m}, 1] or [1]"),
                                     ("scales_b", scales_b, n, f"[{n}], [1, {n}] or [1]")):
@@ -240,11 +254,40 @@ def scaled_mm_operands(op: str, mat_a, mat_b, scales_a, scales_b, out_dtype, bia
         if bias.shape != (n,) or bias.dtype != out_dtype:
             raise ValueError(f"{op}: bias: must be [{n}] of {dtype_names(out_dtype)}, got shape "
                              f"{list(bias.shape)} of {dtype_names(bias.dtype)}")
-    tensors = [("mat_b", b), ("scales_a", flat[0]), ("scales_b", flat[1])] + ([("bias", bias)] if bias is not None else [])
-    for name, t in tensors:
-        if t.device != a.device:
-            raise ValueError(f"{op}: {name} is on {t.device} but mat_a is on {a.device}")
+    _same_device(op, mat_a, [("mat_b", mat_b), ("scales_a", flat[0]), ("scales_b", flat[1])]
+                 + ([("bias", bias)] if bias is not None else []))
     return m, n, k, flat[0], flat[1]
+
+
+#: The block of a block-scaled GEMM (DeepSeek-V3's FP8 format): activations scaled per 1 x
+#: BLOCK group along K, weights per BLOCK x BLOCK block.
+SCALE_BLOCK = 128
+
+
+def blockwise_scaled_mm_operands(op: str, mat_a, mat_b, scales_a, scales_b, out_dtype, operand_dtype: torch.dtype,
+                                 out_dtypes: tuple[torch.dtype, ...]) -> tuple[int, int, int, torch.Tensor,
+                                                                                   torch.Tensor]:
+    """Checks the arguments of a block-scaled GEMM (``fp8_blockwise_scaled_mm``): the matrices
+    as ``_mm_matrices`` checks them; float32 ``scales_a`` ``[M, ceil(K / 128)]`` and
+    ``scales_b`` ``[ceil(N / 128), ceil(K / 128)]``; one device. Returns (M, N, K, scales_a,
+    scales_b), both scales with their K blocks contiguous (``stride(1) == 1``, copied when they
+    were not): the layout the kernel reads."""
+    m, n, k = _mm_matrices(op, mat_a, mat_b, operand_dtype, out_dtype, out_dtypes)
+    k_blocks, n_blocks = -(-k // SCALE_BLOCK), -(-n // SCALE_BLOCK)
+    out = []
+    for name, s, shape in (("scales_a", scales_a, (m, k_blocks)), ("scales_b", scales_b, (n_blocks, k_blocks))):
+        s = require_tensor(s, op, name)
+        if s.dtype != torch.float32:
+            raise ValueError(f"{op}: {name}: must be float32, got {dtype_names(s.dtype)}")
+        if tuple(s.shape) != shape:
+            raise ValueError(f"{op}: {name}: must be [{shape[0]}, {shape[1]}] (blocks of {SCALE_BLOCK} along K"
+                             f"{'' if name == 'scales_a' else ' and N'}), got shape {list(s.shape)}")
+        out.append(s)
+    sa, sb = out
+    _same_device(op, mat_a, [("mat_b", mat_b), ("scales_a", sa), ("scales_b", sb)])
+    if k_blocks > 1:
+        sa, sb = (s if s.stride(1) == 1 else s.contiguous() for s in (sa, sb))
+    return m, n, k, sa, sb
 
 
 def marlin_sizes(op: str, size_k: object, size_n: object, num_bits: object = 4) -> tuple[int, int, int]:

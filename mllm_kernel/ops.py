@@ -189,6 +189,19 @@ def fp8_scaled_mm(mat_a: Tensor, mat_b: Tensor, scales_a: Tensor, scales_b: Tens
     [1, N], in any mix."""
 
 
+def _blockwise_mm_fake(mat_a: Tensor, mat_b: Tensor, scales_a: Tensor, scales_b: Tensor,
+                       out_dtype: torch.dtype) -> Tensor:
+    return mat_a.new_empty((mat_a.shape[0], mat_b.shape[1]), dtype=out_dtype)
+
+
+@register_op(kernels={"cuda": cuda.fp8_blockwise_scaled_mm}, fake=_blockwise_mm_fake)
+def fp8_blockwise_scaled_mm(mat_a: Tensor, mat_b: Tensor, scales_a: Tensor, scales_b: Tensor,
+                            out_dtype: torch.dtype) -> Tensor:
+    """DeepSeek-V3 block-scaled FP8 GEMM: float8_e4m3fn mat_a [M, K] row-major and mat_b [K, N] column-major,
+    float32 scales_a [M, ceil(K/128)] per token and 128-wide K group, scales_b [ceil(N/128), ceil(K/128)] per
+    128 x 128 weight block; out float16/bfloat16 [M, N]."""
+
+
 # --- weight-only quantized GEMM (Marlin format) ----------------------------------------------------------
 def _marlin_fake(a: Tensor, c: Tensor | None, b_q_weight: Tensor, b_scales: Tensor, global_scale: Tensor | None,
                  b_zeros: Tensor | None, g_idx: Tensor | None, perm: Tensor | None, workspace: Tensor | None,

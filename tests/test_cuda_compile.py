@@ -25,11 +25,17 @@ def _nvcc_or_none():
 
 pytestmark = pytest.mark.skipif(_nvcc_or_none() is None, reason="nvcc not found")
 
-#: The CUTLASS GEMM modules compiled here, one per family (a minute each on two cores): the
-#: int8 one takes the transposed ping-pong path and bf16 out, the FP8 one the cooperative path
-#: and fp16 out, so every template branch of csrc/scaled_mm_sm90.cuh is compiled.
+#: The CUTLASS GEMM modules compiled through the JIT here (a minute each on two cores): for the
+#: Hopper per-tensor and per-channel family, the int8 one takes the transposed ping-pong path and
+#: bf16 out, the FP8 one the cooperative path and fp16 out, so every template branch of
+#: csrc/scaled_mm_sm90.cuh is compiled; one Ampere/Ada configuration (the others' branches:
+#: test_ampere_gemms_build_for_orin_and_ada). The block-scaled family's configuration is compiled
+#: by test_hopper_gemm_wgmma_not_serialized, which also reads ptxas's report.
 GEMM_CHECKED = {("scaled_mm_sm90_swap_64x16x256_c1x1_pingpong", ("int8_t", "bf16_t")),
-                ("scaled_mm_sm90_128x256x128_c2x1_coop", ("fp8_e4m3_t", "fp16_t"))}
+                ("scaled_mm_sm90_128x256x128_c2x1_coop", ("fp8_e4m3_t", "fp16_t")),
+                ("scaled_mm_sm80_128x128x64_w64x64x64_s4", ("int8_t", "bf16_t"))}
+#: The name prefixes of the GEMM families, whose modules are compiled only as said above.
+GEMM_FAMILIES = ("scaled_mm_sm90_", "scaled_mm_sm80_", "scaled_mm_blockwise_sm90_")
 
 
 #: The Marlin GEMM module built through the JIT here (sm_90); test_marlin_gemm_builds_for_ampere_and_orin
@@ -40,7 +46,7 @@ MARLIN_CHECKED = ("bf16_t", "4")
 def _checked(record) -> bool:
     if record.name == "marlin_gemm":
         return tuple(record.args) == MARLIN_CHECKED
-    return not record.name.startswith("scaled_mm_sm90_") or (record.name, record.args) in GEMM_CHECKED
+    return not record.name.startswith(GEMM_FAMILIES) or (record.name, record.args) in GEMM_CHECKED
 
 
 def _cuda_modules():
@@ -51,10 +57,13 @@ def _cuda_modules():
 
 
 def test_gemm_modules_checked_exist():
-    from mllm_kernel.cuda.jit import scaled_mm_sm90
+    from mllm_kernel.cuda.jit import fp8_blockwise_scaled_mm_cutlass, scaled_mm_sm80, scaled_mm_sm90
 
-    declared = {(m.name, m.args) for m in scaled_mm_sm90.MODULES.values()}
+    families = (scaled_mm_sm90, fp8_blockwise_scaled_mm_cutlass, scaled_mm_sm80)
+    declared = {(m.name, m.args) for family in families for m in family.MODULES.values()}
     assert GEMM_CHECKED <= declared
+    for prefix in GEMM_FAMILIES[:2]:
+        assert any(name.startswith(prefix) for name, _ in GEMM_CHECKED)
 
 
 @pytest.mark.parametrize("record", _cuda_modules(), ids=lambda r: "-".join([r.name, *r.args]))
@@ -156,3 +165,41 @@ def test_marlin_gemm_builds_for_ampere_and_orin(tmp_path):
                "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_87,code=sm_87"]
     result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ampere_gemms_build_for_orin_and_ada(tmp_path):
+    """The Ampere/Ada W8A8 GEMM's branches the JIT test above does not build: int8 with fp16 out
+    and the small-M tile for sm_87 (Jetson Orin), FP8 (sm_89's MMAs) for sm_89."""
+    from mllm_kernel.jit_utils.paths import CUDA_CSRC_DIR
+
+    includes, _ = toolchain.tvm_ffi_paths()
+    for arch, instance in (("87", "int8_t, fp16_t, 16, 64, 128, 16, 64, 64, 6"),
+                           ("89", "fp8_e4m3_t, bf16_t, 64, 128, 128, 64, 64, 64, 3")):
+        source = tmp_path / f"scaled_mm_{arch}.cu"
+        source.write_text(f'#include "scaled_mm_sm80.cuh"\nvoid* probe = (void*)&scaled_mm_sm80<{instance}>;\n')
+        command = [toolchain.find_nvcc(), "-std=c++20", "-c", str(source), "-o", str(tmp_path / f"{arch}.o"),
+                   "--expt-relaxed-constexpr", f"-I{CUDA_CSRC_DIR}", f"-I{INCLUDE_DIR}",
+                   *(f"-I{d}" for d in includes), f"-I{toolchain.find_cutlass_include()}",
+                   f"-gencode=arch=compute_{arch},code=sm_{arch}"]
+        result = subprocess.run(command, capture_output=True, text=True)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_hopper_gemm_wgmma_not_serialized(tmp_path):
+    """The block-scaled GEMM (one configuration, exactly as declared) compiles with the JIT's
+    flags for CUTLASS modules, and ptxas keeps its warpgroup MMAs pipelined: no C7510 report,
+    which CUTLASS's device-side asserts cause unless NDEBUG is defined."""
+    import torch
+
+    from mllm_kernel.cuda.jit import fp8_blockwise_scaled_mm_cutlass as blockwise
+
+    spec = blockwise.MODULES[(torch.bfloat16, "128x128x128_c1x2_coop")].spec("cuda")
+    (unit,) = [u for u in spec.units if u.language == "cuda"]
+    source = tmp_path / "blockwise.cu"
+    source.write_text(unit.source_text())  # the module's own generated source
+    command = [toolchain.find_nvcc(), *spec.nvcc_flags(), *toolchain.gencode_flags(spec.cuda_archs),
+               *(f"-I{d}" for d in spec.include_dirs()), *spec.extra_cuda_cflags,
+               "-c", str(source), "-o", str(tmp_path / "blockwise.o")]
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "C7510" not in result.stdout + result.stderr, result.stdout + result.stderr

@@ -145,3 +145,26 @@ def test_jit_rejects_bad_device():
         jit(device="gpu", cpp_files=["add_constant.cpp"], cpp_wrappers=[])(lambda m: None)
     with pytest.raises(ValueError, match="no sources for device 'cuda'"):
         jit(device="cuda", cpp_files=["add_constant.cpp"], cpp_wrappers=[])(lambda m: None)
+
+
+def test_meant_for_archs_leaves_other_gpus_out_of_precompile_and_prebuild(monkeypatch):
+    """A module meant for some architectures is built for those (and, called, for any GPU), but
+    precompile and prebuild skip it for a list that has none of them; a pinned one likewise."""
+    from mllm_kernel.jit_utils import jit_module, registry
+    from mllm_kernel.jit_utils.paths import CUDA_CSRC_DIR
+
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # these declarations stay here
+    source = [str(CUDA_CSRC_DIR / "add_constant.cuh")]
+
+    ampere = jit_module("t_meant_for", device="cuda", cuda_files=source, cuda_wrappers=[("f", "f")],
+                        meant_for_archs=["8.0", "8.7"])
+    hopper = jit_module("t_pinned", device="cuda", cuda_files=source, cuda_wrappers=[("f", "f")],
+                        cuda_archs=["9.0a"])
+    anywhere = jit_module("t_anywhere", device="cuda", cuda_files=source, cuda_wrappers=[("f", "f")])
+    assert ampere.builds_for("cuda", ["8.7"]) and ampere.builds_for("cuda", ["8.0", "9.0"])
+    assert not ampere.builds_for("cuda", ["9.0"]) and not ampere.builds_for("cuda", ["8.9"])
+    assert hopper.builds_for("cuda", ["9.0"]) and not hopper.builds_for("cuda", ["8.7"])
+    assert anywhere.builds_for("cuda", ["7.5"])
+    # Not pinned: a call on a Hopper GPU builds it for that GPU.
+    assert ampere.spec("cuda", cuda_archs=["9.0"]).cuda_archs == ("9.0",)
+    assert hopper.spec("cuda", cuda_archs=["8.7"]).cuda_archs == ("9.0a",)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mllm_kernel.cuda.jit import fp8_scaled_mm, int8_scaled_mm, scaled_mm_sm90
+from mllm_kernel.cuda.jit import fp8_scaled_mm, int8_scaled_mm, scaled_mm_dispatch, scaled_mm_sm80, scaled_mm_sm90
 
 HAS_SM90 = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 sm90 = pytest.mark.skipif(not HAS_SM90, reason="needs an sm_90 GPU")
@@ -59,7 +59,8 @@ def _check(out, ref, out_dtype, slack=None):
     assert not bad.any(), f"{int(bad.sum())} of {bad.numel()} off; worst {float((err - bound).max())}"
 
 
-def _run(fn, dtype, m, n, k, out_dtype, *, bias, a_vector=True, b_vector=True, seed=0, config=None, **pads):
+def _run(fn, dtype, m, n, k, out_dtype, *, bias, a_vector=True, b_vector=True, seed=0, config=None,
+         backend=scaled_mm_sm90, **pads):
     a, b = _operands(m, n, k, dtype, seed=seed, **pads)
     sa = _scales(m, a_vector, (m, 1) if seed % 2 else None, seed=seed + 1)
     sb = _scales(n, b_vector, (1, n) if seed % 2 else None, seed=seed + 2)
@@ -71,7 +72,7 @@ def _run(fn, dtype, m, n, k, out_dtype, *, bias, a_vector=True, b_vector=True, s
         from mllm_kernel.op_args import scaled_mm_operands
 
         _, _, _, sa1, sb1 = scaled_mm_operands("t", a, b, sa, sb, out_dtype, bias_t, dtype, OUT_DTYPES)
-        out = scaled_mm_sm90.scaled_mm(a, b, sa1, sb1, out_dtype, bias_t, m, n, k, config=config)
+        out = backend.scaled_mm(a, b, sa1, sb1, out_dtype, bias_t, m, n, k, config=config)
     assert out.shape == (m, n)
     ref = _reference(a, b, sa, sb, bias_t)
     slack = None
@@ -104,6 +105,70 @@ def test_every_configuration(name, dtype):
     config = scaled_mm_sm90.CONFIGS[name]
     for m in (1, 33, 300):
         _run(None, dtype, m, 264, 400, torch.bfloat16, bias=True, seed=m, config=config)
+
+
+# The Ampere/Ada kernels (mma.sync, which Hopper runs too) built for this GPU and called directly.
+
+
+@sm90
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.int8, torch.float8_e4m3fn], ids=["int8", "fp8"])
+@pytest.mark.parametrize("m,n,k", CASES)
+def test_ampere_kernels_match_reference(dtype, m, n, k):
+    config = scaled_mm_sm80.pick_config(m, n, k)
+    _run(None, dtype, m, n, k, torch.bfloat16 if m % 2 else torch.float16, bias=(m + n) % 2 == 0, seed=m + n + k,
+         config=config, backend=scaled_mm_sm80)
+
+
+@sm90
+@pytest.mark.cuda
+@pytest.mark.parametrize("name", list(scaled_mm_sm80.CONFIGS))
+@pytest.mark.parametrize("dtype", [torch.int8, torch.float8_e4m3fn], ids=["int8", "fp8"])
+def test_every_ampere_configuration(name, dtype):
+    """Each configuration on odd M, with a bias, per-tensor and vector scales, strided operands."""
+    config = scaled_mm_sm80.CONFIGS[name]
+    for m in (1, 33, 300):
+        _run(None, dtype, m, 264, 400, torch.bfloat16, bias=True, seed=m, config=config, backend=scaled_mm_sm80)
+        _run(None, dtype, m, 136, 256, torch.float16, bias=False, a_vector=False, b_vector=False, seed=m,
+             config=config, backend=scaled_mm_sm80, a_pad=16, b_pad=32)
+
+
+@sm90
+@pytest.mark.cuda
+def test_ampere_kernels_refuse_misaligned_vectors():
+    a, b = _operands(4, 16, 32, torch.int8)
+    sa, sb = torch.ones(4, device="cuda"), torch.ones(17, device="cuda")[1:]
+    with pytest.raises(ValueError, match="scales_b and bias must start at 16-byte aligned addresses"):
+        scaled_mm_sm80.scaled_mm(a, b, sa, sb, torch.bfloat16, None, 4, 16, 32)
+
+
+@sm90
+@pytest.mark.cuda
+def test_dispatch_by_compute_capability(monkeypatch):
+    """sm_8x GPUs run the Ampere/Ada kernels (FP8 from sm_89); others get an error naming the
+    GPUs supported. The capability is faked on this GPU, whose kernels run both families."""
+    a, b = _operands(7, 64, 128, torch.int8)
+    sa, sb = torch.rand(7, device="cuda") + 0.5, torch.rand(64, device="cuda") + 0.5
+    af, bf = _operands(7, 64, 128, torch.float8_e4m3fn)
+    calls = []
+    real = scaled_mm_sm80.scaled_mm
+    monkeypatch.setattr(scaled_mm_sm80, "scaled_mm", lambda *args, **kw: calls.append(1) or real(*args, **kw))
+    for capability in [(8, 0), (8, 6), (8, 7), (8, 9)]:
+        monkeypatch.setattr(scaled_mm_dispatch, "capability", lambda index, c=capability: c)
+        out = int8_scaled_mm(a, b, sa, sb, torch.bfloat16)
+        torch.testing.assert_close(out.double(), _reference(a, b, sa, sb, None), rtol=2**-7, atol=0)
+        if capability == (8, 9):
+            fp8_scaled_mm(af, bf, sa, sb, torch.bfloat16)
+        else:
+            with pytest.raises(ValueError, match=f"fp8_scaled_mm: runs on sm_89 and sm_90 GPUs; this GPU is "
+                                                 f"sm_8{capability[1]}"):
+                fp8_scaled_mm(af, bf, sa, sb, torch.bfloat16)
+    assert len(calls) == 5
+    for capability in [(7, 5), (10, 0), (12, 0)]:
+        monkeypatch.setattr(scaled_mm_dispatch, "capability", lambda index, c=capability: c)
+        with pytest.raises(ValueError, match=r"int8_scaled_mm: runs on sm_80, sm_86, sm_87, sm_89 and sm_90 GPUs; "
+                                             rf"this GPU is sm_{capability[0]}{capability[1]}"):
+            int8_scaled_mm(a, b, sa, sb, torch.bfloat16)
 
 
 @sm90

@@ -42,9 +42,10 @@ class JitModule:
     def builds_for(self, device: str, cuda_archs: Sequence[str] | None = None) -> bool:
         """Whether a build of ``device`` modules, for ``cuda_archs`` (None: the JIT's,
         ``toolchain.cuda_arch_list()``), includes this module: always, unless it is a CUDA
-        build and the declaration pins architectures of which none is listed (sm_90a kernels
-        are not built for an Ampere GPU)."""
-        pinned = self._build["cuda_archs"]
+        build and the declaration pins architectures, or names those it is meant for, of which
+        none is listed (sm_90a kernels are not built for an Ampere GPU, Ampere's GEMMs not for a
+        Hopper one)."""
+        pinned = self._build["cuda_archs"] or self._build["meant_for_archs"]
         if device != "cuda" or not pinned:
             return True
         cuda_archs = cuda_archs or toolchain.cuda_arch_list()
@@ -94,11 +95,12 @@ def _variant(args: object | Sequence[object]) -> tuple[str, ...]:
 
 
 def _build_spec(cpp_files, cuda_files, cpp_wrappers, cuda_wrappers, extra_cflags, extra_cuda_cflags,
-                extra_ldflags, extra_include_paths, cuda_archs, cutlass) -> dict:
+                extra_ldflags, extra_include_paths, cuda_archs, cutlass, meant_for_archs=None) -> dict:
     return dict(cpp_files=list(cpp_files or ()), cuda_files=list(cuda_files or ()),
                 cpp_wrappers=list(cpp_wrappers or ()), cuda_wrappers=list(cuda_wrappers or ()),
                 extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
-                extra_include_paths=extra_include_paths, cuda_archs=tuple(cuda_archs or ()), cutlass=cutlass)
+                extra_include_paths=extra_include_paths, cuda_archs=tuple(cuda_archs or ()), cutlass=cutlass,
+                meant_for_archs=tuple(meant_for_archs or ()))
 
 
 def jit_module(
@@ -116,13 +118,17 @@ def jit_module(
     extra_include_paths: Sequence[str | Path] | None = None,
     cuda_archs: Sequence[str] | None = None,
     cutlass: bool = False,
+    meant_for_archs: Sequence[str] | None = None,
 ) -> JitModule:
     """Declares module ``name``, variant ``args`` (a value or a list; usually
     ``make_cpp_args(...)``), for ``device`` "cpu" (built from ``cpp_files`` exporting
     ``cpp_wrappers``) or "cuda" (``cuda_files`` exporting ``cuda_wrappers``, plus any host-only
     ``cpp_files``). ``cuda_archs`` pins the CUDA architectures (kernels written for one
-    architecture, such as "9.0a"); ``cutlass`` compiles against CUTLASS's headers.
+    architecture, such as "9.0a"); ``meant_for_archs`` names the architectures a module is
+    for without pinning them (precompile and prebuild skip it for others; a call still builds
+    it for the GPU it runs on); ``cutlass`` compiles against CUTLASS's headers.
     Nothing is compiled until ``load()``."""
     return JitModule(name, _variant(args), device,
                      _build_spec(cpp_files, cuda_files, cpp_wrappers, cuda_wrappers, extra_cflags,
-                                 extra_cuda_cflags, extra_ldflags, extra_include_paths, cuda_archs, cutlass))
+                                 extra_cuda_cflags, extra_ldflags, extra_include_paths, cuda_archs, cutlass,
+                                 meant_for_archs))

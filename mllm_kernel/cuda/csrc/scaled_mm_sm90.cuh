@@ -10,16 +10,16 @@
 // in which the persistent scheduler hands out tiles (L2 reuse of the operand panels).
 #pragma once
 
+#include "scaled_mm_common.cuh"
 #include "scaled_mm_sm90_gemm.cuh"
 #include <mllm_kernel/launch.cuh>
 #include <mllm_kernel/runtime.cuh>
 #include <mllm_kernel/tensor.hpp>
+#include <mllm_kernel/tensor_view.hpp>
 #include <mllm_kernel/type.cuh>
 #include <mllm_kernel/utils.hpp>
 
-#include <cutlass/numeric_types.h>
 #include <dlpack/dlpack.h>
-#include <mllm_kernel/tensor_view.hpp>
 
 #include <cstdint>
 
@@ -29,39 +29,6 @@ using mllm_kernel::bf16_t;
 using mllm_kernel::fp16_t;
 using mllm_kernel::fp8_e4m3_t;
 
-template <typename T>
-struct CutlassType;
-template <>
-struct CutlassType<std::int8_t> {
-  using type = std::int8_t;
-};
-template <>
-struct CutlassType<fp8_e4m3_t> {
-  using type = cutlass::float_e4m3_t;
-};
-template <>
-struct CutlassType<fp16_t> {
-  using type = cutlass::half_t;
-};
-template <>
-struct CutlassType<bf16_t> {
-  using type = cutlass::bfloat16_t;
-};
-
-/// Checks a scale vector: float32, 1-D, dense, on `device`, of 1 or `len` values; returns
-/// whether it is a vector (len values) rather than one value.
-bool check_scales(mllm_kernel::TensorView scales, mllm_kernel::host::SymbolicDevice& device, std::int64_t len,
-                  const char* name, const char* per) {
-  using namespace mllm_kernel::host;
-  SymbolicSize n{name};
-  (void)TensorMatcher({n}).with_dtype<float>().with_device(device).verify(scales, name);
-  RuntimeCheck(n.unwrap() == 1 || n.unwrap() == len, name, " must hold 1 value or one per ", per, " (", len,
-               "), got ", n.unwrap());
-  return n.unwrap() == len && len != 1;
-}
-
-bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
-
 template <typename AB, typename Out, int kTileM, int kTileN, int kTileK, int kClusterM, int kClusterN, bool kPingpong,
           bool kSwapAB>
 void scaled_mm_sm90(mllm_kernel::TensorView out, mllm_kernel::TensorView mat_a, mllm_kernel::TensorView mat_b,
@@ -69,34 +36,22 @@ void scaled_mm_sm90(mllm_kernel::TensorView out, mllm_kernel::TensorView mat_a, 
                     bool has_bias, mllm_kernel::TensorView workspace, std::int64_t swizzle, std::int64_t raster) {
   using namespace mllm_kernel::host;
   using namespace mllm_kernel::device::gemm_sm90;
-  using ElementAB = typename CutlassType<AB>::type;
-  using ElementD = typename CutlassType<Out>::type;
+  using namespace mllm_kernel::device::scaled_mm;
+  using ElementAB = cutlass_t<AB>;
+  using ElementD = cutlass_t<Out>;
   using Config = TileConfig<kTileM, kTileN, kTileK, kClusterM, kClusterN, kPingpong>;
   using Gemm = GemmSm90<ElementAB, ElementD, Config, kSwapAB>;
   using Adapter = typename Gemm::Gemm;
 
-  SymbolicSize M{"M"}, N{"N"}, K{"K"}, lda{"mat_a row stride"}, ldb{"mat_b column stride"}, ldo{"out row stride"};
   SymbolicDevice device;
-  (void)TensorMatcher({M, K}).with_strides({lda, 1}).template with_dtype<AB>().template with_device<kDLCUDA>(device).verify(
-      mat_a, "mat_a");
-  (void)TensorMatcher({K, N}).with_strides({1, ldb}).template with_dtype<AB>().with_device(device).verify(mat_b, "mat_b");
-  (void)TensorMatcher({M, N}).with_strides({ldo, 1}).template with_dtype<Out>().with_device(device).verify(out, "out");
-  const std::int64_t m = M.unwrap(), n = N.unwrap(), k = K.unwrap();
+  const MmShape shape = check_mm_operands<AB, Out>(out, mat_a, mat_b, device);
+  const std::int64_t m = shape.m, n = shape.n, k = shape.k;
   const bool a_vector = check_scales(scales_a, device, m, "scales_a", "row of mat_a");
   const bool b_vector = check_scales(scales_b, device, n, "scales_b", "column of mat_b");
   if (has_bias) {
-    (void)TensorMatcher({N}).template with_dtype<Out>().with_device(device).verify(bias, "bias");
+    (void)TensorMatcher({n}).template with_dtype<Out>().with_device(device).verify(bias, "bias");
   }
-  SymbolicSize workspace_bytes{"workspace bytes"};
-  (void)TensorMatcher({workspace_bytes}).template with_dtype<std::uint8_t>().with_device(device).verify(workspace,
-                                                                                                        "workspace");
-  RuntimeCheck(k % 16 == 0, "K must be a multiple of 16 (16-byte rows of 8-bit values), got ", k);
-  RuntimeCheck(n % 8 == 0, "N must be a multiple of 8 (16-byte output rows), got ", n);
-  RuntimeCheck(lda.unwrap() % 16 == 0 && ldb.unwrap() % 16 == 0 && ldo.unwrap() % 8 == 0,
-               "row strides must keep rows 16-byte aligned: mat_a ", lda.unwrap(), ", mat_b ", ldb.unwrap(), ", out ",
-               ldo.unwrap());
-  RuntimeCheck(aligned16(mat_a.data_ptr()) && aligned16(mat_b.data_ptr()) && aligned16(out.data_ptr()),
-               "mat_a, mat_b and out must start at 16-byte aligned addresses");
+  const std::int64_t workspace_bytes = check_workspace(workspace, device);
   if (m == 0) return;
 
   const auto* a = static_cast<const ElementAB*>(mat_a.data_ptr());
@@ -114,12 +69,12 @@ void scaled_mm_sm90(mllm_kernel::TensorView out, mllm_kernel::TensorView mat_a, 
   StrideA stride_a{};
   StrideB stride_b{};
   StrideD stride_d{};
-  cute::get<0>(stride_a) = kSwapAB ? ldb.unwrap() : lda.unwrap();
-  cute::get<0>(stride_b) = kSwapAB ? lda.unwrap() : ldb.unwrap();
+  cute::get<0>(stride_a) = kSwapAB ? shape.ldb : shape.lda;
+  cute::get<0>(stride_b) = kSwapAB ? shape.lda : shape.ldb;
   if constexpr (kSwapAB) {
-    cute::get<1>(stride_d) = ldo.unwrap();  // Dᵀ column-major
+    cute::get<1>(stride_d) = shape.ldo;  // Dᵀ column-major
   } else {
-    cute::get<0>(stride_d) = ldo.unwrap();
+    cute::get<0>(stride_d) = shape.ldo;
   }
   // The outer scale is per original row (scales_a), the inner per original column.
   typename Adapter::Arguments args{
@@ -142,14 +97,7 @@ void scaled_mm_sm90(mllm_kernel::TensorView out, mllm_kernel::TensorView mat_a, 
   args.scheduler.max_swizzle_size = static_cast<int>(swizzle);
   args.scheduler.raster_order = raster == 1 ? Raster::AlongM : raster == 2 ? Raster::AlongN : Raster::Heuristic;
 
-  Adapter gemm;
-  const cutlass::Status can = gemm.can_implement(args);
-  RuntimeCheck(can == cutlass::Status::kSuccess, "CUTLASS cannot run this problem: ", cutlassGetStatusString(can));
-  const std::size_t needed = Adapter::get_workspace_size(args);
-  RuntimeCheck(needed <= static_cast<std::size_t>(workspace_bytes.unwrap()), "workspace holds ",
-               workspace_bytes.unwrap(), " bytes, the kernel needs ", needed);
-  const cutlass::Status status = gemm.run(args, workspace.data_ptr(), LaunchKernel::resolve_device(dl_device));
-  RuntimeCheck(status == cutlass::Status::kSuccess, "CUTLASS GEMM launch failed: ", cutlassGetStatusString(status));
+  run_cutlass<Adapter>(args, workspace.data_ptr(), workspace_bytes, LaunchKernel::resolve_device(dl_device));
 }
 
 }  // namespace

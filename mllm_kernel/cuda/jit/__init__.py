@@ -3,6 +3,7 @@
 from mllm_kernel.cuda.jit.activation import gelu_and_mul, silu_and_mul
 from mllm_kernel.cuda.jit.add_constant import add_constant
 from mllm_kernel.cuda.jit.create_kv_indices import create_kv_indices
+from mllm_kernel.cuda.jit.fp8_blockwise_scaled_mm_cutlass import fp8_blockwise_scaled_mm
 from mllm_kernel.cuda.jit.fp8_scaled_mm_cutlass import fp8_scaled_mm
 from mllm_kernel.cuda.jit.gdn_decode import gdn_decode
 from mllm_kernel.cuda.jit.gdn_extend_chunkwise import gdn_extend_chunkwise
@@ -31,6 +32,7 @@ __all__ = [
     "awq_marlin_repack",
     "can_use_store_cache",
     "create_kv_indices",
+    "fp8_blockwise_scaled_mm",
     "fp8_scaled_mm",
     "fused_add_rmsnorm",
     "gdn_decode",

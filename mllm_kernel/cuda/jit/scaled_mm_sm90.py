@@ -29,7 +29,6 @@ from dataclasses import dataclass
 import torch
 
 from mllm_kernel.jit_utils import jit_module, make_cpp_args
-from mllm_kernel.op_args import scaled_mm_operands
 
 #: The architecture these kernels are written for (warpgroup MMAs and TMA: sm_90a only).
 ARCH = "9.0a"
@@ -104,7 +103,7 @@ MODULES = {(operand, out, name): _declare(operand, out, config)
 
 
 @functools.lru_cache(maxsize=None)
-def _workspace(device: torch.device) -> torch.Tensor:
+def workspace(device: torch.device) -> torch.Tensor:
     return torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=device)
 
 
@@ -113,27 +112,13 @@ def modules(operand: torch.dtype) -> list:
     return [module for (dtype, _, _), module in MODULES.items() if dtype == operand]
 
 
-@functools.lru_cache(maxsize=None)
-def _capability(index: int) -> tuple[int, int]:
-    return torch.cuda.get_device_capability(index)
-
-
 def require_sm90(op: str, device: torch.device) -> None:
     """A ValueError unless ``device`` is a GPU these kernels run on (compute capability 9.0)."""
-    if device.type != "cuda":
-        raise ValueError(f"{op}: mat_a: must be a CUDA tensor here, got {device}")
-    major, minor = _capability(device.index if device.index is not None else torch.cuda.current_device())
+    from mllm_kernel.cuda.jit.scaled_mm_dispatch import device_capability
+
+    major, minor = device_capability(op, device)
     if (major, minor) != (9, 0):
         raise ValueError(f"{op}: runs on sm_90 (Hopper) GPUs; this GPU is sm_{major}{minor}")
-
-
-def checked_scaled_mm(op: str, operand: torch.dtype, mat_a, mat_b, scales_a, scales_b, out_dtype,
-                      bias) -> torch.Tensor:
-    """``op``'s public entry: checks the arguments (``op_args.scaled_mm_operands``, operands of
-    dtype ``operand``) and the GPU, then runs ``scaled_mm``."""
-    m, n, k, sa, sb = scaled_mm_operands(op, mat_a, mat_b, scales_a, scales_b, out_dtype, bias, operand, OUT_DTYPES)
-    require_sm90(op, mat_a.device)
-    return scaled_mm(mat_a, mat_b, sa, sb, out_dtype, bias, m, n, k)
 
 
 def scaled_mm(a: torch.Tensor, b: torch.Tensor, scales_a: torch.Tensor, scales_b: torch.Tensor,
@@ -145,6 +130,6 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scales_a: torch.Tensor, scales_b
     config = config or pick_config(m, n, k)
     function = MODULES[(a.dtype, out_dtype, config.name)].load().scaled_mm
     out = torch.empty((m, n), dtype=out_dtype, device=a.device)
-    function(out, a, b, scales_a, scales_b, out if bias is None else bias, bias is not None, _workspace(a.device),
+    function(out, a, b, scales_a, scales_b, out if bias is None else bias, bias is not None, workspace(a.device),
              swizzle, raster)
     return out

@@ -1,0 +1,104 @@
+// What the scaled GEMM modules share: CUTLASS's names of the element types, and the checks of
+// the operands every variant takes (mat_a [M, K] row-major, mat_b [K, N] column-major, out
+// [M, N] row-major, 16-byte aligned rows).
+#pragma once
+
+#include <mllm_kernel/tensor.hpp>
+#include <mllm_kernel/tensor_view.hpp>
+#include <mllm_kernel/type.cuh>
+#include <mllm_kernel/utils.hpp>
+
+#include <cutlass/cutlass.h>
+#include <cutlass/numeric_types.h>
+
+#include <cstdint>
+
+namespace mllm_kernel::device::scaled_mm {
+
+template <typename T>
+struct CutlassType;
+template <>
+struct CutlassType<std::int8_t> {
+  using type = std::int8_t;
+};
+template <>
+struct CutlassType<fp8_e4m3_t> {
+  using type = cutlass::float_e4m3_t;
+};
+template <>
+struct CutlassType<fp16_t> {
+  using type = cutlass::half_t;
+};
+template <>
+struct CutlassType<bf16_t> {
+  using type = cutlass::bfloat16_t;
+};
+template <typename T>
+using cutlass_t = typename CutlassType<T>::type;
+
+/// The sizes and row strides (in elements) of checked operands.
+struct MmShape {
+  std::int64_t m, n, k, lda, ldb, ldo;
+};
+
+inline bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
+
+/// Checks mat_a [M, K] (row-major, AB, on a CUDA device that becomes `device`), mat_b [K, N]
+/// (column-major, AB) and out [M, N] (row-major, Out): K a multiple of 16 and N of 8, rows and
+/// starts 16-byte aligned (what TMA and CUTLASS's 128-bit accesses need).
+template <typename AB, typename Out>
+MmShape check_mm_operands(TensorView out, TensorView mat_a, TensorView mat_b, host::SymbolicDevice& device) {
+  using namespace host;
+  SymbolicSize M{"M"}, N{"N"}, K{"K"}, lda{"mat_a row stride"}, ldb{"mat_b column stride"}, ldo{"out row stride"};
+  (void)TensorMatcher({M, K}).with_strides({lda, 1}).template with_dtype<AB>().template with_device<kDLCUDA>(device).verify(
+      mat_a, "mat_a");
+  (void)TensorMatcher({K, N}).with_strides({1, ldb}).template with_dtype<AB>().with_device(device).verify(mat_b, "mat_b");
+  (void)TensorMatcher({M, N}).with_strides({ldo, 1}).template with_dtype<Out>().with_device(device).verify(out, "out");
+  const MmShape s{M.unwrap(), N.unwrap(), K.unwrap(), lda.unwrap(), ldb.unwrap(), ldo.unwrap()};
+  RuntimeCheck(s.k % 16 == 0, "K must be a multiple of 16 (16-byte rows of 8-bit values), got ", s.k);
+  RuntimeCheck(s.n % 8 == 0, "N must be a multiple of 8 (16-byte output rows), got ", s.n);
+  RuntimeCheck(s.lda % 16 == 0 && s.ldb % 16 == 0 && s.ldo % 8 == 0,
+               "row strides must keep rows 16-byte aligned: mat_a ", s.lda, ", mat_b ", s.ldb, ", out ", s.ldo);
+  RuntimeCheck(aligned16(mat_a.data_ptr()) && aligned16(mat_b.data_ptr()) && aligned16(out.data_ptr()),
+               "mat_a, mat_b and out must start at 16-byte aligned addresses");
+  return s;
+}
+
+/// Checks a scale vector: float32, 1-D, dense, on `device`, of 1 or `len` values; returns
+/// whether it is a vector (len values) rather than one value.
+inline bool check_scales(TensorView scales, host::SymbolicDevice& device, std::int64_t len, const char* name,
+                         const char* per) {
+  using namespace host;
+  SymbolicSize n{name};
+  (void)TensorMatcher({n}).with_dtype<float>().with_device(device).verify(scales, name);
+  RuntimeCheck(n.unwrap() == 1 || n.unwrap() == len, name, " must hold 1 value or one per ", per, " (", len,
+               "), got ", n.unwrap());
+  return n.unwrap() == len && len != 1;
+}
+
+/// Checks the byte workspace CUTLASS's kernels may use (uint8, 1-D, on `device`); returns its size.
+inline std::int64_t check_workspace(TensorView workspace, host::SymbolicDevice& device) {
+  using namespace host;
+  SymbolicSize bytes{"workspace bytes"};
+  (void)TensorMatcher({bytes}).with_dtype<std::uint8_t>().with_device(device).verify(workspace, "workspace");
+  return bytes.unwrap();
+}
+
+/// Runs a CUTLASS device-level GEMM (GemmUniversalAdapter) on `stream`; a ValueError when
+/// CUTLASS cannot run the problem, needs more than the `workspace_bytes` given, or fails to
+/// launch.
+template <class Adapter>
+void run_cutlass(const typename Adapter::Arguments& args, void* workspace, std::int64_t workspace_bytes,
+                 cudaStream_t stream) {
+  using namespace host;
+  Adapter gemm;
+  const cutlass::Status can = gemm.can_implement(args);
+  RuntimeCheck(can == cutlass::Status::kSuccess, "CUTLASS cannot run this problem: ", cutlassGetStatusString(can));
+  const std::size_t needed = Adapter::get_workspace_size(args);
+  RuntimeCheck(needed <= static_cast<std::size_t>(workspace_bytes), "workspace holds ", workspace_bytes,
+               " bytes, the kernel needs ", needed);
+  const cutlass::Status status = gemm(args, workspace, stream);
+  RuntimeCheck(status == cutlass::Status::kSuccess, "CUTLASS GEMM launch failed: ", cutlassGetStatusString(status));
+}
+
+}  // namespace mllm_kernel::device::scaled_mm

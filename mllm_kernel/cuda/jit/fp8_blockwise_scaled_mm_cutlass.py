@@ -1,0 +1,90 @@
+"""CUDA ``fp8_blockwise_scaled_mm`` (sgl-kernel's name), DeepSeek-V3's block-scaled FP8 GEMM on
+CUTLASS's Hopper kernels (``csrc/scaled_mm_blockwise_sm90.cuh``).
+
+``out[m, n] = sum over K blocks kb of scales_a[m, kb] * scales_b[n // 128, kb] *
+(mat_a @ mat_b over block kb)``: float8_e4m3fn operands, activations scaled per 1 x 128 group
+along K (``per_token_group_quant_fp8(x, 128)``), weights per 128 x 128 block. Each block's
+partial product is accumulated in float32 and scaled in registers before it joins the sum.
+Runs on Hopper (sm_90).
+
+The kernel configuration, by M (``pick_config``; ``benchmarks/bench_scaled_mm.py --sweep``
+times both at every shape):
+
+==========  ==========================================  ==================================
+M           configuration                               why
+==========  ==========================================  ==================================
+<= 64       tile 64 x 128 x 128, ping-pong              64-row tiles waste less padding
+> 64        tile 128 x 128 x 128, cluster 1 x 2,        each thread holds two accumulators
+            cooperative                                 (a block's partial sums and the
+                                                        total): no registers for wider tiles
+==========  ==========================================  ==================================
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mllm_kernel.cuda.jit import scaled_mm_sm90
+from mllm_kernel.cuda.jit.scaled_mm_sm90 import ARCH, OUT_DTYPES, Sm90Config
+from mllm_kernel.jit_utils import jit_module, make_cpp_args
+from mllm_kernel.jit_utils import precompile as jit_precompile
+from mllm_kernel.op_args import blockwise_scaled_mm_operands
+
+OP = "fp8_blockwise_scaled_mm"
+
+CONFIGS = {c.name: c for c in (Sm90Config((64, 128, 128)),
+                               Sm90Config((128, 128, 128), cluster=(1, 2), pingpong=False))}
+
+
+def pick_config(m: int, n: int, k: int) -> Sm90Config:
+    """The configuration for an M x N x K problem (the table in the module docstring)."""
+    return CONFIGS["64x128x128_c1x1_pingpong" if m <= 64 else "128x128x128_c1x2_coop"]
+
+
+def _declare(out: torch.dtype, config: Sm90Config):
+    types = make_cpp_args(out)
+    m, n, k = config.tile
+    cpp = f"{types}, {m}, {n}, {k}, {config.cluster[0]}, {config.cluster[1]}, {str(config.pingpong).lower()}"
+    return jit_module(f"scaled_mm_blockwise_sm90_{config.name}", args=types, device="cuda",
+                      cuda_files=["scaled_mm_blockwise_sm90.cuh"],
+                      cuda_wrappers=[("blockwise_scaled_mm", f"blockwise_scaled_mm_sm90<{cpp}>")],
+                      extra_cuda_cflags=["-diag-suppress=2908"], cuda_archs=[ARCH], cutlass=True)
+
+
+MODULES = {(out, name): _declare(out, config) for out in OUT_DTYPES for name, config in CONFIGS.items()}
+
+
+def precompile(*, wait: bool = True):
+    """Builds (or loads) every block-scaled GEMM module now; see ``jit_utils.precompile``."""
+    return jit_precompile(*MODULES.values(), wait=wait)
+
+
+def blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, scales_a: torch.Tensor, scales_b: torch.Tensor,
+                        out_dtype: torch.dtype, m: int, n: int, config: Sm90Config | None = None) -> torch.Tensor:
+    """Runs checked operands (scales in the kernel's layouts: ``op_args.blockwise_scaled_mm_operands``)
+    through the kernel of ``config`` (default: ``pick_config``) into a new ``[M, N]`` tensor."""
+    config = config or pick_config(m, n, a.shape[1])
+    function = MODULES[(out_dtype, config.name)].load().blockwise_scaled_mm
+    out = torch.empty((m, n), dtype=out_dtype, device=a.device)
+    function(out, a, b, scales_a, scales_b, scaled_mm_sm90.workspace(a.device))
+    return out
+
+
+def fp8_blockwise_scaled_mm(
+    mat_a: torch.Tensor,
+    mat_b: torch.Tensor,
+    scales_a: torch.Tensor,
+    scales_b: torch.Tensor,
+    out_dtype: torch.dtype,
+) -> torch.Tensor:
+    """``[M, N]`` of ``out_dtype`` (float16 or bfloat16) from float8_e4m3fn ``mat_a`` ``[M, K]``
+    row-major and ``mat_b`` ``[K, N]`` column-major (``weight.t()`` of a row-major ``[N, K]``
+    weight), float32 ``scales_a`` ``[M, ceil(K / 128)]`` (per token and 128-wide K group) and
+    ``scales_b`` ``[ceil(N / 128), ceil(K / 128)]`` (per 128 x 128 weight block). Scales with
+    contiguous rows (``per_token_group_quant_fp8``'s default output, a checkpoint's
+    ``weight_scale_inv``) are read in place; others, such as the column-major scales of
+    ``column_major_scales=True``, are copied first. K must be a multiple of 16 and N of 8."""
+    m, n, _, sa, sb = blockwise_scaled_mm_operands(OP, mat_a, mat_b, scales_a, scales_b, out_dtype,
+                                                   torch.float8_e4m3fn, OUT_DTYPES)
+    scaled_mm_sm90.require_sm90(OP, mat_a.device)
+    return blockwise_scaled_mm(mat_a, mat_b, sa, sb, out_dtype, m, n)
