@@ -87,6 +87,14 @@ def test_every_configuration(name):
         _check(out, a, b, sa, sb, torch.bfloat16)
 
 
+def test_heuristic_picks_ping_pong_for_one_wave_of_tiles():
+    """The ping-pong kernel while its 64 x 128 tiles fit one wave, the cooperative one beyond
+    (where the sweep found each faster at Llama-3-8B's shapes)."""
+    pick = lambda m, n: blockwise.pick_config(m, n, 4096).name  # noqa: E731
+    assert pick(1, 4096) == pick(256, 4096) == pick(64, 14336) == pick(128, 6144) == "64x128x128_c1x1_pingpong"
+    assert pick(257, 4096) == pick(96, 14336) == pick(256, 6144) == pick(8192, 4096) == "128x128x128_c1x2_coop"
+
+
 @sm90
 @pytest.mark.cuda
 @pytest.mark.parametrize("sa_row_major,sb_col_major", [(True, False), (False, True), (True, True)])

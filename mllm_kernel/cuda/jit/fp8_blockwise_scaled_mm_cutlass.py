@@ -7,17 +7,20 @@ along K (``per_token_group_quant_fp8(x, 128)``), weights per 128 x 128 block. Ea
 partial product is accumulated in float32 and scaled in registers before it joins the sum.
 Runs on Hopper (sm_90).
 
-The kernel configuration, by M (``pick_config``; ``benchmarks/bench_scaled_mm.py --sweep``
-times both at every shape):
+The kernel configuration (``pick_config``; from ``benchmarks/bench_scaled_mm.py --sweep`` on an
+H100 at Llama-3-8B's shapes, M from 16 to 8192, where this rule picked the faster of the two at
+every point):
 
-==========  ==========================================  ==================================
-M           configuration                               why
-==========  ==========================================  ==================================
-<= 64       tile 64 x 128 x 128, ping-pong              64-row tiles waste less padding
-> 64        tile 128 x 128 x 128, cluster 1 x 2,        each thread holds two accumulators
-            cooperative                                 (a block's partial sums and the
-                                                        total): no registers for wider tiles
-==========  ==========================================  ==================================
+=============================================  ===============================================
+configuration                                  when
+=============================================  ===============================================
+tile 64 x 128 x 128, ping-pong                 its tiles fit one wave (at most ONE_WAVE_TILES):
+                                               small M, 64-row tiles waste less padding
+tile 128 x 128 x 128, cluster 1 x 2,           more tiles: the larger tile reads each operand
+cooperative                                    fewer times (each thread holds two accumulators,
+                                               a block's partial sums and the total, which
+                                               leaves no registers for a wider tile)
+=============================================  ===============================================
 """
 
 from __future__ import annotations
@@ -36,9 +39,15 @@ CONFIGS = {c.name: c for c in (Sm90Config((64, 128, 128)),
                                Sm90Config((128, 128, 128), cluster=(1, 2), pingpong=False))}
 
 
+#: Tiles an H100 runs in one wave (its SMs): up to this many 64 x 128 tiles, the ping-pong kernel.
+ONE_WAVE_TILES = 132
+
+
 def pick_config(m: int, n: int, k: int) -> Sm90Config:
     """The configuration for an M x N x K problem (the table in the module docstring)."""
-    return CONFIGS["64x128x128_c1x1_pingpong" if m <= 64 else "128x128x128_c1x2_coop"]
+    if -(-m // 64) * -(-n // 128) <= ONE_WAVE_TILES:
+        return CONFIGS["64x128x128_c1x1_pingpong"]
+    return CONFIGS["128x128x128_c1x2_coop"]
 
 
 def _declare(out: torch.dtype, config: Sm90Config):
