@@ -7,9 +7,9 @@ along K (``per_token_group_quant_fp8(x, 128)``), weights per 128 x 128 block. Ea
 partial product is accumulated in float32 and scaled in registers before it joins the sum.
 Runs on Hopper (sm_90).
 
-The kernel configuration (``pick_config``; from ``benchmarks/bench_scaled_mm.py --sweep`` on an
-H100 at Llama-3-8B's shapes, M from 16 to 8192, where this rule picked the faster of the two at
-every point):
+The kernel configuration (``pick_config``; from a sweep of both on an H100 at Llama-3-8B's
+shapes, M from 16 to 8192, where this rule picked the faster of the two at every point;
+``benchmarks/bench_scaled_mm.py --sweep`` repeats it):
 
 =============================================  ===============================================
 configuration                                  when
