@@ -4,6 +4,7 @@
 // columns, or the rows of a narrow output, split over the module's thread pool.
 // Body and formulas: mllm_kernel/cpu/int8_scaled_mm.hpp.
 #include <mllm_kernel/integer.hpp>
+#include <mllm_kernel/op_args.hpp>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/utils.hpp>
 
@@ -56,8 +57,8 @@ struct Int8ScaledMmArgs {
                  n.unwrap());
     a_stride = as[0];
     w_stride = bs[1];
-    sa_stride = verify_scales(scales_a, m, "scales_a");
-    sb_stride = verify_scales(scales_b, n, "scales_b");
+    sa_stride = host::verify_scale_vector(scales_a, m, device, "scales_a");
+    sb_stride = host::verify_scale_vector(scales_b, n, device, "scales_b");
     (void)TensorMatcher({m, n})
         .with_strides({out_stride, 1})
         .with_dtype<fp16_t, bf16_t, float>(dtype)
@@ -67,17 +68,6 @@ struct Int8ScaledMmArgs {
 
   void verify_bias(mllm_kernel::TensorView bias) {
     (void)host::TensorMatcher({n}).with_dtype(dtype).with_device(device).verify(bias, "bias");
-  }
-
- private:
-  /// float32 [len], or [1] shared by all (stride 0, returned); contiguous.
-  std::int64_t verify_scales(mllm_kernel::TensorView s, host::SymbolicSize& len, const char* name) {
-    if (s.ndim() == 1 && s.shape()[0] == 1 && len.unwrap() != 1) {
-      (void)host::TensorMatcher({1}).with_dtype<float>().with_device(device).verify(s, name);
-      return 0;
-    }
-    (void)host::TensorMatcher({len}).with_dtype<float>().with_device(device).verify(s, name);
-    return 1;
   }
 };
 

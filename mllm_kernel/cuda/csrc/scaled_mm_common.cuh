@@ -3,6 +3,7 @@
 // [M, N] row-major, 16-byte aligned rows).
 #pragma once
 
+#include <mllm_kernel/op_args.hpp>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/tensor_view.hpp>
 #include <mllm_kernel/type.cuh>
@@ -64,16 +65,14 @@ MmShape check_mm_operands(TensorView out, TensorView mat_a, TensorView mat_b, ho
   return s;
 }
 
-/// Checks a scale vector: float32, 1-D, dense, on `device`, of 1 or `len` values; returns
-/// whether it is a vector (len values) rather than one value.
-inline bool check_scales(TensorView scales, host::SymbolicDevice& device, std::int64_t len, const char* name,
-                         const char* per) {
-  using namespace host;
-  SymbolicSize n{name};
-  (void)TensorMatcher({n}).with_dtype<float>().with_device(device).verify(scales, name);
-  RuntimeCheck(n.unwrap() == 1 || n.unwrap() == len, name, " must hold 1 value or one per ", per, " (", len,
-               "), got ", n.unwrap());
-  return n.unwrap() == len && len != 1;
+/// Checks the scales of `len` rows (size "M", of mat_a) or columns ("N", of mat_b) as the CPU
+/// kernel does (host::verify_scale_vector); returns whether they are a vector rather than one
+/// shared value.
+inline bool scales_are_vector(TensorView scales, host::SymbolicDevice& device, std::int64_t len, const char* size,
+                              const char* of, const char* name) {
+  host::SymbolicSize bound{size};
+  bound.bind(len, of);
+  return host::verify_scale_vector(scales, bound, device, name) == 1 && len != 1;
 }
 
 /// Checks the byte workspace CUTLASS's kernels may use (uint8, 1-D, on `device`); returns its size.

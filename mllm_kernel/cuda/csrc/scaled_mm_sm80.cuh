@@ -42,7 +42,7 @@ void scaled_mm_sm80(mllm_kernel::TensorView out, mllm_kernel::TensorView mat_a, 
   SymbolicDevice device;
   const MmShape shape = check_mm_operands<AB, Out>(out, mat_a, mat_b, device);
   const std::int64_t m = shape.m, n = shape.n, k = shape.k;
-  const bool a_vector = check_scales(scales_a, device, m, "scales_a", "row of mat_a");
+  const bool a_vector = scales_are_vector(scales_a, device, m, "M", "mat_a", "scales_a");
   (void)TensorMatcher({n}).with_dtype<float>().with_device(device).verify(scales_b, "scales_b");
   if (has_bias) {
     (void)TensorMatcher({n}).template with_dtype<Out>().with_device(device).verify(bias, "bias");

@@ -8,6 +8,7 @@
 //   QKArgs          the q/k pair of qknorm
 //   RopeArgs        apply_rope's q/k/positions/cache
 //   KVStoreArgs     store_kv_cache's k, v, caches and slot mapping
+//   verify_scale_vector  a scaled GEMM's per-row or per-column scales (int8_scaled_mm)
 // The symbols stay bound after `verify`, for the kernel to read:
 //
 //   QKArgs a;
@@ -321,5 +322,17 @@ struct KVStoreArgs {
     RuntimeCheck(tokens.unwrap() > 0 && heads.unwrap() > 0 && head_dim.unwrap() > 0, "k and v must not be empty");
   }
 };
+
+/// A scaled GEMM's scale vector: float32, dense, on `device`, with `len` values (one per row or
+/// column), or one value shared by all. Returns its stride: 1, or 0 for a shared value.
+inline std::int64_t verify_scale_vector(TensorView scales, SymbolicSize& len, SymbolicDevice& device,
+                                        const char* name) {
+  if (scales.ndim() == 1 && scales.shape()[0] == 1 && len.unwrap() != 1) {
+    (void)TensorMatcher({1}).with_dtype<float>().with_device(device).verify(scales, name);
+    return 0;
+  }
+  (void)TensorMatcher({len}).with_dtype<float>().with_device(device).verify(scales, name);
+  return 1;
+}
 
 }  // namespace mllm_kernel::host
