@@ -55,9 +55,7 @@ struct BlockwiseGemmSm90 {
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
       KernelSchedule>::CollectiveOp;
 
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
-                                                      CollectiveEpilogue, cutlass::gemm::PersistentScheduler>;
-  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  using Gemm = PersistentGemm<CollectiveMainloop, CollectiveEpilogue>;
 
   /// A's scale layout for an M x K problem whose scale tensor has rows `ld` floats apart.
   static LayoutSFA scale_a_layout(int m, int n, int k, int ld) {

@@ -45,6 +45,12 @@ struct TileConfig {
   static constexpr bool pingpong = kPingpong;
 };
 
+/// The device-level GEMM of a mainloop and an epilogue, its tiles handed out by CUTLASS's
+/// persistent scheduler.
+template <class Mainloop, class Epilogue>
+using PersistentGemm = cutlass::gemm::device::GemmUniversalAdapter<cutlass::gemm::kernel::GemmUniversal<
+    Shape<int, int, int, int>, Mainloop, Epilogue, cutlass::gemm::PersistentScheduler>>;
+
 /// The epilogue tree: fma(outer, mul(inner, acc), bias). `outer` (scales_a) is per GEMM row,
 /// `inner` (scales_b) and the bias per GEMM column; kTransposed (the Dᵀ = Bᵀ Aᵀ problem) swaps
 /// rows and columns for all three.
@@ -122,9 +128,7 @@ struct GemmSm90 {
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
       KernelSchedule>::CollectiveOp;
 
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
-                                                      CollectiveEpilogue, cutlass::gemm::PersistentScheduler>;
-  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  using Gemm = PersistentGemm<CollectiveMainloop, CollectiveEpilogue>;
 };
 
 }  // namespace mllm_kernel::device::gemm_sm90
