@@ -3,8 +3,9 @@
 Every figure is a fresh process with an empty cache (torch import not counted):
   - ``nvcc -c`` of a one-line kernel (the floor any CUDA build pays);
   - a user's small kernel written in the seed style (a template in an anonymous namespace, a
-    host ``run()`` with TensorMatcher and LaunchKernel) through ``load_cuda_jit``, with nvcc's
-    phase times, and the same kernel on ``mllm_kernel::TensorView`` (no tvm-ffi C++ headers);
+    host ``run()`` with TensorMatcher and LaunchKernel) through ``load_cuda_jit`` (nvcc's host
+    and device chains at once), the same kernel on ``mllm_kernel::TensorView`` (no tvm-ffi C++
+    headers), and the first built by plain nvcc (one phase after another), with its phase times;
   - the first ``ops.rmsnorm`` call on CUDA (bf16), when a GPU is there;
   - each library CUDA module alone (bf16 where a module has a dtype);
   - the CPU rmsnorm module, beside the module the same op compiled before it was built for this
@@ -109,22 +110,25 @@ def trivial_nvcc(work: Path, arch: str) -> float:
     return time.perf_counter() - start
 
 
-def seed_kernel(work: Path, source: str = SEED_KERNEL) -> tuple[float, dict[str, float]]:
-    """The seed-style kernel (or `source`) through load_cuda_jit, and nvcc's phases (ms) in that
-    build."""
+def seed_kernel(work: Path, source: str = SEED_KERNEL, *, phases: bool = False) -> tuple[float, dict[str, float]]:
+    """The seed-style kernel (or `source`) through load_cuda_jit; with `phases`, built by plain
+    nvcc (its phases one after another, no nvcc_pipeline) with the phase times (ms) it reports."""
     (work / "scale.cuh").write_text(source)
     timing = work / "nvcc_time.csv"
     timing.unlink(missing_ok=True)
+    extra = f'["--time", {str(timing)!r}]' if phases else "[]"
     r = _child(f"""
         import json, time, torch
         from mllm_kernel.jit_utils import load_cuda_jit, make_cpp_args
         t = time.perf_counter()
         load_cuda_jit("bench_seed_scale", cuda_files=[{str(work / 'scale.cuh')!r}],
                       cuda_wrappers=[("run", f"ScaleKernel<{{make_cpp_args(torch.bfloat16)}}>::run")],
-                      extra_cuda_cflags=["--time", {str(timing)!r}])
+                      extra_cuda_cflags={extra})
         print(json.dumps({{"seconds": time.perf_counter() - t}}))
     """, work / "cache-seed")
-    phases: dict[str, float] = {}
+    if not phases:
+        return r["seconds"], {}
+    times: dict[str, float] = {}
     with open(timing) as f:
         for row in csv.reader(f):
             try:
@@ -132,8 +136,8 @@ def seed_kernel(work: Path, source: str = SEED_KERNEL) -> tuple[float, dict[str,
             except (IndexError, ValueError):  # the header row
                 continue
             name = row[1].strip()
-            phases[name] = phases.get(name, 0.0) + ms
-    return r["seconds"], phases
+            times[name] = times.get(name, 0.0) + ms
+    return r["seconds"], times
 
 
 def first_rmsnorm_cuda(work: Path) -> float:
@@ -211,14 +215,15 @@ def measure(half: str, every: bool, samples: int) -> list[dict]:
             arch = toolchain.cuda_arch_list()[-1]
             trivial = statistics.median(trivial_nvcc(work, arch) for _ in range(samples))
             rows.append({"what": "nvcc -c, one-line kernel", "seconds": trivial})
-            seed = [seed_kernel(work) for _ in range(samples)]
-            seed_s = statistics.median(s for s, _ in seed)
+            seed_s = statistics.median(seed_kernel(work)[0] for _ in range(samples))
             rows.append({"what": "seed-style user kernel, load_cuda_jit", "seconds": seed_s,
                          "ratio": seed_s / trivial, "target": "<= 3x nvcc -c"})
             light = statistics.median(seed_kernel(work, LIGHT_KERNEL)[0] for _ in range(samples))
             rows.append({"what": "the same kernel on mllm_kernel::TensorView, load_cuda_jit", "seconds": light,
                          "ratio": light / trivial, "target": "<= 3x nvcc -c"})
-            phases = seed[0][1]
+            plain, phases = seed_kernel(work, phases=True)
+            rows.append({"what": "the seed-style kernel through plain nvcc (one phase after another)",
+                         "seconds": plain, "ratio": plain / trivial})
             for name, ms in phases.items():
                 if ms >= 10:
                     rows.append({"what": f"  nvcc phase: {name}", "seconds": ms / 1e3})
@@ -242,7 +247,9 @@ def section(half: str, device: str, rows: list[dict]) -> dict:
                            [("what", "build", "{}"), ("seconds", "seconds", "{:.2f}"), ("ratio", "ratio", "{:.2f}x"),
                             ("target", "target", "{}")], rows,
                            notes=["Ratios: the user kernel over nvcc -c of a one-line kernel; the CPU module "
-                                  "before over now. Phases from nvcc --time in the user kernel's build."])
+                                  "before over now. load_cuda_jit runs nvcc's host and device chains at once "
+                                  "(jit_utils/nvcc_pipeline.py); the phases are nvcc --time's, from a build by "
+                                  "plain nvcc, which runs them one after another."])
 
 
 def print_rows(rows: list[dict]) -> None:

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mllm_kernel.jit_utils import toolchain
+from mllm_kernel.jit_utils import nvcc_pipeline, toolchain
 from mllm_kernel.jit_utils.errors import JitCompileError
 from mllm_kernel.jit_utils.paths import CPU_INCLUDE_DIR, INCLUDE_DIR, PACKAGE_DIR
 
@@ -224,6 +224,27 @@ def _run(spec: BuildSpec, command: list[str], build_dir: Path) -> None:
         logger.info("mllm_kernel: compiler output:\n%s", output)
 
 
+def _compile_cuda(spec: BuildSpec, command: list[str], build_dir: Path, source: Path, dep: Path) -> None:
+    """Runs a CUDA unit's nvcc ``command`` (which ends ``-MD -MF dep -c source -o obj``) with its
+    host and device halves at the same time (nvcc_pipeline), or as it is when that cannot."""
+    if nvcc_pipeline.enabled():
+        at = command.index("-MD")  # "-MD", "-MF", dep: nvcc's own dependency output, done here instead
+        base = command[:at] + command[at + 3:]
+        pipeline = nvcc_pipeline.plan(base, build_dir / f"{source.stem}.nvcc", "gcc")
+        if pipeline is not None:
+            def step(argv: list[str]) -> None:
+                try:
+                    _run(spec, argv, build_dir)
+                except JitCompileError as error:  # reported as the nvcc command it stands for
+                    raise JitCompileError(spec.label, build_dir, command, error.output) from None
+
+            nvcc_pipeline.run(pipeline, source, build_dir, step)
+            prerequisites = sorted({d for f in pipeline.depfiles for d in parse_depfile(f)})
+            dep.write_text(f"{source}: " + " ".join(d.replace(" ", "\\ ") for d in prerequisites) + "\n")
+            return
+    _run(spec, command, build_dir)
+
+
 def parse_depfile(path: Path) -> list[str]:
     """The prerequisites of a make-style depfile written by ``-MD -MF`` (gcc or nvcc)."""
     text = path.read_text().replace("\\\n", " ")
@@ -267,18 +288,23 @@ def compile_module(spec: BuildSpec, build_dir: Path) -> tuple[Path, list[str]]:
         source.write_text(unit.source_text())
         obj = build_dir / f"{spec.name}_{index}.o"
         dep = build_dir / f"{spec.name}_{index}.d"
-        commands.append(_unit_command(spec, unit, source, obj, dep))
+        command = _unit_command(spec, unit, source, obj, dep)
+        if unit.language == "cuda":
+            commands.append(lambda c=command, s=source, d=dep: _compile_cuda(spec, c, build_dir, s, d))
+        else:
+            commands.append(lambda c=command: _run(spec, c, build_dir))
         objects.append(str(obj))
         depfiles.append(dep)
     if spec.highway is not None:
         includes = [f"-I{d}" for d in spec.include_dirs()]
         for index, hwy_source in enumerate(spec.highway.sources):
             obj = build_dir / f"hwy_{index}.o"
-            commands.append([toolchain.find_cxx(), *spec.cxx_flags(), *includes, "-c", hwy_source, "-o", str(obj)])
+            command = [toolchain.find_cxx(), *spec.cxx_flags(), *includes, "-c", hwy_source, "-o", str(obj)]
+            commands.append(lambda c=command: _run(spec, c, build_dir))
             objects.append(str(obj))
     runtime: Path | None = None
     with ThreadPoolExecutor(max_workers=len(commands) + 1) as pool:
-        runs = [pool.submit(_run, spec, c, build_dir) for c in commands]
+        runs = [pool.submit(c) for c in commands]
         if spec.host_runtime:
             from mllm_kernel.jit_utils import host_runtime
 

@@ -1,0 +1,120 @@
+"""nvcc's phases run as a graph (jit_utils.nvcc_pipeline): the object it builds is nvcc's own in
+every way that matters (no GPU needed; runs in CI where nvcc exists)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mllm_kernel.jit_utils import build, nvcc_pipeline, toolchain
+from mllm_kernel.jit_utils.errors import JitCompileError, ToolchainNotFoundError
+from mllm_kernel.jit_utils.load import cuda_build_spec
+
+
+def _nvcc_or_none():
+    try:
+        return toolchain.find_nvcc()
+    except ToolchainNotFoundError:
+        return None
+
+
+pytestmark = pytest.mark.skipif(_nvcc_or_none() is None, reason="nvcc not found")
+KERNELS = Path(__file__).parent / "user_kernels"
+
+
+def _spec(name="pipeline_seed_copy", source=KERNELS / "seed_copy.cuh"):
+    return cuda_build_spec(name, cuda_files=[source], cuda_wrappers=[("copy_float32", "SeedCopy<fp32_t>::run")],
+                           cuda_archs=("8.0", "9.0"))
+
+
+def _objects(spec, folder: Path) -> Path:
+    library, deps = build.compile_module(spec, folder)
+    assert library.is_file()
+    return deps
+
+
+def test_plan_runs_host_and_device_chains_side_by_side(tmp_path):
+    """cudafe++ waits only for the host preprocessor, each cicc only for its device one, and
+    the final host compile for everything; cudafe++ no longer writes the module id."""
+    spec = _spec()
+    source = tmp_path / "unit.cu"
+    source.write_text(spec.units[0].source_text())
+    command = build._unit_command(spec, spec.units[0], source, tmp_path / "unit.o", tmp_path / "unit.d")
+    at = command.index("-MD")
+    pipeline = nvcc_pipeline.plan(command[:at] + command[at + 3:], tmp_path / "keep", "gcc")
+    assert pipeline is not None
+    tools = [s.tool for s in pipeline.steps]
+    assert tools.count("cicc") == 2 and tools.count("cudafe++") == 1 and tools[-1] == "gcc"
+    cudafe = tools.index("cudafe++")
+    assert "--gen_module_id_file" not in pipeline.steps[cudafe].command
+    assert [tools[j] for j in pipeline.steps[cudafe].after] == ["gcc"]
+    for i, tool in enumerate(tools):
+        if tool == "cicc":
+            assert [tools[j] for j in pipeline.steps[i].after] == ["gcc"]
+            assert cudafe not in pipeline.steps[i].after
+    assert pipeline.steps[-1].after == list(range(len(tools) - 1))
+
+
+def test_kernels_in_anonymous_namespaces_keep_one_name_on_both_sides(tmp_path):
+    """The host stubs register each kernel under the name the device code gives it: both halves
+    read the same module id, so anonymous namespaces mangle alike."""
+    deps = _objects(_spec(), tmp_path)
+    # The host side's name for the unit's anonymous namespace, in cudafe++'s output.
+    host = next(tmp_path.glob("*.nvcc/*.cudafe1.cpp")).read_text()
+    (anonymous,) = re.findall(r"#define _NV_ANON_NAMESPACE (\S+)", host)
+    # The device side's names: the kernel entries of the PTX that the pipeline kept.
+    entries = set()
+    for ptx in tmp_path.glob("*.nvcc/*.ptx"):
+        entries |= set(re.findall(r"\.entry\s+([0-9A-Za-z_]+)", ptx.read_text()))
+    kernels = {e for e in entries if "seed_copy_kernel" in e}
+    assert kernels, f"no kernel in the device code: {entries}"
+    for name in kernels:
+        assert f"{len(anonymous)}{anonymous}" in name, f"the host names the namespace {anonymous}, the device {name}"
+    # The depfile lists the kernel's source and the headers it includes.
+    assert str((KERNELS / "seed_copy.cuh").resolve()) in deps
+    assert any(d.endswith("mllm_kernel/tensor.hpp") for d in deps)
+
+
+def test_plain_nvcc_when_turned_off(tmp_path, monkeypatch):
+    monkeypatch.setenv(nvcc_pipeline.PIPELINE_ENV, "0")
+    calls = []
+    monkeypatch.setattr(nvcc_pipeline, "plan", lambda *a: calls.append(a))
+    deps = _objects(_spec("pipeline_off"), tmp_path)
+    assert not calls and str((KERNELS / "seed_copy.cuh").resolve()) in deps
+
+
+def test_unknown_step_falls_back_to_plain_nvcc(tmp_path, monkeypatch):
+    """A listing with a tool the graph does not know is not taken apart: nvcc runs as usual."""
+    real = subprocess.run
+
+    def listing_with_unknown_tool(command, *args, **kwargs):
+        result = real(command, *args, **kwargs)
+        if "--dryrun" in command:
+            result.stderr += "#$ mystery-tool --frobnicate x\n"
+        return result
+
+    monkeypatch.setattr(nvcc_pipeline.subprocess, "run", listing_with_unknown_tool)
+    spec = _spec("pipeline_unknown")
+    source = tmp_path / "unit.cu"
+    source.write_text(spec.units[0].source_text())
+    command = build._unit_command(spec, spec.units[0], source, tmp_path / "unit.o", tmp_path / "unit.d")
+    at = command.index("-MD")
+    assert nvcc_pipeline.plan(command[:at] + command[at + 3:], tmp_path / "keep", "gcc") is None
+    (tmp_path / "build").mkdir()
+    _objects(spec, tmp_path / "build")
+
+
+def test_device_code_error_names_the_nvcc_command(tmp_path):
+    source = tmp_path / "broken.cuh"
+    source.write_text("#pragma once\n#include <cstdint>\n__global__ void broken(int* p) { p[0] = undeclared_name; }\n"
+                      "inline void run(std::int64_t) {}\n")
+    spec = cuda_build_spec("pipeline_broken", cuda_files=[source], cuda_wrappers=[("run", "run")],
+                           cuda_archs=("9.0",))
+    (tmp_path / "build").mkdir()
+    with pytest.raises(JitCompileError) as info:
+        build.compile_module(spec, tmp_path / "build")
+    assert "undeclared_name" in info.value.output and "is undefined" in info.value.output
+    assert Path(info.value.command[0]).name == "nvcc"
