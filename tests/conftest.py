@@ -67,6 +67,22 @@ def subprocess_env(**extra: str) -> dict:
 PYTHON = sys.executable
 
 
+def has_nvcc() -> bool:
+    """Whether the CUDA toolkit's nvcc is found (the compile-only CUDA tests need it, no GPU)."""
+    from mllm_kernel.jit_utils import toolchain
+    from mllm_kernel.jit_utils.errors import ToolchainNotFoundError
+
+    try:
+        toolchain.find_nvcc()
+    except ToolchainNotFoundError:
+        return False
+    return True
+
+
+#: Marks a module's tests as needing nvcc.
+needs_nvcc = pytest.mark.skipif(not has_nvcc(), reason="nvcc not found")
+
+
 def grid_sum_module():
     """tests/user_kernels/grid_sum.cuh built through the JIT (a cooperative launch with a grid
     barrier; used by the CUDA compile and integration tests)."""

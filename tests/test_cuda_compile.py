@@ -10,20 +10,12 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+from conftest import needs_nvcc
 
 from mllm_kernel.jit_utils import toolchain
-from mllm_kernel.jit_utils.errors import ToolchainNotFoundError
 from mllm_kernel.jit_utils.paths import INCLUDE_DIR
 
-
-def _nvcc_or_none():
-    try:
-        return toolchain.find_nvcc()
-    except ToolchainNotFoundError:
-        return None
-
-
-pytestmark = pytest.mark.skipif(_nvcc_or_none() is None, reason="nvcc not found")
+pytestmark = needs_nvcc
 
 #: The CUTLASS GEMM modules compiled through the JIT here (a minute each on two cores): for the
 #: Hopper per-tensor and per-channel family, the int8 one takes the transposed ping-pong path and

@@ -8,20 +8,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import needs_nvcc
 
 from mllm_kernel.jit_utils import build, nvcc_pipeline, toolchain
-from mllm_kernel.jit_utils.errors import JitCompileError, ToolchainNotFoundError
+from mllm_kernel.jit_utils.errors import JitCompileError
 from mllm_kernel.jit_utils.load import cuda_build_spec
 
-
-def _nvcc_or_none():
-    try:
-        return toolchain.find_nvcc()
-    except ToolchainNotFoundError:
-        return None
-
-
-pytestmark = pytest.mark.skipif(_nvcc_or_none() is None, reason="nvcc not found")
+pytestmark = needs_nvcc
 KERNELS = Path(__file__).parent / "user_kernels"
 
 
@@ -30,7 +23,7 @@ def _spec(name="pipeline_seed_copy", source=KERNELS / "seed_copy.cuh"):
                            cuda_archs=("8.0", "9.0"))
 
 
-def _objects(spec, folder: Path) -> Path:
+def _objects(spec, folder: Path) -> list[str]:
     library, deps = build.compile_module(spec, folder)
     assert library.is_file()
     return deps

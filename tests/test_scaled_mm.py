@@ -133,6 +133,13 @@ def test_every_ampere_configuration(name, dtype):
              config=config, backend=scaled_mm_sm80, a_pad=16, b_pad=32)
 
 
+def test_ampere_heuristic_buckets_cover_every_m():
+    names = {scaled_mm_sm80.pick_config(m, 4096, 4096).name for m in range(1, 5000, 7)}
+    assert names == set(scaled_mm_sm80.CONFIGS)
+    assert scaled_mm_sm80.pick_config(16, 4096, 4096).tile[0] == 16
+    assert scaled_mm_sm80.pick_config(17, 4096, 4096).tile[0] == 64
+
+
 @sm90
 @pytest.mark.cuda
 def test_ampere_kernels_refuse_misaligned_vectors():
