@@ -163,16 +163,20 @@ def test_host_runtime_changes_rebuild_modules(tmp_path, monkeypatch):
     assert spec.host_runtime == host_runtime.runtime_id()
     other = dataclasses.replace(spec, host_runtime="0" * 16)
     assert other.portable_key() != spec.portable_key() and other.key() != spec.key()
-    edited = tmp_path / "host_runtime.cpp"
-    edited.write_text(host_runtime.SOURCE.read_text() + "\n// edited\n")
     before = host_runtime.runtime_id()
-    monkeypatch.setattr(host_runtime, "SOURCE", edited)
-    host_runtime.runtime_id.cache_clear()
-    try:
-        assert host_runtime.runtime_id() != before
-        assert host_runtime.soname() == f"libmllm_kernel_host_{host_runtime.runtime_id()}.so"
-    finally:
+    # Each source and the thread pool's header (outside the header library) count.
+    for index, original in enumerate([*host_runtime.SOURCES, *host_runtime.HEADERS]):
+        edited = tmp_path / f"{index}_{original.name}"
+        edited.write_text(original.read_text() + "\n// edited\n")
+        monkeypatch.setattr(host_runtime, "SOURCES", tuple(edited if s == original else s for s in host_runtime.SOURCES))
+        monkeypatch.setattr(host_runtime, "HEADERS", tuple(edited if h == original else h for h in host_runtime.HEADERS))
         host_runtime.runtime_id.cache_clear()
+        try:
+            assert host_runtime.runtime_id() != before, original.name
+            assert host_runtime.soname() == f"libmllm_kernel_host_{host_runtime.runtime_id()}.so"
+        finally:
+            monkeypatch.undo()
+            host_runtime.runtime_id.cache_clear()
 
 
 def test_cached_load_starts_no_subprocess(isolated_cache, user_kernel, monkeypatch):

@@ -2,7 +2,7 @@
 
 ``mllm_kernel/csrc/host_runtime.cpp`` holds what each kernel's host side would otherwise
 compile again (TensorMatcher's checks, error messages, dtype and device names; see
-``include/mllm_kernel/host_runtime.hpp``). The JIT builds it into the user cache like a module
+``include/mllm_kernel/host_runtime.hpp``), ``thread_pool.cpp`` the CPU kernels' thread pool. The JIT builds it into the user cache like a module
 (same lock, manifest and key rules) as ``libmllm_kernel_host_<id>.so``, where the id hashes its
 source and the host headers that declare its functions; every module links it by that name
 (its soname) and finds it through its rpath, and a module's key holds the id, so a changed
@@ -20,17 +20,21 @@ from pathlib import Path
 
 from mllm_kernel.jit_utils import toolchain
 from mllm_kernel.jit_utils.build import BuildSpec, TranslationUnit
-from mllm_kernel.jit_utils.paths import INCLUDE_DIR, PACKAGE_DIR
+from mllm_kernel.jit_utils.paths import CPU_INCLUDE_DIR, INCLUDE_DIR, PACKAGE_DIR
 
-SOURCE = PACKAGE_DIR / "csrc" / "host_runtime.cpp"
+#: The runtime's sources, one translation unit (it is built beside a module's own units, so
+#: more processes would only contend for the cores).
+SOURCES = (PACKAGE_DIR / "csrc" / "host_runtime.cpp", PACKAGE_DIR / "csrc" / "thread_pool.cpp")
+#: The headers that declare its functions, besides the header library's .hpp files.
+HEADERS = (CPU_INCLUDE_DIR / "mllm_kernel" / "cpu" / "thread_pool.hpp",)
 
 
 @functools.cache
 def runtime_id() -> str:
-    """16 hex digits naming this runtime: a hash of its source and of the host headers (.hpp)
-    of the header library, where its functions are declared."""
+    """16 hex digits naming this runtime: a hash of its sources and of the headers that
+    declare its functions (the header library's .hpp files, the CPU thread pool's)."""
     digest = hashlib.sha256()
-    for path in [SOURCE, *sorted((INCLUDE_DIR / "mllm_kernel").glob("*.hpp"))]:
+    for path in [*SOURCES, *sorted((INCLUDE_DIR / "mllm_kernel").glob("*.hpp")), *HEADERS]:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
@@ -43,7 +47,8 @@ def soname() -> str:
 
 def build_spec() -> BuildSpec:
     """The runtime's build: plain C++ for every CPU (no -march), named by its soname."""
-    return BuildSpec(name="host_runtime", device="cpu", args=(), units=(TranslationUnit("cpp", (SOURCE,), ()),),
+    return BuildSpec(name="host_runtime", device="cpu", args=(),
+                     units=(TranslationUnit("cpp", SOURCES, ()),),
                      extra_ldflags=(f"-Wl,-soname,{soname()}",), cpu_target=toolchain.PORTABLE_CPU_TARGET)
 
 
