@@ -111,3 +111,16 @@ def test_device_code_error_names_the_nvcc_command(tmp_path):
         build.compile_module(spec, tmp_path / "build")
     assert "undeclared_name" in info.value.output and "is undefined" in info.value.output
     assert Path(info.value.command[0]).name == "nvcc"
+
+
+def test_a_graph_that_fails_where_nvcc_succeeds_falls_back(tmp_path, monkeypatch, caplog):
+    """A toolchain whose steps the graph misreads still builds (through nvcc alone), with a
+    warning that says how to skip the graph."""
+    def misread(pipeline, source, cwd, run_step):
+        run_step(["bash", "-c", "echo 'cicc: unexpected listing' >&2; exit 3"])
+
+    monkeypatch.setattr(nvcc_pipeline, "run", misread)
+    with caplog.at_level("WARNING", logger="mllm_kernel"):
+        deps = _objects(_spec("pipeline_misread"), tmp_path)
+    assert str((KERNELS / "seed_copy.cuh").resolve()) in deps
+    assert any(nvcc_pipeline.PIPELINE_ENV in r.getMessage() for r in caplog.records)

@@ -226,7 +226,8 @@ def _run(spec: BuildSpec, command: list[str], build_dir: Path) -> None:
 
 def _compile_cuda(spec: BuildSpec, command: list[str], build_dir: Path, source: Path, dep: Path) -> None:
     """Runs a CUDA unit's nvcc ``command`` (which ends ``-MD -MF dep -c source -o obj``) with its
-    host and device halves at the same time (nvcc_pipeline), or as it is when that cannot."""
+    host and device halves at the same time (nvcc_pipeline), or as it is when that cannot or
+    fails (a failure is then nvcc's own, with its messages)."""
     if nvcc_pipeline.enabled():
         at = command.index("-MD")  # "-MD", "-MF", dep: nvcc's own dependency output, done here instead
         base = command[:at] + command[at + 3:]
@@ -238,7 +239,16 @@ def _compile_cuda(spec: BuildSpec, command: list[str], build_dir: Path, source: 
                 except JitCompileError as error:  # reported as the nvcc command it stands for
                     raise JitCompileError(spec.label, build_dir, command, error.output) from None
 
-            nvcc_pipeline.run(pipeline, source, build_dir, step)
+            try:
+                nvcc_pipeline.run(pipeline, source, build_dir, step)
+            except JitCompileError:
+                # An error in the source fails nvcc alone too, which then reports it as usual; a
+                # toolchain whose steps the graph misreads does not, and the build goes on.
+                _run(spec, command, build_dir)
+                logger.warning("mllm_kernel: %s: nvcc's steps failed when run as a graph but nvcc alone "
+                               "succeeded; %s=0 skips the graph (build folder: %s)", spec.label,
+                               nvcc_pipeline.PIPELINE_ENV, build_dir)
+                return
             prerequisites = sorted({d for f in pipeline.depfiles for d in parse_depfile(f)})
             dep.write_text(f"{source}: " + " ".join(d.replace(" ", "\\ ") for d in prerequisites) + "\n")
             return

@@ -11,7 +11,8 @@ device chain run side by side; the fatbinary and the final host compile wait for
 The commands are nvcc's own (``nvcc --dryrun``), so flags and versions stay nvcc's business:
 a listing with a step this module does not know, or a command that asks nvcc itself for
 something (``--time``, ``--keep``), runs as one plain nvcc call instead.
-``MLLM_KERNEL_NVCC_PIPELINE=0`` always does.
+``MLLM_KERNEL_NVCC_PIPELINE=0`` always does. The caller (``build._compile_cuda``) also runs plain
+nvcc when the graph fails, so a toolchain it misreads costs time, not a build.
 """
 
 from __future__ import annotations
