@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import needs_nvcc
 
-from mllm_kernel.jit_utils import build, nvcc_pipeline, toolchain
+from mllm_kernel.jit_utils import build, nvcc_pipeline
 from mllm_kernel.jit_utils.errors import JitCompileError
 from mllm_kernel.jit_utils.load import cuda_build_spec
 
@@ -23,6 +23,15 @@ def _spec(name="pipeline_seed_copy", source=KERNELS / "seed_copy.cuh"):
                            cuda_archs=("8.0", "9.0"))
 
 
+def _listing(spec, folder: Path) -> list[str]:
+    """The nvcc command of spec's CUDA unit as plan() takes it (nvcc's own -MD taken out)."""
+    source = folder / "unit.cu"
+    source.write_text(spec.units[0].source_text())
+    command = build._unit_command(spec, spec.units[0], source, folder / "unit.o", folder / "unit.d")
+    at = command.index("-MD")
+    return command[:at] + command[at + 3:]
+
+
 def _objects(spec, folder: Path) -> list[str]:
     library, deps = build.compile_module(spec, folder)
     assert library.is_file()
@@ -32,12 +41,7 @@ def _objects(spec, folder: Path) -> list[str]:
 def test_plan_runs_host_and_device_chains_side_by_side(tmp_path):
     """cudafe++ waits only for the host preprocessor, each cicc only for its device one, and
     the final host compile for everything; cudafe++ no longer writes the module id."""
-    spec = _spec()
-    source = tmp_path / "unit.cu"
-    source.write_text(spec.units[0].source_text())
-    command = build._unit_command(spec, spec.units[0], source, tmp_path / "unit.o", tmp_path / "unit.d")
-    at = command.index("-MD")
-    pipeline = nvcc_pipeline.plan(command[:at] + command[at + 3:], tmp_path / "keep", "gcc")
+    pipeline = nvcc_pipeline.plan(_listing(_spec(), tmp_path), tmp_path / "keep")
     assert pipeline is not None
     tools = [s.tool for s in pipeline.steps]
     assert tools.count("cicc") == 2 and tools.count("cudafe++") == 1 and tools[-1] == "gcc"
@@ -91,11 +95,7 @@ def test_unknown_step_falls_back_to_plain_nvcc(tmp_path, monkeypatch):
 
     monkeypatch.setattr(nvcc_pipeline.subprocess, "run", listing_with_unknown_tool)
     spec = _spec("pipeline_unknown")
-    source = tmp_path / "unit.cu"
-    source.write_text(spec.units[0].source_text())
-    command = build._unit_command(spec, spec.units[0], source, tmp_path / "unit.o", tmp_path / "unit.d")
-    at = command.index("-MD")
-    assert nvcc_pipeline.plan(command[:at] + command[at + 3:], tmp_path / "keep", "gcc") is None
+    assert nvcc_pipeline.plan(_listing(spec, tmp_path), tmp_path / "keep") is None
     (tmp_path / "build").mkdir()
     _objects(spec, tmp_path / "build")
 
@@ -116,7 +116,7 @@ def test_device_code_error_names_the_nvcc_command(tmp_path):
 def test_a_graph_that_fails_where_nvcc_succeeds_falls_back(tmp_path, monkeypatch, caplog):
     """A toolchain whose steps the graph misreads still builds (through nvcc alone), with a
     warning that says how to skip the graph."""
-    def misread(pipeline, source, cwd, run_step):
+    def misread(pipeline, source, run_step):
         run_step(["bash", "-c", "echo 'cicc: unexpected listing' >&2; exit 3"])
 
     monkeypatch.setattr(nvcc_pipeline, "run", misread)

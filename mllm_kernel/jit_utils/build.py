@@ -231,16 +231,10 @@ def _compile_cuda(spec: BuildSpec, command: list[str], build_dir: Path, source: 
     if nvcc_pipeline.enabled():
         at = command.index("-MD")  # "-MD", "-MF", dep: nvcc's own dependency output, done here instead
         base = command[:at] + command[at + 3:]
-        pipeline = nvcc_pipeline.plan(base, build_dir / f"{source.stem}.nvcc", "gcc")
+        pipeline = nvcc_pipeline.plan(base, build_dir / f"{source.stem}.nvcc")
         if pipeline is not None:
-            def step(argv: list[str]) -> None:
-                try:
-                    _run(spec, argv, build_dir)
-                except JitCompileError as error:  # reported as the nvcc command it stands for
-                    raise JitCompileError(spec.label, build_dir, command, error.output) from None
-
             try:
-                nvcc_pipeline.run(pipeline, source, build_dir, step)
+                nvcc_pipeline.run(pipeline, source, lambda argv: _run(spec, argv, build_dir))
             except JitCompileError:
                 # An error in the source fails nvcc alone too, which then reports it as usual; a
                 # toolchain whose steps the graph misreads does not, and the build goes on.

@@ -28,8 +28,10 @@ from pathlib import Path
 
 PIPELINE_ENV = "MLLM_KERNEL_NVCC_PIPELINE"
 
-#: The tools a listing may run (the host compiler is matched separately).
+#: The tools a listing may run: nvcc's own, and the host compilers it calls (another one, named
+#: with -ccbin, makes the listing run as plain nvcc).
 _DEVICE_TOOLS = {"cudafe++", "cicc", "ptxas", "fatbinary"}
+_HOST_COMPILERS = {"gcc", "g++", "cc", "c++", "clang", "clang++"}
 #: Flags whose value is a file the step writes.
 _OUTPUT_FLAGS = ("-o", "--gen_c_file_name", "--stub_file_name", "--gen_device_file_name", "--create",
                  "--embedded-fatbin")
@@ -60,7 +62,7 @@ class Pipeline:
     assignments: list[str]
     steps: list[Step]
     depfiles: list[Path]
-    module_id_file: Path | None
+    module_id_file: Path
 
 
 def _tool(command: str) -> str:
@@ -84,7 +86,7 @@ def _outputs(tokens: list[str]) -> set[str]:
     return found
 
 
-def plan(nvcc_command: list[str], keep_dir: Path, host_compiler: str) -> Pipeline | None:
+def plan(nvcc_command: list[str], keep_dir: Path) -> Pipeline | None:
     """nvcc's listing for ``nvcc_command`` (a ``-c`` compile without ``-MD``), its
     intermediate files in ``keep_dir``; None when the listing has a step this module does not
     know (the caller then runs nvcc itself)."""
@@ -100,7 +102,6 @@ def plan(nvcc_command: list[str], keep_dir: Path, host_compiler: str) -> Pipelin
     steps: list[Step] = []
     depfiles: list[Path] = []
     module_id_file: Path | None = None
-    compilers = {os.path.basename(host_compiler), "gcc", "g++", "cc", "c++", "clang", "clang++"}
     for line in listing.stderr.splitlines():
         if not line.startswith("#$ "):
             continue
@@ -119,20 +120,20 @@ def plan(nvcc_command: list[str], keep_dir: Path, host_compiler: str) -> Pipelin
         tool = _tool(text)
         if tool == "rm":
             continue  # the kept intermediates go with the build folder
-        if tool not in _DEVICE_TOOLS and tool not in compilers:
+        if tool not in _DEVICE_TOOLS and tool not in _HOST_COMPILERS:
             return None
         if tool == "cudafe++" and "--gen_module_id_file" in tokens:
             # The id is written beforehand, so that cicc need not wait for cudafe++.
             index = tokens.index("--module_id_file_name")
             module_id_file = Path(tokens[index + 1])
             text = text.replace(" --gen_module_id_file", "", 1)
-        if tool in compilers and "-E" in tokens:
+        if tool in _HOST_COMPILERS and "-E" in tokens:
             # Preprocessing also lists the headers it read, for the cache's dependencies.
             depfile = keep_dir / f"deps_{len(depfiles)}.d"
             depfiles.append(depfile)
             text += f" -MD -MF {shlex.quote(str(depfile))}"
         steps.append(Step(text, tool, _outputs(tokens)))
-    if not steps or module_id_file is None or steps[-1].tool not in compilers or "-c" not in shlex.split(
+    if not steps or module_id_file is None or steps[-1].tool not in _HOST_COMPILERS or "-c" not in shlex.split(
             steps[-1].command):
         return None
     for i, step in enumerate(steps[:-1]):
@@ -152,10 +153,9 @@ def module_id(source: Path) -> str:
     return f"_{digest}_{len(stem)}_{stem}"
 
 
-def run(pipeline: Pipeline, source: Path, cwd: Path, run_step) -> None:
+def run(pipeline: Pipeline, source: Path, run_step) -> None:
     """Runs the steps, each once those it waits for are done, through ``run_step(argv)`` (which
     raises on failure); a failure stops the steps not yet started."""
-    assert pipeline.module_id_file is not None
     pipeline.module_id_file.write_text(module_id(source))
     preamble = "".join(f"export {shlex.quote(a)}; " for a in pipeline.assignments)
     done: dict[int, Future] = {}
@@ -172,9 +172,7 @@ def run(pipeline: Pipeline, source: Path, cwd: Path, run_step) -> None:
             done[i] = pool.submit(go)
         return done[i]
 
-    # Every step gets a worker, so one waiting on another never starves the pool.
+    # Every step gets a worker, so one waiting on another never starves the pool. The last step
+    # waits for all the others (plan), so starting it starts them.
     with ThreadPoolExecutor(max_workers=len(pipeline.steps)) as pool:
-        last = start(len(pipeline.steps) - 1, pool)
-        for i in range(len(pipeline.steps)):
-            start(i, pool)
-        last.result()
+        start(len(pipeline.steps) - 1, pool).result()
