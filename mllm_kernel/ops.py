@@ -189,12 +189,7 @@ def fp8_scaled_mm(mat_a: Tensor, mat_b: Tensor, scales_a: Tensor, scales_b: Tens
     [1, N], in any mix."""
 
 
-def _blockwise_mm_fake(mat_a: Tensor, mat_b: Tensor, scales_a: Tensor, scales_b: Tensor,
-                       out_dtype: torch.dtype) -> Tensor:
-    return mat_a.new_empty((mat_a.shape[0], mat_b.shape[1]), dtype=out_dtype)
-
-
-@register_op(kernels={"cuda": cuda.fp8_blockwise_scaled_mm}, fake=_blockwise_mm_fake)
+@register_op(kernels={"cuda": cuda.fp8_blockwise_scaled_mm}, fake=_mm_fake)
 def fp8_blockwise_scaled_mm(mat_a: Tensor, mat_b: Tensor, scales_a: Tensor, scales_b: Tensor,
                             out_dtype: torch.dtype) -> Tensor:
     """DeepSeek-V3 block-scaled FP8 GEMM: float8_e4m3fn mat_a [M, K] row-major and mat_b [K, N] column-major,

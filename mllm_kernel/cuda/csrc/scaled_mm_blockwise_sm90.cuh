@@ -11,7 +11,6 @@
 
 #include "scaled_mm_blockwise_sm90_gemm.cuh"
 #include "scaled_mm_common.cuh"
-#include <mllm_kernel/launch.cuh>
 #include <mllm_kernel/runtime.cuh>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/tensor_view.hpp>
@@ -79,13 +78,11 @@ void blockwise_scaled_mm_sm90(mllm_kernel::TensorView out, mllm_kernel::TensorVi
       {{}, nullptr, stride_d, static_cast<ElementD*>(out.data_ptr()), stride_d},
   };
 
-  // CUTLASS launches on the current device: make it the tensors'. The persistent tile scheduler
-  // sizes its grid by the SM count.
+  // The persistent tile scheduler sizes its grid by the SM count.
   const DLDevice dl_device = device.unwrap();
-  detail::DeviceGuard guard(dl_device.device_id);
   args.hw_info.device_id = dl_device.device_id;
   args.hw_info.sm_count = runtime::get_sm_count(dl_device.device_id);
-  run_cutlass<Adapter>(args, workspace.data_ptr(), workspace_bytes, LaunchKernel::resolve_device(dl_device));
+  run_cutlass<Adapter>(args, workspace.data_ptr(), workspace_bytes, dl_device);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // [M, N] row-major, 16-byte aligned rows).
 #pragma once
 
+#include <mllm_kernel/launch.cuh>
 #include <mllm_kernel/op_args.hpp>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/tensor_view.hpp>
@@ -83,13 +84,16 @@ inline std::int64_t check_workspace(TensorView workspace, host::SymbolicDevice& 
   return bytes.unwrap();
 }
 
-/// Runs a CUTLASS device-level GEMM (GemmUniversalAdapter) on `stream`; a ValueError when
-/// CUTLASS cannot run the problem, needs more than the `workspace_bytes` given, or fails to
-/// launch.
+/// Runs a CUTLASS device-level GEMM (GemmUniversalAdapter) on `device`'s current stream; a
+/// ValueError when CUTLASS cannot run the problem, needs more than the `workspace_bytes` given,
+/// or fails to launch.
 template <class Adapter>
 void run_cutlass(const typename Adapter::Arguments& args, void* workspace, std::int64_t workspace_bytes,
-                 cudaStream_t stream) {
+                 DLDevice device) {
   using namespace host;
+  // CUTLASS launches on the current device: make it the tensors'.
+  host::detail::DeviceGuard guard(device.device_id);
+  const cudaStream_t stream = host::LaunchKernel::resolve_device(device);
   Adapter gemm;
   const cutlass::Status can = gemm.can_implement(args);
   RuntimeCheck(can == cutlass::Status::kSuccess, "CUTLASS cannot run this problem: ", cutlassGetStatusString(can));

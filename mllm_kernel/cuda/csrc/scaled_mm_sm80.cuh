@@ -10,7 +10,6 @@
 
 #include "scaled_mm_common.cuh"
 #include "scaled_mm_sm80_gemm.cuh"
-#include <mllm_kernel/launch.cuh>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/tensor_view.hpp>
 #include <mllm_kernel/type.cuh>
@@ -74,10 +73,7 @@ void scaled_mm_sm80(mllm_kernel::TensorView out, mllm_kernel::TensorView mat_a, 
       shape.ldo,
   };
 
-  // CUTLASS launches on the current device: make it the tensors'.
-  const DLDevice dl_device = device.unwrap();
-  detail::DeviceGuard guard(dl_device.device_id);
-  run_cutlass<Adapter>(args, workspace.data_ptr(), workspace_bytes, LaunchKernel::resolve_device(dl_device));
+  run_cutlass<Adapter>(args, workspace.data_ptr(), workspace_bytes, device.unwrap());
 }
 
 }  // namespace

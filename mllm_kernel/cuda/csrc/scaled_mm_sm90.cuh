@@ -12,7 +12,6 @@
 
 #include "scaled_mm_common.cuh"
 #include "scaled_mm_sm90_gemm.cuh"
-#include <mllm_kernel/launch.cuh>
 #include <mllm_kernel/runtime.cuh>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/tensor_view.hpp>
@@ -84,10 +83,8 @@ void scaled_mm_sm90(mllm_kernel::TensorView out, mllm_kernel::TensorView mat_a, 
       {Gemm::Epilogue::arguments(sa, a_vector, sb, b_vector, bias_ptr), nullptr, stride_d, d, stride_d},
   };
 
-  // CUTLASS launches on the current device: make it the tensors'. The persistent tile scheduler
-  // sizes its grid by the SM count.
+  // The persistent tile scheduler sizes its grid by the SM count.
   const DLDevice dl_device = device.unwrap();
-  detail::DeviceGuard guard(dl_device.device_id);
   args.hw_info.device_id = dl_device.device_id;
   args.hw_info.sm_count = runtime::get_sm_count(dl_device.device_id);
   RuntimeCheck(swizzle == 1 || swizzle == 2 || swizzle == 4 || swizzle == 8, "swizzle must be 1, 2, 4 or 8, got ",
@@ -97,7 +94,7 @@ void scaled_mm_sm90(mllm_kernel::TensorView out, mllm_kernel::TensorView mat_a, 
   args.scheduler.max_swizzle_size = static_cast<int>(swizzle);
   args.scheduler.raster_order = raster == 1 ? Raster::AlongM : raster == 2 ? Raster::AlongN : Raster::Heuristic;
 
-  run_cutlass<Adapter>(args, workspace.data_ptr(), workspace_bytes, LaunchKernel::resolve_device(dl_device));
+  run_cutlass<Adapter>(args, workspace.data_ptr(), workspace_bytes, dl_device);
 }
 
 }  // namespace

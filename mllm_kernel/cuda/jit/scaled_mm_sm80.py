@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
+from mllm_kernel.cuda.jit.scaled_mm_sm90 import workspace
 from mllm_kernel.jit_utils import jit_module, make_cpp_args
 
 OUT_DTYPES = (torch.float16, torch.bfloat16)
@@ -88,8 +89,6 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scales_a: torch.Tensor, scales_b
     """Runs the checked operands (1-D scales) through the kernel of ``config`` (default:
     ``pick_config``) into a new ``[M, N]`` tensor. A single scales_b value is expanded to N (the
     kernel reads the per-column scales as vectors)."""
-    from mllm_kernel.cuda.jit.scaled_mm_sm90 import workspace
-
     config = config or pick_config(m, n, k)
     function = MODULES[(a.dtype, out_dtype, config.name)].load().scaled_mm
     if scales_b.numel() == 1 and n != 1:
