@@ -75,7 +75,8 @@ TRIVIAL_KERNEL = "__global__ void one_line(float* x) { x[0] = 1.0f; }\n"
 
 #: The modules timed one by one (bf16 where the module has a dtype); --all-modules times all.
 CUDA_MODULES = ("rmsnorm", "fused_add_rmsnorm", "qknorm", "qknorm_across_heads", "silu_and_mul", "gelu_and_mul",
-                "rope", "quant_per_tensor", "quant_per_token", "quant_per_group", "kv_cache", "add_constant")
+                "rope", "per_tensor_quant_fp8", "per_token_quant_fp8", "per_token_group_quant_fp8", "kv_cache",
+                "add_constant")
 
 
 def _env(cache: Path, **extra: str) -> dict:

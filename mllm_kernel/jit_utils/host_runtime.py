@@ -22,8 +22,9 @@ from mllm_kernel.jit_utils import toolchain
 from mllm_kernel.jit_utils.build import BuildSpec, TranslationUnit
 from mllm_kernel.jit_utils.paths import CPU_INCLUDE_DIR, INCLUDE_DIR, PACKAGE_DIR
 
-#: The runtime's sources, one translation unit (it is built beside a module's own units, so
-#: more processes would only contend for the cores).
+#: The runtime's sources, one translation unit each: compiled side by side (beside a first
+#: module's own units) on a machine with the cores, they keep the runtime off a first call's
+#: critical path.
 SOURCES = (PACKAGE_DIR / "csrc" / "host_runtime.cpp", PACKAGE_DIR / "csrc" / "thread_pool.cpp")
 #: The headers that declare its functions, besides the header library's .hpp files.
 HEADERS = (CPU_INCLUDE_DIR / "mllm_kernel" / "cpu" / "thread_pool.hpp",)
@@ -48,7 +49,7 @@ def soname() -> str:
 def build_spec() -> BuildSpec:
     """The runtime's build: plain C++ for every CPU (no -march), named by its soname."""
     return BuildSpec(name="host_runtime", device="cpu", args=(),
-                     units=(TranslationUnit("cpp", SOURCES, ()),),
+                     units=tuple(TranslationUnit("cpp", (source,), ()) for source in SOURCES),
                      extra_ldflags=(f"-Wl,-soname,{soname()}",), cpu_target=toolchain.PORTABLE_CPU_TARGET)
 
 

@@ -76,17 +76,18 @@ struct Plan {
 };
 
 /// The plan for rows of `num_vecs` vectors; rows of more than kCtaMaxThreads * large_items
-/// vectors do not fit (a ValueError).
-Plan make_plan(std::int64_t num_vecs, int large_items) {
+/// vectors do not fit (a ValueError). With `every_shape` false, only two shapes: 32-lane groups
+/// and large-item CTAs (see launch_width).
+Plan make_plan(std::int64_t num_vecs, int large_items, bool every_shape) {
   Plan p;
-  if (num_vecs <= 8) {
+  if (every_shape && num_vecs <= 8) {
     p.group_width = 8;
-  } else if (num_vecs <= 16) {
+  } else if (every_shape && num_vecs <= 16) {
     p.group_width = 16;
   } else if (num_vecs <= kGroupItems * 32) {
     p.group_width = 32;
   } else {
-    p.cta_items = num_vecs <= kCtaMaxThreads * kCtaItemsSmall ? kCtaItemsSmall : large_items;
+    p.cta_items = every_shape && num_vecs <= kCtaMaxThreads * kCtaItemsSmall ? kCtaItemsSmall : large_items;
     const std::int64_t threads = mllm_kernel::host::div_ceil(mllm_kernel::host::div_ceil(num_vecs, p.cta_items), 32) * 32;
     mllm_kernel::host::RuntimeCheck(threads <= kCtaMaxThreads, "row of ", num_vecs, " vectors does not fit one block");
     p.cta_threads = static_cast<int>(threads);
@@ -206,24 +207,32 @@ void launch_cta(const NormParams<T>& p, const Plan& plan, dim3 grid, dim3 block,
   }
 }
 
-/// Picks the path and launches for one vector width.
+/// Picks the path and launches for one vector width. The scalar width (rows that are misaligned
+/// or not a multiple of 16 bytes) plans only two shapes, so that a module compiles two scalar
+/// kernels rather than seven: a module's first build is mostly spent compiling its kernels, and
+/// such rows are rare in serving.
 template <typename T, int kVec, Fuse kFuse, bool kOneSet>
 void launch_width(const NormParams<T>& p, std::int64_t max_hidden, DLDevice device, bool enable_pdl) {
   using mllm_kernel::host::LaunchKernel;
   // Vectors per thread that fit the longest row in one block of kCtaMaxThreads.
   constexpr int kLargeItems = static_cast<int>(kMaxHidden / kCtaMaxThreads / kVec);
   static_assert(kLargeItems >= kCtaItemsSmall);
-  const Plan plan = make_plan(max_hidden / kVec, kLargeItems);
+  constexpr bool kEveryShape = kVec > 1;
+  const Plan plan = make_plan(max_hidden / kVec, kLargeItems, kEveryShape);
   const std::int64_t blocks = mllm_kernel::host::div_ceil(p.total_rows, plan.rows_per_block());
   mllm_kernel::host::RuntimeCheck(blocks <= 0x7fffffff, "too many rows: ", p.total_rows);
   const dim3 grid(static_cast<unsigned>(blocks));
   const dim3 block(static_cast<unsigned>(plan.block_threads()));
   switch (plan.group_width) {
-    case 8:
-      LaunchKernel(grid, block, device).enable_pdl(enable_pdl)(rmsnorm_group_kernel<T, kVec, 8, 1, kFuse>, p);
+    case 8:  // not planned without every_shape, nor are 16 and the small-item CTAs
+      if constexpr (kEveryShape) {
+        LaunchKernel(grid, block, device).enable_pdl(enable_pdl)(rmsnorm_group_kernel<T, kVec, 8, 1, kFuse>, p);
+      }
       break;
     case 16:
-      LaunchKernel(grid, block, device).enable_pdl(enable_pdl)(rmsnorm_group_kernel<T, kVec, 16, 1, kFuse>, p);
+      if constexpr (kEveryShape) {
+        LaunchKernel(grid, block, device).enable_pdl(enable_pdl)(rmsnorm_group_kernel<T, kVec, 16, 1, kFuse>, p);
+      }
       break;
     case 32:
       LaunchKernel(grid, block, device)
@@ -231,7 +240,7 @@ void launch_width(const NormParams<T>& p, std::int64_t max_hidden, DLDevice devi
       break;
     default:
       if (plan.cta_items == kCtaItemsSmall) {
-        launch_cta<T, kVec, kCtaItemsSmall, kFuse, kOneSet>(p, plan, grid, block, device, enable_pdl);
+        if constexpr (kEveryShape) launch_cta<T, kVec, kCtaItemsSmall, kFuse, kOneSet>(p, plan, grid, block, device, enable_pdl);
       } else {
         LaunchKernel(grid, block, device)
             .enable_pdl(enable_pdl)(rmsnorm_cta_kernel<T, kVec, kLargeItems, kCtaMaxThreads, kFuse, kOneSet>, p);

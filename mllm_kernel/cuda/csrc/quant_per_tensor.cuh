@@ -474,6 +474,23 @@ void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is
   launch_two_pass<T, kVec, 1, 1>(p, device, flat);
 }
 
+/// Inputs that are misaligned or not a whole number of 16-byte vectors a row (rare in serving)
+/// take the general row-strided kernels alone, one element a thread: three kernels to compile
+/// rather than the eleven of the vectorised paths, a module's first build being mostly spent on
+/// its kernels.
+template <typename T>
+void launch_tensor_scalar(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is_static) {
+  using namespace mllm_kernel::host;
+  const std::int64_t blocks = div_ceil(p.rows * p.hidden, kBlock);
+  RuntimeCheck(blocks <= 0x7fffffff, "input too large: ", p.rows, " rows of ", p.hidden);
+  if (!is_static) launch_amax<T, 1, 1>(p, device);
+  // After the amax pass, with PDL: its tail overlaps this kernel's start.
+  LaunchKernel(static_cast<unsigned>(blocks), kBlock, device)
+      .enable_pdl(is_static ? p.pdl : true)(is_static ? tensor_quant_kernel<T, 1, false, false, 1>
+                                                      : tensor_quant_kernel<T, 1, true, false, 1>,
+                                            p);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Entry points.
 
@@ -495,7 +512,7 @@ void per_tensor_quant_fp8(mllm_kernel::TensorView out, mllm_kernel::TensorView s
   if (can_vectorize(p, kVec)) {
     launch_tensor<T, kVec>(p, device, is_static, partials, W.unwrap());
   } else {
-    launch_tensor<T, 1>(p, device, is_static, partials, W.unwrap());
+    launch_tensor_scalar<T>(p, device, is_static);
   }
 }
 

@@ -1,8 +1,9 @@
 """CUDA ``store_kv_cache``: scatter each token's k/v heads into paged caches by slot, copying, or
 quantizing into float8_e4m3fn caches with per-tensor scales.
 
-One compiled module serves every dtype (the copy moves bytes;
-``mllm_kernel/cuda/csrc/kv_cache.cuh``). ``enable_pdl``: programmatic dependent launch, on by
+One source (``mllm_kernel/cuda/csrc/kv_cache.cuh``) and two compiled modules, each serving every
+dtype: the copy (it moves bytes) and the float8 store, so that a first call compiles only the
+kernels it runs. ``enable_pdl``: programmatic dependent launch, on by
 default (``None``; see ``mllm_kernel.op_args.resolve_pdl``).
 """
 
@@ -16,11 +17,12 @@ from mllm_kernel.op_args import out_of_range, resolve_pdl, wants_fp8_store
 
 _OP = "store_kv_cache"
 
-# One module for every dtype: the kernels check the tensors and pick the element type.
-_MODULE = jit_module("kv_cache", device="cuda", cuda_files=["kv_cache.cuh"],
-                     cuda_wrappers=[(_OP, "store_kv_cache"), ("store_kv_cache__fp8", "store_kv_cache_fp8")])
-_STORE = KernelTable(_OP, _MODULE, arg="k")
-_STORE_FP8 = KernelTable(_OP, _MODULE, arg="k", export="store_kv_cache__fp8")
+# Each module serves every dtype: the kernels check the tensors and pick the element type.
+_STORE = KernelTable(_OP, jit_module("kv_cache", device="cuda", cuda_files=["kv_cache.cuh"],
+                                     cuda_wrappers=[(_OP, "store_kv_cache")]), arg="k")
+_STORE_FP8 = KernelTable(_OP, jit_module("kv_cache_fp8", device="cuda", cuda_files=["kv_cache.cuh"],
+                                         cuda_wrappers=[("store_kv_cache__fp8", "store_kv_cache_fp8")]),
+                         arg="k", export="store_kv_cache__fp8")
 
 
 def precompile(*, wait: bool = True):

@@ -3,8 +3,8 @@
 ``per_tensor_quant_fp8``, ``per_token_quant_fp8``, ``per_token_quant_int8``,
 ``per_token_group_quant_fp8`` and ``per_token_group_quant_int8``. Inputs are float32, float16 or
 bfloat16 ``[..., hidden]`` (leading dims flattened into rows; rows may be strided). Each algorithm
-family is one source and one compiled module per input dtype
-(``mllm_kernel/cuda/csrc/quant_per_{tensor,token,group}.cuh``).
+family is one source (``mllm_kernel/cuda/csrc/quant_per_{tensor,token,group}.cuh``); each op is one
+compiled module per input dtype.
 
 The formula, in float32, is the same as the CPU kernels'::
 
@@ -36,27 +36,30 @@ _PARTIALS = 511
 #: Group sizes the per-token-group kernels are built for.
 GROUP_SIZES = (32, 64, 128)
 
-#: Each algorithm family is its own source and module (per input dtype), so a first call
-#: compiles only the family it uses.
-_FAMILIES = {
-    "quant_per_tensor": ("per_tensor_quant_fp8",),
-    "quant_per_token": ("per_token_quant_fp8", "per_token_quant_int8"),
-    "quant_per_group": ("per_token_group_quant_fp8", "per_token_group_quant_int8"),
+#: The source of each op. An op is its own module (per input dtype): a first call compiles only
+#: the kernels of that op, fp8 or int8 (a module's build time is mostly its kernels').
+_SOURCES = {
+    "per_tensor_quant_fp8": "quant_per_tensor.cuh",
+    "per_token_quant_fp8": "quant_per_token.cuh",
+    "per_token_quant_int8": "quant_per_token.cuh",
+    "per_token_group_quant_fp8": "quant_per_group.cuh",
+    "per_token_group_quant_int8": "quant_per_group.cuh",
 }
 
 
-def _module(family: str, dtype: torch.dtype):
-    args = make_cpp_args(dtype)
-    return jit_module(family, args=args, device="cuda", cuda_files=[f"{family}.cuh"],
-                      cuda_wrappers=[(op, f"{op}<{args}>") for op in _FAMILIES[family]])
+def _table(op: str) -> KernelTable:
+    def module(dtype: torch.dtype):
+        args = make_cpp_args(dtype)
+        return jit_module(op, args=args, device="cuda", cuda_files=[_SOURCES[op]], cuda_wrappers=[(op, f"{op}<{args}>")])
+
+    return KernelTable(op, {dtype: module(dtype) for dtype in FLOAT_DTYPES})
 
 
-_MODULES = {family: {dtype: _module(family, dtype) for dtype in FLOAT_DTYPES} for family in _FAMILIES}
-_PER_TENSOR_FP8 = KernelTable("per_tensor_quant_fp8", _MODULES["quant_per_tensor"])
-_PER_TOKEN_FP8 = KernelTable("per_token_quant_fp8", _MODULES["quant_per_token"])
-_PER_TOKEN_INT8 = KernelTable("per_token_quant_int8", _MODULES["quant_per_token"])
-_GROUP_FP8 = KernelTable("per_token_group_quant_fp8", _MODULES["quant_per_group"])
-_GROUP_INT8 = KernelTable("per_token_group_quant_int8", _MODULES["quant_per_group"])
+_PER_TENSOR_FP8 = _table("per_tensor_quant_fp8")
+_PER_TOKEN_FP8 = _table("per_token_quant_fp8")
+_PER_TOKEN_INT8 = _table("per_token_quant_int8")
+_GROUP_FP8 = _table("per_token_group_quant_fp8")
+_GROUP_INT8 = _table("per_token_group_quant_int8")
 
 
 def precompile(*, wait: bool = True):
