@@ -72,7 +72,7 @@ def test_every_cuda_module_builds(record):
 def test_every_op_family_has_cuda_modules():
     names = {r.name for r in _cuda_modules()}
     assert {"rmsnorm", "fused_add_rmsnorm", "qknorm", "qknorm_across_heads", "silu_and_mul", "gelu_and_mul", "rope",
-            "add_constant", "kv_cache", "per_tensor_quant_fp8", "per_token_quant_fp8", "per_token_quant_int8",
+            "add_constant", "kv_cache", "kv_cache_fp8", "per_tensor_quant_fp8", "per_token_quant_fp8", "per_token_quant_int8",
             "per_token_group_quant_fp8", "per_token_group_quant_int8"} <= names
 
 
@@ -196,3 +196,27 @@ def test_hopper_gemm_wgmma_not_serialized(tmp_path):
     result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "C7510" not in result.stdout + result.stderr, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("op, scalar_kernels", [("rmsnorm", 2), ("per_tensor_quant_fp8", 4)])
+def test_scalar_paths_compile_few_kernels(tmp_path, op, scalar_kernels):
+    """Rows that are misaligned or not whole 16-byte vectors take the scalar path, whose
+    kernels every first call compiles too: the norms plan two shapes for it, per-tensor
+    quantization runs four kernels. Counted in the PTX of the bf16 module as the JIT declares it."""
+    import re
+
+    from mllm_kernel.jit_utils import find_module
+
+    spec = find_module(op, ("bf16_t",), "cuda").spec("cuda")
+    (unit,) = [u for u in spec.units if u.language == "cuda"]
+    source, ptx = tmp_path / f"{op}.cu", tmp_path / f"{op}.ptx"
+    source.write_text(unit.source_text())
+    command = [toolchain.find_nvcc(), *spec.nvcc_flags(), "-arch=compute_90", *(f"-I{d}" for d in spec.include_dirs()),
+               *spec.extra_cuda_cflags, "-ptx", str(source), "-o", str(ptx)]
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    entries = re.findall(r"^(?:\.visible )?\.entry (\S+)\(", ptx.read_text(), re.MULTILINE)
+    scalar = [name for name in entries if re.search(r"kernelI13__nv_bfloat16Li1E", name)]
+    vector = [name for name in entries if re.search(r"kernelI13__nv_bfloat16Li8E", name)]
+    assert len(scalar) == scalar_kernels, scalar
+    assert len(vector) > scalar_kernels, vector  # the pattern names the kernels of both paths
