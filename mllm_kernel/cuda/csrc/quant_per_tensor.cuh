@@ -477,8 +477,9 @@ void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is
 /// Inputs that are misaligned or not a whole number of 16-byte vectors a row (rare in serving)
 /// take the general kernels alone, one element a thread: four kernels to compile rather than the
 /// eleven of the vectorised paths, a module's first build being mostly spent on its kernels.
-/// Static quantization runs row-strided whatever the layout (as fast as flat indexing on an
-/// H100); the pass after the amax keeps its flat variant (a third faster on large inputs there).
+/// Static quantization runs row-strided whatever the layout (on an H100 as fast as the tuned set
+/// from 4096 rows of 4095, 1.2 us slower at 128 rows); the pass after the amax keeps its flat
+/// variant (a third faster on large inputs there).
 template <typename T>
 void launch_tensor_scalar(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is_static) {
   using namespace mllm_kernel::host;
