@@ -9,7 +9,8 @@ Every figure is a fresh process with an empty cache (torch import not counted):
   - the first ``ops.rmsnorm`` call on CUDA (bf16), when a GPU is there;
   - each library CUDA module alone (bf16 where a module has a dtype);
   - the CPU rmsnorm module, beside the module the same op compiled before it was built for this
-    CPU only and split per op (every Highway target, the four norm ops in one module).
+    CPU only and split per op (every Highway target, the four norm ops in one module); alone
+    (the host runtime cached) without and with the CPU precompiled header (``cpu_pch.py``).
 
     python benchmarks/bench_jit_cold.py [--half cpu|cuda] [--all-modules] [--json PATH]
 """
@@ -190,6 +191,12 @@ CPU_NOW = """
     ops.rmsnorm(x, w)
     print(json.dumps({"seconds": time.perf_counter() - t}))
 """
+#: The same first call with the CPU precompiled header built beforehand (jit_utils/cpu_pch.py).
+CPU_NOW_PCH = """
+    import mllm_kernel.cpu.jit
+    from mllm_kernel.jit_utils import cpu_pch, find_module
+    assert cpu_pch.build(find_module("cpu_rmsnorm", (), "cpu").spec("cpu"))
+""" + CPU_NOW
 CPU_BEFORE = """
     import json, time
     from mllm_kernel.jit_utils import load_cpu_jit
@@ -204,11 +211,13 @@ CPU_BEFORE = """
 def cpu_rmsnorm(work: Path) -> dict[str, float]:
     """First CPU rmsnorm call now, and the same op's module as it was built before (every
     Highway target, all four norm ops: the family module): each with an empty cache, and with
-    the host runtime already built (the module alone)."""
+    the host runtime already built (the module alone: without and with the precompiled header)."""
     before = {"MLLM_KERNEL_CPU_TARGET": "portable"}
     return {"now": _child(CPU_NOW, work / "cache-cpu")["seconds"],
             "before": _child(CPU_BEFORE, work / "cache-cpu-before", **before)["seconds"],
-            "now_module": _child(CPU_NOW, work / "cache-cpu", keep="cpu_cpu_rmsnorm_*")["seconds"],
+            "now_module": _child(CPU_NOW, work / "cache-cpu", keep="cpu_cpu_rmsnorm_*", MLLM_KERNEL_CPU_PCH="0")[
+                "seconds"],
+            "now_module_pch": _child(CPU_NOW_PCH, work / "cache-cpu-pch", keep="cpu_cpu_rmsnorm_*")["seconds"],
             "before_module": _child(CPU_BEFORE, work / "cache-cpu-before", keep="cpu_bench_cpu_norm_family_*",
                                     **before)["seconds"]}
 
@@ -257,6 +266,8 @@ def measure(half: str, every: bool, samples: int) -> list[dict]:
         rows.append({"what": "  the same two, host runtime already built: before", "seconds": cpu["before_module"]})
         rows.append({"what": "  the same two, host runtime already built: now", "seconds": cpu["now_module"],
                      "ratio": cpu["before_module"] / cpu["now_module"], "target": ">= 3x faster"})
+        rows.append({"what": "  now, the CPU precompiled header built too", "seconds": cpu["now_module_pch"],
+                     "ratio": cpu["before_module"] / cpu["now_module_pch"], "target": ">= 3x faster"})
     return rows
 
 

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mllm_kernel.jit_utils import nvcc_pipeline, toolchain
+from mllm_kernel.jit_utils import cpu_pch, nvcc_pipeline, toolchain
 from mllm_kernel.jit_utils.errors import JitCompileError
 from mllm_kernel.jit_utils.paths import CPU_INCLUDE_DIR, INCLUDE_DIR, PACKAGE_DIR
 
@@ -266,7 +266,8 @@ def parse_depfile(path: Path) -> list[str]:
     return deps
 
 
-def _unit_command(spec: BuildSpec, unit: TranslationUnit, source: Path, obj: Path, dep: Path) -> list[str]:
+def _unit_command(spec: BuildSpec, unit: TranslationUnit, source: Path, obj: Path, dep: Path,
+                  pch_flags: list[str] = ()) -> list[str]:
     includes = [f"-I{d}" for d in spec.include_dirs()]
     if unit.language == "cuda":
         return [toolchain.find_nvcc(), *spec.nvcc_flags(), *toolchain.gencode_flags(spec.cuda_archs), *includes,
@@ -274,7 +275,7 @@ def _unit_command(spec: BuildSpec, unit: TranslationUnit, source: Path, obj: Pat
     cuda_inc = []
     if spec.device == "cuda" and toolchain.find_cuda_home():
         cuda_inc = [f"-I{toolchain.find_cuda_home() / 'include'}"]
-    return [toolchain.find_cxx(), *spec.cxx_flags(), *includes, *cuda_inc, *spec.extra_cflags,
+    return [toolchain.find_cxx(), *spec.cxx_flags(), *includes, *cuda_inc, *spec.extra_cflags, *pch_flags,
             "-MD", "-MF", str(dep), "-c", str(source), "-o", str(obj)]
 
 
@@ -282,19 +283,22 @@ def compile_module(spec: BuildSpec, build_dir: Path) -> tuple[Path, list[str]]:
     """Builds ``spec`` inside ``build_dir``; returns the library and every file it depends on.
 
     The translation units (a CUDA unit, a host C++ unit, Highway sources) are independent
-    compiler runs, so they run at the same time; the link waits for all of them."""
+    compiler runs, so they run at the same time; the link waits for all of them. A CPU module's
+    C++ units read the CPU precompiled header when it is built (cpu_pch.py), which starts in the
+    background when a core is spare."""
     start = time.perf_counter()
     _, tvm_lib_dir = toolchain.tvm_ffi_paths()
     commands: list[list[str]] = []
     objects: list[str] = []
     depfiles: list[Path] = []
+    pch_flags, pch_deps = cpu_pch.usage(spec) if cpu_pch.applies(spec) else ([], [])
     for index, unit in enumerate(spec.units):
         suffix = ".cu" if unit.language == "cuda" else ".cpp"
         source = build_dir / f"{spec.name}_{index}{suffix}"
         source.write_text(unit.source_text())
         obj = build_dir / f"{spec.name}_{index}.o"
         dep = build_dir / f"{spec.name}_{index}.d"
-        command = _unit_command(spec, unit, source, obj, dep)
+        command = _unit_command(spec, unit, source, obj, dep, pch_flags if unit.language == "cpp" else [])
         if unit.language == "cuda":
             commands.append(lambda c=command, s=source, d=dep: _compile_cuda(spec, c, build_dir, s, d))
         else:
@@ -309,11 +313,15 @@ def compile_module(spec: BuildSpec, build_dir: Path) -> tuple[Path, list[str]]:
             commands.append(lambda c=command: _run(spec, c, build_dir))
             objects.append(str(obj))
     runtime: Path | None = None
+    from mllm_kernel.jit_utils import host_runtime
+
+    runtime_pending = spec.host_runtime and not host_runtime.is_built()
+    if cpu_pch.applies(spec) and not pch_flags and cpu_pch.has_spare_core(
+            len(commands) + (len(host_runtime.SOURCES) if runtime_pending else 0)):
+        cpu_pch.build_in_background(spec)  # for the modules built after this one
     with ThreadPoolExecutor(max_workers=len(commands) + 1) as pool:
         runs = [pool.submit(c) for c in commands]
         if spec.host_runtime:
-            from mllm_kernel.jit_utils import host_runtime
-
             runtime = pool.submit(host_runtime.library).result()
         for future in runs:
             future.result()
@@ -341,6 +349,7 @@ def compile_module(spec: BuildSpec, build_dir: Path) -> tuple[Path, list[str]]:
     for dep in depfiles:
         deps += parse_depfile(dep)
     deps += [str(Path(s)) for s in (spec.highway.sources if spec.highway else ())]
+    deps += pch_deps
     # Generated wrappers live in the temporary build folder; the files they include are listed.
     deps = sorted({os.path.realpath(d) for d in deps if not str(Path(d).resolve()).startswith(str(build_dir))})
     logger.info("mllm_kernel: compiled %s module %s in %.1f s", spec.device, spec.label, time.perf_counter() - start)

@@ -53,6 +53,14 @@ def build_spec() -> BuildSpec:
                      extra_ldflags=(f"-Wl,-soname,{soname()}",), cpu_target=toolchain.PORTABLE_CPU_TARGET)
 
 
+def is_built() -> bool:
+    """Whether the cache holds the runtime already (a build then only links against it)."""
+    from mllm_kernel.jit_utils.cache import cached_library
+    from mllm_kernel.jit_utils.paths import cache_root
+
+    return cached_library(cache_root() / build_spec().folder_name) is not None
+
+
 def library() -> Path:
     """The runtime under its soname (``<cache folder>/libmllm_kernel_host_<id>.so``), built
     first when the cache has none. Safe for many processes at once: the build takes the
