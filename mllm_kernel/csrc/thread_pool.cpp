@@ -12,9 +12,10 @@
 #include <thread>
 #include <vector>
 
-#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
-#include <immintrin.h>
-#define MLLM_KERNEL_CPU_RELAX() _mm_pause()
+// The compilers' builtin rather than _mm_pause: <immintrin.h> would be two fifths of this
+// file's compile, which a first call waits for.
+#if defined(__x86_64__) || defined(__i386__)
+#define MLLM_KERNEL_CPU_RELAX() __builtin_ia32_pause()
 #elif defined(__aarch64__)
 #define MLLM_KERNEL_CPU_RELAX() asm volatile("yield" ::: "memory")
 #else
