@@ -70,8 +70,8 @@ def _command(spec, header: Path, output: Path, depfile: Path) -> list[str]:
             str(header), "-o", str(output), "-MD", "-MF", str(depfile)]
 
 
-@functools.cache
 def _key(cxx_identity: str, flags: tuple[str, ...], include_dirs: tuple[str, ...]) -> str:
+    # Not memoised: a header edited while a process runs must give the next build a new key.
     digest = hashlib.sha256(json.dumps([cxx_identity, flags, include_dirs]).encode())
     for folder in PACKAGE_HEADERS:
         for path in sorted(folder.glob("*.hpp")):
