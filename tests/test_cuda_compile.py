@@ -72,8 +72,8 @@ def test_every_cuda_module_builds(record):
 def test_every_op_family_has_cuda_modules():
     names = {r.name for r in _cuda_modules()}
     assert {"rmsnorm", "fused_add_rmsnorm", "qknorm", "qknorm_across_heads", "silu_and_mul", "gelu_and_mul", "rope",
-            "add_constant", "kv_cache", "kv_cache_fp8", "per_tensor_quant_fp8", "per_token_quant_fp8", "per_token_quant_int8",
-            "per_token_group_quant_fp8", "per_token_group_quant_int8"} <= names
+            "add_constant", "kv_cache", "kv_cache_fp8", "per_tensor_quant_fp8", "per_token_quant_fp8",
+            "per_token_quant_int8", "per_token_group_quant_fp8", "per_token_group_quant_int8"} <= names
 
 
 def test_cooperative_launch_test_kernel_builds():

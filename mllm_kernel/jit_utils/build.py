@@ -291,7 +291,8 @@ def compile_module(spec: BuildSpec, build_dir: Path) -> tuple[Path, list[str]]:
     commands: list[list[str]] = []
     objects: list[str] = []
     depfiles: list[Path] = []
-    pch_flags, pch_deps = cpu_pch.usage(spec) if cpu_pch.applies(spec) else ([], [])
+    with_pch = cpu_pch.applies(spec)
+    pch_flags, pch_deps = cpu_pch.usage(spec) if with_pch else ([], [])
     for index, unit in enumerate(spec.units):
         suffix = ".cu" if unit.language == "cuda" else ".cpp"
         source = build_dir / f"{spec.name}_{index}{suffix}"
@@ -315,10 +316,12 @@ def compile_module(spec: BuildSpec, build_dir: Path) -> tuple[Path, list[str]]:
     runtime: Path | None = None
     from mllm_kernel.jit_utils import host_runtime
 
-    runtime_pending = spec.host_runtime and not host_runtime.is_built()
-    if cpu_pch.applies(spec) and not pch_flags and cpu_pch.has_spare_core(
-            len(commands) + (len(host_runtime.SOURCES) if runtime_pending else 0)):
-        cpu_pch.build_in_background(spec)  # for the modules built after this one
+    if with_pch and not pch_flags:
+        # For the modules built after this one, when the compiles here (and the host runtime's,
+        # if it is built beside them) leave a core.
+        runtime_units = len(host_runtime.SOURCES) if spec.host_runtime and not host_runtime.is_built() else 0
+        if cpu_pch.has_spare_core(len(commands) + runtime_units):
+            cpu_pch.build_in_background(spec)
     with ThreadPoolExecutor(max_workers=len(commands) + 1) as pool:
         runs = [pool.submit(c) for c in commands]
         if spec.host_runtime:

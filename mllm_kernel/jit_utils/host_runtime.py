@@ -2,11 +2,12 @@
 
 ``mllm_kernel/csrc/host_runtime.cpp`` holds what each kernel's host side would otherwise
 compile again (TensorMatcher's checks, error messages, dtype and device names; see
-``include/mllm_kernel/host_runtime.hpp``), ``thread_pool.cpp`` the CPU kernels' thread pool. The JIT builds it into the user cache like a module
-(same lock, manifest and key rules) as ``libmllm_kernel_host_<id>.so``, where the id hashes its
-source and the host headers that declare its functions; every module links it by that name
-(its soname) and finds it through its rpath, and a module's key holds the id, so a changed
-runtime rebuilds the modules that link it. ``prebuild --output`` copies it into the folder's
+``include/mllm_kernel/host_runtime.hpp``), ``thread_pool.cpp`` the CPU kernels' thread pool.
+The JIT builds it into the user cache like a module (same lock, manifest and key rules) as
+``libmllm_kernel_host_<id>.so``, where the id hashes its sources and the host headers that
+declare its functions; every module links it by that name (its soname) and finds it through
+its rpath, and a module's key holds the id, so a changed runtime rebuilds the modules that
+link it. ``prebuild --output`` copies it into the folder's
 lib/, beside Highway.
 """
 

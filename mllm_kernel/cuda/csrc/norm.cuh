@@ -87,7 +87,8 @@ Plan make_plan(std::int64_t num_vecs, int large_items, bool every_shape) {
   } else if (num_vecs <= kGroupItems * 32) {
     p.group_width = 32;
   } else {
-    p.cta_items = every_shape && num_vecs <= kCtaMaxThreads * kCtaItemsSmall ? kCtaItemsSmall : large_items;
+    const bool small_items = every_shape && num_vecs <= kCtaMaxThreads * kCtaItemsSmall;
+    p.cta_items = small_items ? kCtaItemsSmall : large_items;
     const std::int64_t threads = mllm_kernel::host::div_ceil(mllm_kernel::host::div_ceil(num_vecs, p.cta_items), 32) * 32;
     mllm_kernel::host::RuntimeCheck(threads <= kCtaMaxThreads, "row of ", num_vecs, " vectors does not fit one block");
     p.cta_threads = static_cast<int>(threads);
@@ -240,7 +241,9 @@ void launch_width(const NormParams<T>& p, std::int64_t max_hidden, DLDevice devi
       break;
     default:
       if (plan.cta_items == kCtaItemsSmall) {
-        if constexpr (kEveryShape) launch_cta<T, kVec, kCtaItemsSmall, kFuse, kOneSet>(p, plan, grid, block, device, enable_pdl);
+        if constexpr (kEveryShape) {
+          launch_cta<T, kVec, kCtaItemsSmall, kFuse, kOneSet>(p, plan, grid, block, device, enable_pdl);
+        }
       } else {
         LaunchKernel(grid, block, device)
             .enable_pdl(enable_pdl)(rmsnorm_cta_kernel<T, kVec, kLargeItems, kCtaMaxThreads, kFuse, kOneSet>, p);

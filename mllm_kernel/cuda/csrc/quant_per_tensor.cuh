@@ -435,6 +435,7 @@ template <typename T, int kVec>
 void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is_static, float* partials,
                    std::int64_t num_partials) {
   using namespace mllm_kernel::host;
+  static_assert(kVec >= 2, "one-element rows take launch_tensor_scalar");
   const std::int64_t total = p.rows * (p.hidden / kVec);
   RuntimeCheck(div_ceil(total, kBlock) <= 0x7fffffff, "input too large: ", p.rows, " rows of ", p.hidden);
   const bool flat = is_flat(p);
@@ -442,9 +443,7 @@ void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is
     // Small inputs: two 2-element vectors a thread, more threads with less work each (H100, bf16
     // [1, 4096]: 1.27 against 1.39 us with 16-byte vectors; slower on large inputs; fp16 and fp32
     // follow bf16, unmeasured).
-    if constexpr (kVec >= 2) {
-      if (p.rows * p.hidden <= kStaticNarrowElems) return launch_static<T, 2, 2>(p, device, flat);
-    }
+    if (p.rows * p.hidden <= kStaticNarrowElems) return launch_static<T, 2, 2>(p, device, flat);
     // Then two full vectors a thread up to kStaticPairVecs, one beyond (H100, bf16 rows of 4096:
     // two are faster at 1024 tokens, 6.9 against 7.6 us, one at 16384).
     if (total < kStaticPairVecs) return launch_static<T, kVec, 2>(p, device, flat);
