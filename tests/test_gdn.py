@@ -40,6 +40,13 @@ def _check(out, expected, pool, expected_pool, dtype, state_tol=2e-4):
     torch.testing.assert_close(pool.double().cpu(), expected_pool.cpu(), rtol=state_tol, atol=state_tol)
 
 
+def _poison_next_allocation(like):
+    """Fills a freed block of like's size with NaN, so that the op's output, allocated next with
+    torch.empty (which reuses the caching allocator's freed block of that size on CUDA), shows
+    any element the kernel leaves unwritten."""
+    torch.full_like(like, float("nan"))
+
+
 def _untouched(pool, before, indices):
     """The slots no index names are bit for bit what they were."""
     keep = torch.ones(pool.shape[0], dtype=torch.bool)
@@ -80,16 +87,21 @@ def test_padding_entries_start_from_zero_and_write_nothing(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("lengths,hk,hv,dk", [([1], 1, 1, 128), ([63, 64, 65], 2, 4, 128), ([1000], 1, 2, 64),
-                                               ([5, 0, 130, 1, 64], 2, 2, 64)])
-def test_extend_matches_reference(device, lengths, hk, hv, dk):
+@pytest.mark.parametrize("lengths,hk,hv,dk,dv", [([1], 1, 1, 128, 64), ([63, 64, 65], 2, 4, 128, 64),
+                                                  ([1000], 1, 2, 64, 64), ([5, 0, 130, 1, 64], 2, 2, 64, 64),
+                                                  ([130, 3, 200, 0, 127], 2, 4, 128, 96),
+                                                  ([64, 129, 70, 300, 65, 64], 1, 1, 128, 128)])
+def test_extend_matches_reference(device, lengths, hk, hv, dk, dv):
+    """Chunked sequences of every offset from the chunk grid, beside short and empty ones; a
+    head_v_dim that is not a multiple of the chunked kernel's 64 value rows a block."""
     tokens, seqs = sum(lengths), len(lengths)
-    q, k, v, a, b, A_log, dt_bias, pool, indices = _inputs(tokens, seqs, seqs + 3, hk, hv, dk, 64, device,
+    q, k, v, a, b, A_log, dt_bias, pool, indices = _inputs(tokens, seqs, seqs + 3, hk, hv, dk, dv, device,
                                                            seed=tokens)
     cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], device=device)
     before, expected_pool = pool.clone(), pool.double().cpu()
     expected = reference(*(t.cpu() for t in (q, k, v, a, b, A_log, dt_bias)), expected_pool, indices.cpu(),
                          cu.cpu())
+    _poison_next_allocation(v)
     out = ops.gdn_extend_chunkwise(q, k, v, a, b, A_log, dt_bias, pool, indices, cu)
     _check(out, expected, pool, expected_pool, torch.bfloat16, state_tol=1e-3)
     _untouched(pool, before, indices)
@@ -186,3 +198,34 @@ def test_bad_inputs(device):
     fails(r"gdn_decode: cache_indices\[3\] = 9 is out of range for a state pool of 4 slots",
           q, k, v, a, b, A_log, dt_bias, pool, torch.tensor([0, 1, 2, 9, -1, 3], device=device), op=ops.gdn_decode)
     assert torch.equal(pool, before)
+
+
+@requires_cuda
+def test_bad_workspace_of_the_module_function():
+    """The wrapper allocates the chunked kernels' workspace; the module function, called
+    directly with a wrong one, names it."""
+    from mllm_kernel.cuda.jit.gdn_extend_chunkwise import CHUNK_WORK_FLOATS, CHUNKED_MIN_TOKENS, chunk_workspace
+    from mllm_kernel.jit_utils import find_module
+
+    q, k, v, a, b, A_log, dt_bias, pool, indices = _inputs(200, 2, 4, 2, 4, 64, 32, "cuda", seed=2)
+    cu = torch.tensor([0, 70, 200], device="cuda")
+    module = find_module("gdn_extend_chunkwise", ("bf16_t",), "cuda").load()
+    out = torch.empty_like(v)
+    args = (q, k, v, a, b, A_log, dt_bias, pool, indices, cu, out)
+    short = chunk_workspace(200, 2, 4, "cuda")[:4]  # 200 tokens in 2 sequences need 2 + 3 + 1 slots
+
+    def fails(message, workspace):
+        with pytest.raises(ValueError, match=message):
+            module.gdn_extend_chunkwise(*args, workspace, CHUNKED_MIN_TOKENS, False)
+
+    fails(r"workspace must have at least 6 slots for these tokens and sequences, got 4", short)
+    fails(r"workspace: dtype must be float32, got float16", short.half())
+    fails(rf"workspace: dim 2 must be {CHUNK_WORK_FLOATS}, got 8", short[..., :8].contiguous())
+    fails(r"workspace: dim 1 must be 4, got 3", chunk_workspace(200, 2, 3, "cuda"))
+    fails(r"workspace: device must be cuda, got cpu", short.cpu())
+    # With every sequence left to the recurrent kernel, an empty workspace is enough.
+    expected_pool = pool.double().cpu()
+    expected = reference(*(t.cpu() for t in (q, k, v, a, b, A_log, dt_bias)), expected_pool, indices.cpu(), cu.cpu())
+    out.fill_(float("nan"))
+    module.gdn_extend_chunkwise(*args, chunk_workspace(0, 0, 4, "cuda"), 1000, False)
+    _check(out, expected, pool, expected_pool, torch.bfloat16, state_tol=1e-3)

@@ -1,16 +1,19 @@
 // CUDA gated DeltaNet, one module per op and element type T (fp16_t, bf16_t):
 //   gdn_decode<T>(q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, out, enable_pdl)
 //   gdn_extend<T>(q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, cu_seqlens, out,
-//                 chunked_min_tokens, enable_pdl)
+//                 workspace, chunked_min_tokens, enable_pdl)
 // The recurrence, shapes and padding rule are in mllm_kernel/gdn.hpp.
 //
 // Decode streams each head's state once (read, update, write): a lane group of head_k_dim / 4
 // lanes holds a state row as float4s, so every row is one coalesced 512-byte (or 256-byte)
 // access; S k and S q are lane-group sums. Each warp keeps kDecodeRowsPerWarp rows in flight.
 //
-// Extend runs sequences of chunked_min_tokens or more through the chunked tensor-core kernel
-// (mllm_kernel/impl/gdn_chunked.cuh) and shorter ones through the recurrent kernel below, which
-// has no per-chunk fixed cost. The recurrent kernel keeps a block's rows of the state in
+// Extend runs sequences of chunked_min_tokens or more through the chunked tensor-core kernels
+// (mllm_kernel/impl/gdn_chunk.cuh: a prepare pass over every chunk at once, then a state pass
+// over each sequence's chunks in order) and shorter ones through the recurrent kernel below,
+// which has no per-chunk fixed cost. workspace is float32 [slots, num_v_heads,
+// kChunkWorkFloats], slots >= chunk_slots(tokens, num_seqs), when some sequence is chunked;
+// it may be empty otherwise. The recurrent kernel keeps a block's rows of the state in
 // registers across all tokens of its sequence:
 // four threads per row, each holding a quarter of it, so S k and S q are sums over a thread's
 // own registers plus two shuffles. Tokens go kTile at a time: their raw q, k, v, a, b are loaded a
@@ -21,6 +24,8 @@
 
 #include <mllm_kernel/gdn.hpp>
 #include <mllm_kernel/impl/gdn.cuh>
+#include <mllm_kernel/impl/gdn_chunk.cuh>
+#include <mllm_kernel/impl/gdn_chunk_prepare.cuh>
 #include <mllm_kernel/impl/gdn_chunked.cuh>
 #include <mllm_kernel/runtime.cuh>
 #include <mllm_kernel/tensor.hpp>
@@ -324,15 +329,12 @@ struct DecodeLaunch {
 template <typename T, int kDk>
 struct ExtendLaunch {
   /// Sequences of fewer than `chunked_min_tokens` tokens run through the recurrent kernel, the
-  /// others through the chunked one; a kernel with no sequence to run is not launched. A GPU
-  /// without the chunked kernel's shared memory (an A100 at head_k_dim 128, sm_86/89 boards)
-  /// runs every sequence through the recurrent kernel.
-  static void run(const GdnParams& p, DLDevice device, bool enable_pdl, std::int64_t chunked_min_tokens) {
+  /// others through the chunked ones; a kernel with no sequence to run is not launched. A GPU
+  /// without the chunked state pass's shared memory (an A100 at head_k_dim 128, sm_86/89
+  /// boards) runs every sequence through the recurrent kernel.
+  static void run(const GdnParams& p, DLDevice device, bool enable_pdl, std::int64_t chunked_min_tokens, float* work) {
     using namespace mllm_kernel::device::gdn;
-    if (mllm_kernel::host::runtime::get_available_dynamic_smem_per_block(device.device_id) <
-        static_cast<int>(sizeof(ChunkSmem<kDk>))) {
-      chunked_min_tokens = p.tokens + 1;
-    }
+    if (!chunked_fits(device)) chunked_min_tokens = p.tokens + 1;
     if (chunked_min_tokens > 1) {
       const dim3 grid(static_cast<unsigned>(mllm_kernel::host::div_ceil(p.head_v_dim, kExtendRowsPerBlock)),
                       static_cast<unsigned>(p.num_v_heads), static_cast<unsigned>(p.num_seqs));
@@ -340,11 +342,19 @@ struct ExtendLaunch {
           .enable_pdl(enable_pdl)(gdn_extend_kernel<T, kDk>, p, chunked_min_tokens);
     }
     if (chunked_min_tokens <= p.tokens) {
+      const dim3 prepare(static_cast<unsigned>(chunk_slots(p.tokens, p.num_seqs)), static_cast<unsigned>(p.num_v_heads));
+      mllm_kernel::host::LaunchKernel(prepare, kChunkThreads, device, sizeof(PrepareSmem<kDk>))
+          .enable_pdl(enable_pdl)(gdn_chunk_prepare_kernel<T, kDk>, p, work, chunked_min_tokens);
       const dim3 grid(static_cast<unsigned>(mllm_kernel::host::div_ceil(p.head_v_dim, kChunkRows)),
                       static_cast<unsigned>(p.num_v_heads), static_cast<unsigned>(p.num_seqs));
       mllm_kernel::host::LaunchKernel(grid, kChunkThreads, device, sizeof(ChunkSmem<kDk>))
-          .enable_pdl(enable_pdl)(gdn_chunked_kernel<T, kDk>, p, chunked_min_tokens);
+          .enable_pdl(enable_pdl)(gdn_chunked_kernel<T, kDk>, p, static_cast<const float*>(work), chunked_min_tokens);
     }
+  }
+
+  static bool chunked_fits(DLDevice device) {
+    return mllm_kernel::host::runtime::get_available_dynamic_smem_per_block(device.device_id) >=
+           static_cast<int>(sizeof(mllm_kernel::device::gdn::ChunkSmem<kDk>));
   }
 };
 
@@ -376,14 +386,30 @@ template <typename T>
 void gdn_extend(mllm_kernel::TensorView q, mllm_kernel::TensorView k, mllm_kernel::TensorView v, mllm_kernel::TensorView a,
                 mllm_kernel::TensorView b, mllm_kernel::TensorView A_log, mllm_kernel::TensorView dt_bias,
                 mllm_kernel::TensorView state_pool, mllm_kernel::TensorView cache_indices, mllm_kernel::TensorView cu_seqlens,
-                mllm_kernel::TensorView out, std::int64_t chunked_min_tokens, bool enable_pdl) {
+                mllm_kernel::TensorView out, mllm_kernel::TensorView workspace, std::int64_t chunked_min_tokens,
+                bool enable_pdl) {
+  using namespace mllm_kernel::host;
   DLDataType dtype;
   DLDevice device;
-  const GdnParams p = mllm_kernel::host::check_gdn<kDLCUDA, T>(q, k, v, a, b, A_log, dt_bias, state_pool,
-                                                               cache_indices, &cu_seqlens, out, dtype, device);
+  const GdnParams p = check_gdn<kDLCUDA, T>(q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, &cu_seqlens, out,
+                                            dtype, device);
   check_grid(p);
+  SymbolicSize W{"workspace_slots"};
+  SymbolicDevice same_device;
+  same_device.bind(device, "q");
+  (void)TensorMatcher({W, static_cast<std::int64_t>(p.num_v_heads),
+                       static_cast<std::int64_t>(mllm_kernel::device::gdn::kChunkWorkFloats)})
+      .with_dtype<float>()
+      .with_device<kDLCUDA>(same_device)
+      .verify(workspace, "workspace");
+  const bool chunked = chunked_min_tokens <= p.tokens;
+  const std::int64_t slots = mllm_kernel::device::gdn::chunk_slots(p.tokens, p.num_seqs);
+  RuntimeCheck(!chunked || W.unwrap() >= slots, "workspace must have at least ", slots,
+               " slots for these tokens and sequences, got ", W.unwrap());
+  RuntimeCheck(!chunked || slots <= 0x7fffffff, "too many tokens for one call: ", p.tokens);
   if (p.num_seqs == 0 || p.tokens == 0) return;
-  launch_for_head_dim<T, ExtendLaunch>(p, device, enable_pdl, chunked_min_tokens);
+  launch_for_head_dim<T, ExtendLaunch>(p, device, enable_pdl, chunked_min_tokens,
+                                       static_cast<float*>(workspace.data_ptr()));
 }
 
 }  // namespace

@@ -14,9 +14,20 @@ from mllm_kernel.jit_utils import precompile as jit_precompile
 from mllm_kernel.op_args import check_gdn_indices, resolve_pdl
 
 _OP = "gdn_extend_chunkwise"
-# Sequences of at least this many tokens run through the chunked (tensor-core) kernel, shorter
+# Sequences of at least this many tokens run through the chunked (tensor-core) kernels, shorter
 # ones through the recurrent kernel, which has less fixed work a sequence.
 CHUNKED_MIN_TOKENS = 64
+# The chunked kernels' geometry (mllm_kernel/impl/gdn_chunk.cuh): tokens a chunk, and the
+# float32 workspace of one chunk of one head (T and P, 64 x 64 each, and 8 factors a token).
+CHUNK = 64
+CHUNK_WORK_FLOATS = 2 * CHUNK * CHUNK + 8 * CHUNK
+
+
+def chunk_workspace(tokens: int, num_seqs: int, num_v_heads: int, device) -> torch.Tensor:
+    """The chunked kernels' workspace for a call: a slot per chunk any sequence can have
+    (``num_seqs + tokens // CHUNK + 1``), empty when no sequence can be chunked."""
+    slots = num_seqs + tokens // CHUNK + 1 if tokens >= CHUNKED_MIN_TOKENS else 0
+    return torch.empty((slots, num_v_heads, CHUNK_WORK_FLOATS), dtype=torch.float32, device=device)
 
 _EXTEND = KernelTable(_OP, {dtype: gdn_module(_OP, "gdn_extend", dtype) for dtype in HALF_DTYPES}, arg="q")
 
@@ -50,10 +61,13 @@ def gdn_extend_chunkwise(
     sequence leaves its state alone); ``cache_indices`` is ``[num_seqs]``. Sequence s starts
     from ``state_pool[cache_indices[s]]`` and writes its final state back there.
 
-    Sequences of ``CHUNKED_MIN_TOKENS`` tokens or more run through the chunked kernel: the
+    Sequences of ``CHUNKED_MIN_TOKENS`` tokens or more run through the chunked kernels: the
     delta rule in its WY form, a chunk of 64 tokens at a time, with the products on tensor cores
     as TF32 and float32 accumulation (on GPUs with the shared memory for it: sm_90, and sm_80 at
-    head_k_dim 64); shorter sequences through the recurrent kernel, float32 throughout.
+    head_k_dim 64); shorter sequences through the recurrent kernel, float32 throughout. The
+    chunked kernels hand each chunk's solved triangular system over in a float32 workspace the
+    call allocates: 34 KiB per chunk of 64 tokens and value head (about 1.1 GiB for 65536
+    tokens at 32 value heads), freed when the call returns.
 
     ``validate=True`` reads the cache indices' maximum and cu_seqlens' ends and smallest step
     back to the host (one sync) and raises ValueError for an index past the pool or a
@@ -63,6 +77,10 @@ def gdn_extend_chunkwise(
     if validate and not torch.cuda.is_current_stream_capturing():
         check_gdn_indices(_OP, state_pool, cache_indices, cu_seqlens, q.shape[0] if isinstance(q, torch.Tensor) else 0)
     out = torch.empty(v.shape, dtype=v.dtype, device=v.device)
-    _EXTEND[q.dtype](q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, cu_seqlens, out,
+    # Shapes the kernel refuses get an empty workspace: its checks name the tensor at fault.
+    shapes_ok = v.dim() == 3 and cache_indices.dim() == 1
+    workspace = chunk_workspace(v.shape[0] if shapes_ok else 0, cache_indices.shape[0] if shapes_ok else 0,
+                                v.shape[1] if shapes_ok else 0, v.device)
+    _EXTEND[q.dtype](q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, cu_seqlens, out, workspace,
                      CHUNKED_MIN_TOKENS, resolve_pdl(enable_pdl))
     return out

@@ -35,10 +35,11 @@ MLLM_DEVICE void token_gates(const GdnParams& p, std::int64_t t, int h, float& d
   host::gdn_gates(a, b, p.A_log[h], p.dt_bias[h], decay, beta);
 }
 
-/// L2-normalises one head of k and q held by a group of kWidth lanes, kPer elements a lane, in
-/// place: k / (||k|| + eps), q / (||q|| + eps) * scale. Returns k.q (on every lane of the group).
+/// The L2 normalisation factors of one head of k and q held by a group of kWidth lanes, kPer
+/// elements a lane: 1 / (||k|| + eps) and scale / (||q|| + eps) (on every lane of the group).
 template <int kWidth, int kPer>
-MLLM_DEVICE float normalise_qk(float (&k)[kPer], float (&q)[kPer], float scale) {
+MLLM_DEVICE void qk_norm_scales(const float (&k)[kPer], const float (&q)[kPer], float scale, float& k_scale,
+                                float& q_scale) {
   float kk = 0.f, qq = 0.f;
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
@@ -47,8 +48,16 @@ MLLM_DEVICE float normalise_qk(float (&k)[kPer], float (&q)[kPer], float scale) 
   }
   kk = warp::reduce_sum<kWidth>(kk);
   qq = warp::reduce_sum<kWidth>(qq);
-  const float k_scale = 1.0f / (sqrtf(kk) + host::kGdnNormEps);
-  const float q_scale = scale / (sqrtf(qq) + host::kGdnNormEps);
+  k_scale = 1.0f / (sqrtf(kk) + host::kGdnNormEps);
+  q_scale = scale / (sqrtf(qq) + host::kGdnNormEps);
+}
+
+/// L2-normalises one head of k and q held by a group of kWidth lanes, kPer elements a lane, in
+/// place: k / (||k|| + eps), q / (||q|| + eps) * scale. Returns k.q (on every lane of the group).
+template <int kWidth, int kPer>
+MLLM_DEVICE float normalise_qk(float (&k)[kPer], float (&q)[kPer], float scale) {
+  float k_scale, q_scale;
+  qk_norm_scales<kWidth>(k, q, scale, k_scale, q_scale);
   float kq = 0.f;
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {

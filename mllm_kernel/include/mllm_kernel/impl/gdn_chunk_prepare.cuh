@@ -1,0 +1,240 @@
+// The chunked gated DeltaNet's prepare pass: for every chunk of every long sequence at once, the
+// parts of the chunk's step that do not depend on the state (see impl/gdn_chunk.cuh): the L2
+// norms of k and q, the gates and their running sum G, A, T = (I + A)^-1 and P. It writes T, P
+// and the per-token factors to the chunk's workspace slot, from which the state pass reads them.
+//
+// A block takes one (slot, value head). The products are warp strips of TF32 m16n8k8 MMAs
+// (mllm_kernel/mma.cuh); T is found in float32: the four 16x16 diagonal blocks by forward
+// substitution (a thread a column), then the off-diagonal blocks block row by block row. A last
+// partial chunk is padded with tokens whose k, q, g and beta are zero; their rows of A and P are
+// zero and of T the identity's, so they leave the state and the other tokens alone.
+#pragma once
+
+#include <mllm_kernel/gdn.hpp>
+#include <mllm_kernel/impl/gdn.cuh>
+#include <mllm_kernel/impl/gdn_chunk.cuh>
+#include <mllm_kernel/mma.cuh>
+#include <mllm_kernel/pdl.cuh>
+#include <mllm_kernel/type.cuh>
+#include <mllm_kernel/utils.cuh>
+
+#include <cstdint>
+
+namespace mllm_kernel::device::gdn {
+
+/// The prepare pass's shared memory. Row pitches are a multiple of 32 floats plus 4, so that the
+/// eight rows of an ldmatrix fall in different banks.
+template <int kDk>
+struct alignas(128) PrepareSmem {
+  static constexpr int kLdK = kDk + 4;
+  float k[kChunk][kLdK];  // raw k; then normalised (TF32)
+  float q[kChunk][kLdK];  // raw q; then normalised and scaled (TF32)
+  float a[kChunk][kLdC];  // A; then T (float32)
+  float p[kChunk][kLdC];  // lower(D) * Q K^T (TF32)
+  float y[16][kLdC];      // the sums of one block row of T in the making
+  float g[kChunk];        // raw a; then G, the running sum of the log decays
+  float beta[kChunk];     // raw b; then beta
+  float k_scale[kChunk];  // 1 / (||k_t|| + eps)
+  float q_scale[kChunk];  // head_k_dim^-0.5 / (||q_t|| + eps)
+};
+
+/// The sequence whose chunks may hold workspace slot `slot`: the last s with
+/// chunk_slot(s, bos_s, 0) <= slot (that first slot grows with s).
+MLLM_DEVICE std::int64_t slot_sequence(const GdnParams& p, std::int64_t slot) {
+  std::int64_t lo = 0, hi = p.num_seqs - 1;
+  while (lo < hi) {
+    const std::int64_t mid = (lo + hi + 1) / 2;
+    if (chunk_slot(mid, p.cu_seqlens[mid], 0) <= slot) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+/// Stages the chunk's raw k and q rows, and a and b, in shared memory as float.
+template <typename T, int kDk>
+MLLM_DEVICE void stage_prepare_inputs(const GdnParams& p, PrepareSmem<kDk>& sm, std::int64_t t0, int n, int h,
+                                      int hk) {
+  using KQ = PairSlot<kDk>;
+  packed_t<T> k[KQ::kPerThread], q[KQ::kPerThread];
+  load_pairs<T, kDk>(k, static_cast<const T*>(p.k) + t0 * p.k_s0 + hk * p.k_s1, p.k_s0, n, kDk);
+  load_pairs<T, kDk>(q, static_cast<const T*>(p.q) + t0 * p.q_s0 + hk * p.q_s1, p.q_s0, n, kDk);
+  if (threadIdx.x < 2 * kChunk) {
+    const int t = threadIdx.x % kChunk;
+    const bool is_a = threadIdx.x < kChunk;
+    const float ab =
+        t < n ? cast<float>(static_cast<const T*>(is_a ? p.a : p.b)[(t0 + t) * (is_a ? p.a_s0 : p.b_s0) + h]) : 0.0f;
+    (is_a ? sm.g : sm.beta)[t] = ab;
+  }
+#pragma unroll
+  for (int m = 0; m < KQ::kPerThread; ++m) {
+    const int t = KQ::token() + m * KQ::step(), d = KQ::column();
+    const float2 kf = cast<float2>(k[m]), qf = cast<float2>(q[m]);
+    sm.k[t][d] = kf.x, sm.k[t][d + 1] = kf.y;
+    sm.q[t][d] = qf.x, sm.q[t][d + 1] = qf.y;
+  }
+}
+
+/// L2-normalises the staged k and q rows (a warp kChunk / kChunkWarps rows), rounds them to TF32
+/// and keeps their norm factors; the last warp also turns a and b into the gates of the n real
+/// tokens (zero for the padding) and G into their running sum, two tokens a lane.
+template <int kDk>
+MLLM_DEVICE void normalise_chunk(const GdnParams& p, PrepareSmem<kDk>& sm, int n, int h) {
+  constexpr int kPer = kDk / 32, kRows = kChunk / kChunkWarps;
+  const int lane = threadIdx.x % 32, warp_id = threadIdx.x / 32;
+  for (int t = warp_id * kRows; t < (warp_id + 1) * kRows; ++t) {
+    float k[kPer], q[kPer];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) k[i] = sm.k[t][lane + 32 * i], q[i] = sm.q[t][lane + 32 * i];
+    float k_scale, q_scale;
+    qk_norm_scales<32>(k, q, p.scale, k_scale, q_scale);
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      sm.k[t][lane + 32 * i] = mma::to_tf32(k[i] * k_scale);
+      sm.q[t][lane + 32 * i] = mma::to_tf32(q[i] * q_scale);
+    }
+    if (lane == 0) sm.k_scale[t] = k_scale, sm.q_scale[t] = q_scale;
+  }
+  if (warp_id == kChunkWarps - 1) {
+    const float A_log = p.A_log[h], dt_bias = p.dt_bias[h];
+    float g[2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int t = 2 * lane + j;
+      g[j] = t < n ? host::gdn_log_decay(sm.g[t], A_log, dt_bias) : 0.0f;
+      sm.beta[t] = t < n ? host::gdn_beta(sm.beta[t]) : 0.0f;
+    }
+    float sum = g[0] + g[1];
+#pragma unroll
+    for (int offset = 1; offset < 32; offset *= 2) {
+      const float other = __shfl_up_sync(0xffffffffu, sum, offset);
+      if (lane >= offset) sum += other;
+    }
+    sm.g[2 * lane] = sum - g[1];
+    sm.g[2 * lane + 1] = sum;
+  }
+}
+
+/// A and P, the lower blocks only (blocks above the diagonal are never computed nor read):
+/// warp w takes the 16-row strip w % kBlocks of K (w < kBlocks: A, beta and the decays applied)
+/// or of Q (P, the decays applied).
+template <int kDk>
+MLLM_DEVICE void chunk_gram(PrepareSmem<kDk>& sm, int warp_id) {
+  constexpr int kLd = PrepareSmem<kDk>::kLdK;
+  const bool is_k = warp_id < kBlocks;
+  const int i = warp_id % kBlocks, r0 = i * 16;
+  float acc[2 * kBlocks][4] = {};
+  mma::mma_strip<false, false>(acc, is_k ? &sm.k[r0][0] : &sm.q[r0][0], kLd, &sm.k[0][0], kLd, kDk / 8, 2 * (i + 1));
+#pragma unroll
+  for (int nt = 0; nt < 2 * kBlocks; ++nt) {
+    if (nt >= 2 * (i + 1)) break;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int t = r0 + mma::c_row(e), c = nt * 8 + mma::c_col(e);
+      const float decay = c <= t ? expf(sm.g[t] - sm.g[c]) : 0.0f;
+      if (is_k) {
+        sm.a[t][c] = c < t ? acc[nt][e] * sm.beta[t] * decay : 0.0f;
+      } else {
+        sm.p[t][c] = mma::to_tf32(acc[nt][e] * decay);
+      }
+    }
+  }
+}
+
+/// T = (I + A)^-1 in place of A (unit lower triangular), float32: each 16x16 diagonal block by
+/// forward substitution, a thread a column; then block row I from the rows above it:
+/// T_IJ = -T_II sum_{M=J}^{I-1} A_IM T_MJ. Blocks above the diagonal are never read.
+template <int kDk>
+MLLM_DEVICE void invert_unit_lower(PrepareSmem<kDk>& sm) {
+  const int tid = threadIdx.x;
+  float col[16];
+  if (tid < kChunk) {
+    const int base = tid / 16 * 16, j = tid % 16;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int m = 0; m < i; ++m) sum = fmaf(sm.a[base + i][base + m], col[m], sum);
+      col[i] = i < j ? 0.0f : (i == j ? 1.0f : -sum);
+    }
+  }
+  __syncthreads();
+  if (tid < kChunk) {
+    const int base = tid / 16 * 16, j = tid % 16;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) sm.a[base + i][base + j] = col[i];
+  }
+  __syncthreads();
+  for (int bi = 1; bi < kBlocks; ++bi) {
+    const int row0 = bi * 16;
+    for (int e = tid; e < bi * 256; e += kChunkThreads) {
+      const int bj = e / 256, rr = e / 16 % 16, cc = e % 16;
+      float sum0 = 0.0f, sum1 = 0.0f;
+      for (int mb = bj; mb < bi; ++mb) {
+#pragma unroll
+        for (int m = 0; m < 16; m += 2) {
+          sum0 = fmaf(sm.a[row0 + rr][mb * 16 + m], sm.a[mb * 16 + m][bj * 16 + cc], sum0);
+          sum1 = fmaf(sm.a[row0 + rr][mb * 16 + m + 1], sm.a[mb * 16 + m + 1][bj * 16 + cc], sum1);
+        }
+      }
+      sm.y[rr][bj * 16 + cc] = sum0 + sum1;
+    }
+    __syncthreads();
+    for (int e = tid; e < bi * 256; e += kChunkThreads) {
+      const int bj = e / 256, rr = e / 16 % 16, cc = e % 16;
+      float sum = 0.0f;
+#pragma unroll
+      for (int m = 0; m < 16; ++m) sum = fmaf(sm.a[row0 + rr][row0 + m], sm.y[m][bj * 16 + cc], sum);
+      sm.a[row0 + rr][bj * 16 + cc] = -sum;
+    }
+    __syncthreads();
+  }
+}
+
+/// Writes the lower blocks of T and P, and the tokens' factors, to the slot's workspace.
+template <int kDk>
+MLLM_DEVICE void write_chunk_work(const PrepareSmem<kDk>& sm, float* w) {
+  constexpr int kQuads = kChunk / 4;
+  for (int e = threadIdx.x; e < kChunk * kQuads; e += kChunkThreads) {
+    const int r = e / kQuads, c = e % kQuads * 4;
+    if (c / 16 > r / 16) continue;
+    *reinterpret_cast<float4*>(w + kWorkT + r * kChunk + c) = *reinterpret_cast<const float4*>(&sm.a[r][c]);
+    *reinterpret_cast<float4*>(w + kWorkP + r * kChunk + c) = *reinterpret_cast<const float4*>(&sm.p[r][c]);
+  }
+  if (threadIdx.x < kChunk) {
+    const int t = threadIdx.x;
+    const float grow = expf(sm.g[t]);
+    const TokenFactors f{sm.k_scale[t], sm.q_scale[t] * grow, sm.beta[t], grow, expf(sm.g[kChunk - 1] - sm.g[t]), {}};
+    reinterpret_cast<TokenFactors*>(w + kWorkFactors)[t] = f;
+  }
+}
+
+/// Block (workspace slot x, value head y): one chunk of one head, if the slot holds one.
+template <typename T, int kDk>
+__global__ void __launch_bounds__(kChunkThreads) gdn_chunk_prepare_kernel(const __grid_constant__ GdnParams p,
+                                                                          float* work, std::int64_t min_tokens) {
+  extern __shared__ __align__(128) unsigned char smem_bytes[];
+  auto& sm = *reinterpret_cast<PrepareSmem<kDk>*>(smem_bytes);
+  pdl_wait_and_release();
+  const std::int64_t slot = blockIdx.x;
+  const int h = blockIdx.y, hk = h / (p.num_v_heads / p.num_k_heads);
+  const std::int64_t s = slot_sequence(p, slot);
+  std::int64_t bos, eos;
+  if (!chunked_sequence(p, s, min_tokens, bos, eos)) return;
+  const std::int64_t t0 = bos + (slot - chunk_slot(s, bos, 0)) * kChunk;
+  if (t0 < bos || t0 >= eos) return;  // a slot between two sequences' chunks
+  const int n = static_cast<int>(min(static_cast<std::int64_t>(kChunk), eos - t0));
+
+  stage_prepare_inputs<T, kDk>(p, sm, t0, n, h, hk);
+  __syncthreads();
+  normalise_chunk(p, sm, n, h);
+  __syncthreads();
+  chunk_gram(sm, static_cast<int>(threadIdx.x) / 32);
+  __syncthreads();
+  invert_unit_lower(sm);
+  write_chunk_work(sm, chunk_work(work, slot, h, p.num_v_heads));
+}
+
+}  // namespace mllm_kernel::device::gdn
