@@ -108,6 +108,25 @@ def test_extend_matches_reference(device, lengths, hk, hv, dk, dv):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_extend_of_strided_unaligned_rows(device):
+    """q, k and v as views one element into wider rows (as slices of a fused projection can be):
+    rows that are not 16-byte aligned take the kernels' element-wise loads."""
+    lengths, hk, hv, dk, dv = [130, 64, 3], 2, 2, 64, 64
+    tokens, seqs = sum(lengths), len(lengths)
+    q, k, v, a, b, A_log, dt_bias, pool, indices = _inputs(tokens, seqs, seqs + 1, hk, hv, dk, dv, device, seed=4)
+    wide = [torch.zeros(tokens, x.shape[1], x.shape[2] + 3, dtype=x.dtype, device=device) for x in (q, k, v)]
+    for w, x in zip(wide, (q, k, v)):
+        w[..., 1:x.shape[2] + 1] = x
+    q, k, v = (w[..., 1:x.shape[2] + 1] for w, x in zip(wide, (q, k, v)))
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], device=device)
+    expected_pool = pool.double().cpu()
+    expected = reference(*(t.cpu() for t in (q, k, v, a, b, A_log, dt_bias)), expected_pool, indices.cpu(),
+                         cu.cpu())
+    out = ops.gdn_extend_chunkwise(q, k, v, a, b, A_log, dt_bias, pool, indices, cu)
+    _check(out, expected, pool, expected_pool, torch.bfloat16, state_tol=1e-3)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_states_carried_across_calls_equal_one_long_call(device):
     """Prefill in three extend calls, then two decode steps, equals one extend of all tokens: both
     match the reference of the 200 tokens. (The pieces and the whole take different kernels on

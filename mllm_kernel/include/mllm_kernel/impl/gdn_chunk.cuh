@@ -23,6 +23,7 @@
 #include <mllm_kernel/host_device.hpp>
 #include <mllm_kernel/type.cuh>
 #include <mllm_kernel/utils.cuh>
+#include <mllm_kernel/vec.cuh>
 
 #include <cstdint>
 
@@ -71,33 +72,45 @@ MLLM_DEVICE bool chunked_sequence(const host::GdnParams& p, std::int64_t s, std:
   return eos - bos >= min_tokens && eos - bos > 0 && bos >= 0 && eos <= p.tokens;
 }
 
-/// This thread's element pairs of a [kChunk, kWidth] array: column c (and c + 1) of tokens
-/// token() + m * step(), consecutive threads on consecutive pairs.
+/// This thread's pieces of a [kChunk, kWidth] array, 8 elements each: piece j is columns
+/// column() .. + 8 of token token(j); kWidth / 8 consecutive threads share a token.
 template <int kWidth>
-struct PairSlot {
-  static constexpr int kPairs = kWidth / 2;
-  static constexpr int kPerThread = kChunk * kPairs / kChunkThreads;
-  static constexpr int step() { return kChunkThreads / kPairs; }
-  static MLLM_DEVICE int token() { return static_cast<int>(threadIdx.x) / kPairs; }
-  static MLLM_DEVICE int column() { return static_cast<int>(threadIdx.x) % kPairs * 2; }
+struct RowPieces {
+  static constexpr int kPerRow = kWidth / 8;
+  static constexpr int kPerThread = kChunk * kPerRow / kChunkThreads;
+  static_assert(kChunkThreads % kPerRow == 0 && kPerThread > 0, "whole rows a pass of the block");
+  static MLLM_DEVICE int token(int j) { return (static_cast<int>(threadIdx.x) + j * kChunkThreads) / kPerRow; }
+  static MLLM_DEVICE int column() { return static_cast<int>(threadIdx.x) % kPerRow * 8; }
 };
 
-/// Loads this thread's pairs of a [kChunk, kWidth] slice of a [tokens, heads, dim] tensor:
-/// `base` points at the slice's first token and column, `stride` is the token stride; pairs of
-/// tokens past n, or of columns at or past `columns`, are zero.
+template <typename T>
+using Piece = AlignedVector<T, 8>;
+
+/// Whether rows of a [tokens, heads, dim] tensor at `base` with these strides start 16-byte
+/// aligned at every multiple of 8 columns: then pieces load as one vector each.
+template <typename T>
+MLLM_DEVICE bool pieces_aligned(const void* base, std::int64_t s0, std::int64_t s1) {
+  return reinterpret_cast<std::uintptr_t>(base) % 16 == 0 && (s0 * sizeof(T)) % 16 == 0 && (s1 * sizeof(T)) % 16 == 0;
+}
+
+/// Loads this thread's pieces of a [kChunk, kWidth] slice of a [tokens, heads, dim] tensor:
+/// `base` points at the slice's first token and column, `stride` is the token stride; elements
+/// of tokens past n, or of columns at or past `columns`, are zero. `aligned`: see pieces_aligned.
 template <typename T, int kWidth>
-MLLM_DEVICE void load_pairs(packed_t<T> (&out)[PairSlot<kWidth>::kPerThread], const T* base, std::int64_t stride,
-                            int n, int columns) {
-  using Slot = PairSlot<kWidth>;
-  const T zero = cast<T>(0.0f);
-  const int t = Slot::token(), c = Slot::column();
-  const T* at = base + t * stride + c;
+MLLM_DEVICE void load_pieces(Piece<T> (&out)[RowPieces<kWidth>::kPerThread], const T* base, std::int64_t stride,
+                             int n, int columns, bool aligned) {
+  using Rows = RowPieces<kWidth>;
+  const int c = Rows::column();
 #pragma unroll
-  for (int m = 0; m < Slot::kPerThread; ++m) {
-    const bool real = t + m * Slot::step() < n;
-    const std::int64_t o = m * Slot::step() * stride;
-    out[m].x = real && c < columns ? at[o] : zero;
-    out[m].y = real && c + 1 < columns ? at[o + 1] : zero;
+  for (int j = 0; j < Rows::kPerThread; ++j) {
+    const int t = Rows::token(j);
+    const T* at = base + t * stride + c;
+    if (t < n && aligned && c + 8 <= columns) {
+      out[j].load(at);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) out[j][e] = t < n && c + e < columns ? at[e] : cast<T>(0.0f);
+    }
   }
 }
 

@@ -53,14 +53,16 @@ MLLM_DEVICE std::int64_t slot_sequence(const GdnParams& p, std::int64_t slot) {
   return lo;
 }
 
-/// Stages the chunk's raw k and q rows, and a and b, in shared memory as float.
+/// Loads the chunk's k and q rows, L2-normalises them in registers (the kDk / 8 threads of a
+/// row sum their pieces' squares with shuffles), and stores them rounded to TF32 with their norm
+/// factors; stages a and b. Tokens past n are zero.
 template <typename T, int kDk>
-MLLM_DEVICE void stage_prepare_inputs(const GdnParams& p, PrepareSmem<kDk>& sm, std::int64_t t0, int n, int h,
-                                      int hk) {
-  using KQ = PairSlot<kDk>;
-  packed_t<T> k[KQ::kPerThread], q[KQ::kPerThread];
-  load_pairs<T, kDk>(k, static_cast<const T*>(p.k) + t0 * p.k_s0 + hk * p.k_s1, p.k_s0, n, kDk);
-  load_pairs<T, kDk>(q, static_cast<const T*>(p.q) + t0 * p.q_s0 + hk * p.q_s1, p.q_s0, n, kDk);
+MLLM_DEVICE void stage_normalised(const GdnParams& p, PrepareSmem<kDk>& sm, std::int64_t t0, int n, int h, int hk) {
+  using Rows = RowPieces<kDk>;
+  const bool aligned = pieces_aligned<T>(p.k, p.k_s0, p.k_s1) && pieces_aligned<T>(p.q, p.q_s0, p.q_s1);
+  Piece<T> k[Rows::kPerThread], q[Rows::kPerThread];
+  load_pieces<T, kDk>(k, static_cast<const T*>(p.k) + t0 * p.k_s0 + hk * p.k_s1, p.k_s0, n, kDk, aligned);
+  load_pieces<T, kDk>(q, static_cast<const T*>(p.q) + t0 * p.q_s0 + hk * p.q_s1, p.q_s0, n, kDk, aligned);
   if (threadIdx.x < 2 * kChunk) {
     const int t = threadIdx.x % kChunk;
     const bool is_a = threadIdx.x < kChunk;
@@ -68,53 +70,50 @@ MLLM_DEVICE void stage_prepare_inputs(const GdnParams& p, PrepareSmem<kDk>& sm, 
         t < n ? cast<float>(static_cast<const T*>(is_a ? p.a : p.b)[(t0 + t) * (is_a ? p.a_s0 : p.b_s0) + h]) : 0.0f;
     (is_a ? sm.g : sm.beta)[t] = ab;
   }
+  const int c = Rows::column();
 #pragma unroll
-  for (int m = 0; m < KQ::kPerThread; ++m) {
-    const int t = KQ::token() + m * KQ::step(), d = KQ::column();
-    const float2 kf = cast<float2>(k[m]), qf = cast<float2>(q[m]);
-    sm.k[t][d] = kf.x, sm.k[t][d + 1] = kf.y;
-    sm.q[t][d] = qf.x, sm.q[t][d + 1] = qf.y;
+  for (int j = 0; j < Rows::kPerThread; ++j) {
+    const int t = Rows::token(j);
+    float kf[8], qf[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) kf[e] = cast<float>(k[j][e]), qf[e] = cast<float>(q[j][e]);
+    float k_scale, q_scale;
+    qk_norm_scales<Rows::kPerRow>(kf, qf, p.scale, k_scale, q_scale);
+#pragma unroll
+    for (int e = 0; e < 8; e += 4) {
+      *reinterpret_cast<float4*>(&sm.k[t][c + e]) =
+          make_float4(mma::to_tf32(kf[e] * k_scale), mma::to_tf32(kf[e + 1] * k_scale),
+                      mma::to_tf32(kf[e + 2] * k_scale), mma::to_tf32(kf[e + 3] * k_scale));
+      *reinterpret_cast<float4*>(&sm.q[t][c + e]) =
+          make_float4(mma::to_tf32(qf[e] * q_scale), mma::to_tf32(qf[e + 1] * q_scale),
+                      mma::to_tf32(qf[e + 2] * q_scale), mma::to_tf32(qf[e + 3] * q_scale));
+    }
+    if (c == 0) sm.k_scale[t] = k_scale, sm.q_scale[t] = q_scale;
   }
 }
 
-/// L2-normalises the staged k and q rows (a warp kChunk / kChunkWarps rows), rounds them to TF32
-/// and keeps their norm factors; the last warp also turns a and b into the gates of the n real
-/// tokens (zero for the padding) and G into their running sum, two tokens a lane.
+/// The last warp turns the staged a and b into the gates of the n real tokens (zero for the
+/// padding) and G into their running sum, two tokens a lane.
 template <int kDk>
-MLLM_DEVICE void normalise_chunk(const GdnParams& p, PrepareSmem<kDk>& sm, int n, int h) {
-  constexpr int kPer = kDk / 32, kRows = kChunk / kChunkWarps;
-  const int lane = threadIdx.x % 32, warp_id = threadIdx.x / 32;
-  for (int t = warp_id * kRows; t < (warp_id + 1) * kRows; ++t) {
-    float k[kPer], q[kPer];
+MLLM_DEVICE void chunk_gates(const GdnParams& p, PrepareSmem<kDk>& sm, int n, int h) {
+  const int lane = threadIdx.x % 32;
+  if (static_cast<int>(threadIdx.x) / 32 != kChunkWarps - 1) return;
+  const float A_log = p.A_log[h], dt_bias = p.dt_bias[h];
+  float g[2];
 #pragma unroll
-    for (int i = 0; i < kPer; ++i) k[i] = sm.k[t][lane + 32 * i], q[i] = sm.q[t][lane + 32 * i];
-    float k_scale, q_scale;
-    qk_norm_scales<32>(k, q, p.scale, k_scale, q_scale);
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      sm.k[t][lane + 32 * i] = mma::to_tf32(k[i] * k_scale);
-      sm.q[t][lane + 32 * i] = mma::to_tf32(q[i] * q_scale);
-    }
-    if (lane == 0) sm.k_scale[t] = k_scale, sm.q_scale[t] = q_scale;
+  for (int j = 0; j < 2; ++j) {
+    const int t = 2 * lane + j;
+    g[j] = t < n ? host::gdn_log_decay(sm.g[t], A_log, dt_bias) : 0.0f;
+    sm.beta[t] = t < n ? host::gdn_beta(sm.beta[t]) : 0.0f;
   }
-  if (warp_id == kChunkWarps - 1) {
-    const float A_log = p.A_log[h], dt_bias = p.dt_bias[h];
-    float g[2];
+  float sum = g[0] + g[1];
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int t = 2 * lane + j;
-      g[j] = t < n ? host::gdn_log_decay(sm.g[t], A_log, dt_bias) : 0.0f;
-      sm.beta[t] = t < n ? host::gdn_beta(sm.beta[t]) : 0.0f;
-    }
-    float sum = g[0] + g[1];
-#pragma unroll
-    for (int offset = 1; offset < 32; offset *= 2) {
-      const float other = __shfl_up_sync(0xffffffffu, sum, offset);
-      if (lane >= offset) sum += other;
-    }
-    sm.g[2 * lane] = sum - g[1];
-    sm.g[2 * lane + 1] = sum;
+  for (int offset = 1; offset < 32; offset *= 2) {
+    const float other = __shfl_up_sync(0xffffffffu, sum, offset);
+    if (lane >= offset) sum += other;
   }
+  sm.g[2 * lane] = sum - g[1];
+  sm.g[2 * lane + 1] = sum;
 }
 
 /// A and P, the lower blocks only (blocks above the diagonal are never computed nor read):
@@ -133,7 +132,8 @@ MLLM_DEVICE void chunk_gram(PrepareSmem<kDk>& sm, int warp_id) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int t = r0 + mma::c_row(e), c = nt * 8 + mma::c_col(e);
-      const float decay = c <= t ? expf(sm.g[t] - sm.g[c]) : 0.0f;
+      // The fast exponential's error (a few float32 ulps) is far below TF32's rounding.
+      const float decay = c <= t ? __expf(sm.g[t] - sm.g[c]) : 0.0f;
       if (is_k) {
         sm.a[t][c] = c < t ? acc[nt][e] * sm.beta[t] * decay : 0.0f;
       } else {
@@ -167,27 +167,39 @@ MLLM_DEVICE void invert_unit_lower(PrepareSmem<kDk>& sm) {
     for (int i = 0; i < 16; ++i) sm.a[base + i][base + j] = col[i];
   }
   __syncthreads();
+  // A thread takes four rows and one column of one block: each float4 of a row is read once
+  // for four products.
   for (int bi = 1; bi < kBlocks; ++bi) {
     const int row0 = bi * 16;
-    for (int e = tid; e < bi * 256; e += kChunkThreads) {
-      const int bj = e / 256, rr = e / 16 % 16, cc = e % 16;
-      float sum0 = 0.0f, sum1 = 0.0f;
-      for (int mb = bj; mb < bi; ++mb) {
+    for (int e = tid; e < bi * 64; e += kChunkThreads) {
+      const int bj = e / 64, r = e / 16 % 4 * 4, cc = bj * 16 + e % 16;
+      float sum[4] = {};
+      for (int m = bj * 16; m < row0; m += 4) {
+        const float col[4] = {sm.a[m][cc], sm.a[m + 1][cc], sm.a[m + 2][cc], sm.a[m + 3][cc]};
 #pragma unroll
-        for (int m = 0; m < 16; m += 2) {
-          sum0 = fmaf(sm.a[row0 + rr][mb * 16 + m], sm.a[mb * 16 + m][bj * 16 + cc], sum0);
-          sum1 = fmaf(sm.a[row0 + rr][mb * 16 + m + 1], sm.a[mb * 16 + m + 1][bj * 16 + cc], sum1);
+        for (int i = 0; i < 4; ++i) {
+          const float4 row = *reinterpret_cast<const float4*>(&sm.a[row0 + r + i][m]);
+          sum[i] = fmaf(row.x, col[0], fmaf(row.y, col[1], fmaf(row.z, col[2], fmaf(row.w, col[3], sum[i]))));
         }
       }
-      sm.y[rr][bj * 16 + cc] = sum0 + sum1;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) sm.y[r + i][cc] = sum[i];
     }
     __syncthreads();
-    for (int e = tid; e < bi * 256; e += kChunkThreads) {
-      const int bj = e / 256, rr = e / 16 % 16, cc = e % 16;
-      float sum = 0.0f;
+    for (int e = tid; e < bi * 64; e += kChunkThreads) {
+      const int bj = e / 64, r = e / 16 % 4 * 4, cc = bj * 16 + e % 16;
+      float sum[4] = {};
 #pragma unroll
-      for (int m = 0; m < 16; ++m) sum = fmaf(sm.a[row0 + rr][row0 + m], sm.y[m][bj * 16 + cc], sum);
-      sm.a[row0 + rr][bj * 16 + cc] = -sum;
+      for (int m = 0; m < 16; m += 4) {
+        const float col[4] = {sm.y[m][cc], sm.y[m + 1][cc], sm.y[m + 2][cc], sm.y[m + 3][cc]};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float4 row = *reinterpret_cast<const float4*>(&sm.a[row0 + r + i][row0 + m]);
+          sum[i] = fmaf(row.x, col[0], fmaf(row.y, col[1], fmaf(row.z, col[2], fmaf(row.w, col[3], sum[i]))));
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) sm.a[row0 + r + i][cc] = -sum[i];
     }
     __syncthreads();
   }
@@ -227,9 +239,9 @@ __global__ void __launch_bounds__(kChunkThreads) gdn_chunk_prepare_kernel(const 
   if (t0 < bos || t0 >= eos) return;  // a slot between two sequences' chunks
   const int n = static_cast<int>(min(static_cast<std::int64_t>(kChunk), eos - t0));
 
-  stage_prepare_inputs<T, kDk>(p, sm, t0, n, h, hk);
+  stage_normalised<T, kDk>(p, sm, t0, n, h, hk);
   __syncthreads();
-  normalise_chunk(p, sm, n, h);
+  chunk_gates(p, sm, n, h);
   __syncthreads();
   chunk_gram(sm, static_cast<int>(threadIdx.x) / 32);
   __syncthreads();

@@ -50,20 +50,21 @@ struct alignas(128) ChunkSmem {
 /// Row (value dim) r of the block's rows, as a row of the head's state.
 MLLM_DEVICE int chunk_state_row(int r) { return static_cast<int>(blockIdx.x) * kChunkRows + r; }
 
-/// A thread's share of a chunk's raw k, q and v (the block's value columns), loaded a chunk
-/// ahead and kept as element pairs, one register each.
+/// A thread's pieces of a chunk's raw k, q and v (the block's value columns), loaded a chunk
+/// ahead into registers.
 template <typename T, int kDk>
 struct RawChunk {
-  packed_t<T> k[PairSlot<kDk>::kPerThread], q[PairSlot<kDk>::kPerThread], v[PairSlot<kChunkRows>::kPerThread];
+  Piece<T> k[RowPieces<kDk>::kPerThread], q[RowPieces<kDk>::kPerThread], v[RowPieces<kChunkRows>::kPerThread];
 };
 
 template <typename T, int kDk>
-MLLM_DEVICE void load_raw(const GdnParams& p, RawChunk<T, kDk>& raw, std::int64_t t0, int n, int h, int hk) {
+MLLM_DEVICE void load_raw(const GdnParams& p, RawChunk<T, kDk>& raw, std::int64_t t0, int n, int h, int hk,
+                          bool kq_aligned, bool v_aligned) {
   const int row0 = chunk_state_row(0);
-  load_pairs<T, kDk>(raw.k, static_cast<const T*>(p.k) + t0 * p.k_s0 + hk * p.k_s1, p.k_s0, n, kDk);
-  load_pairs<T, kDk>(raw.q, static_cast<const T*>(p.q) + t0 * p.q_s0 + hk * p.q_s1, p.q_s0, n, kDk);
-  load_pairs<T, kChunkRows>(raw.v, static_cast<const T*>(p.v) + t0 * p.v_s0 + h * p.v_s1 + row0, p.v_s0, n,
-                            p.head_v_dim - row0);
+  load_pieces<T, kDk>(raw.k, static_cast<const T*>(p.k) + t0 * p.k_s0 + hk * p.k_s1, p.k_s0, n, kDk, kq_aligned);
+  load_pieces<T, kDk>(raw.q, static_cast<const T*>(p.q) + t0 * p.q_s0 + hk * p.q_s1, p.q_s0, n, kDk, kq_aligned);
+  load_pieces<T, kChunkRows>(raw.v, static_cast<const T*>(p.v) + t0 * p.v_s0 + h * p.v_s1 + row0, p.v_s0, n,
+                             p.head_v_dim - row0, v_aligned);
 }
 
 /// Copies T, P and the tokens' factors of a chunk from its workspace slot (T and P: the blocks on
@@ -88,21 +89,27 @@ MLLM_DEVICE void fetch_work(ChunkSmem<kDk>& sm, const float* w, bool t_part) {
 /// Stages the raw chunk: k times its norm factor, q times its factor (TF32), and v transposed.
 template <typename T, int kDk>
 MLLM_DEVICE void stage_raw(ChunkSmem<kDk>& sm, const RawChunk<T, kDk>& raw) {
-  using KQ = PairSlot<kDk>;
-  using V = PairSlot<kChunkRows>;
+  using KQ = RowPieces<kDk>;
+  using V = RowPieces<kChunkRows>;
 #pragma unroll
-  for (int m = 0; m < KQ::kPerThread; ++m) {
-    const int t = KQ::token() + m * KQ::step(), d = KQ::column();
-    const float2 k = cast<float2>(raw.k[m]), q = cast<float2>(raw.q[m]);
+  for (int j = 0; j < KQ::kPerThread; ++j) {
+    const int t = KQ::token(j), c = KQ::column();
     const float ks = sm.f[t].k_scale, qs = sm.f[t].q_factor;
-    sm.k[t][d] = mma::to_tf32(k.x * ks), sm.k[t][d + 1] = mma::to_tf32(k.y * ks);
-    sm.q[t][d] = mma::to_tf32(q.x * qs), sm.q[t][d + 1] = mma::to_tf32(q.y * qs);
+#pragma unroll
+    for (int e = 0; e < 8; e += 4) {
+      *reinterpret_cast<float4*>(&sm.k[t][c + e]) = make_float4(
+          mma::to_tf32(cast<float>(raw.k[j][e]) * ks), mma::to_tf32(cast<float>(raw.k[j][e + 1]) * ks),
+          mma::to_tf32(cast<float>(raw.k[j][e + 2]) * ks), mma::to_tf32(cast<float>(raw.k[j][e + 3]) * ks));
+      *reinterpret_cast<float4*>(&sm.q[t][c + e]) = make_float4(
+          mma::to_tf32(cast<float>(raw.q[j][e]) * qs), mma::to_tf32(cast<float>(raw.q[j][e + 1]) * qs),
+          mma::to_tf32(cast<float>(raw.q[j][e + 2]) * qs), mma::to_tf32(cast<float>(raw.q[j][e + 3]) * qs));
+    }
   }
 #pragma unroll
-  for (int m = 0; m < V::kPerThread; ++m) {
-    const int t = V::token() + m * V::step(), c = V::column();
-    const float2 v = cast<float2>(raw.v[m]);
-    sm.vt[c][t] = v.x, sm.vt[c + 1][t] = v.y;
+  for (int j = 0; j < V::kPerThread; ++j) {
+    const int t = V::token(j), c = V::column();
+#pragma unroll
+    for (int e = 0; e < 8; ++e) sm.vt[c + e][t] = cast<float>(raw.v[j][e]);
   }
 }
 
@@ -132,12 +139,20 @@ MLLM_DEVICE void state_products(ChunkSmem<kDk>& sm, int warp_id) {
   }
 }
 
-/// kt = (exp(G_last - G_t) k_t)^T, the keys of the state update.
+/// kt = (exp(G_last - G_t) k_t)^T, the keys of the state update: a thread takes one token and
+/// float4s of its row (conflict-free reads), consecutive threads consecutive tokens (writes).
 template <int kDk>
 MLLM_DEVICE void decayed_keys(ChunkSmem<kDk>& sm) {
-  for (int e = threadIdx.x; e < kChunk * kDk; e += kChunkThreads) {
-    const int t = e % kChunk, d = e / kChunk;
-    sm.kt[d][t] = mma::to_tf32(sm.k[t][d] * sm.f[t].key_decay);
+  constexpr int kStep = kChunkThreads / kChunk * 4;
+  const int t = threadIdx.x % kChunk;
+  const float decay = sm.f[t].key_decay;
+#pragma unroll
+  for (int d = threadIdx.x / kChunk * 4; d < kDk; d += kStep) {
+    const float4 k = *reinterpret_cast<const float4*>(&sm.k[t][d]);
+    sm.kt[d][t] = mma::to_tf32(k.x * decay);
+    sm.kt[d + 1][t] = mma::to_tf32(k.y * decay);
+    sm.kt[d + 2][t] = mma::to_tf32(k.z * decay);
+    sm.kt[d + 3][t] = mma::to_tf32(k.w * decay);
   }
 }
 
@@ -224,21 +239,23 @@ MLLM_DEVICE void state_io(const GdnParams& p, StateTile<kDk>& state, int warp_id
   }
 }
 
-/// Writes the chunk's n output rows (the block's value columns), two columns a thread at a time.
+/// Writes the chunk's n output rows (the block's value columns): a thread takes a pair of
+/// columns and every (kChunkThreads / kPairs)-th token.
 template <typename T>
 MLLM_DEVICE void store_output(const GdnParams& p, const float (&o)[kChunk][kLdC], std::int64_t t0, int n, int h) {
-  constexpr int kPairs = kChunkRows / 2;
-  T* out = static_cast<T*>(p.out) + (t0 * p.num_v_heads + h) * static_cast<std::int64_t>(p.head_v_dim);
+  constexpr int kPairs = kChunkRows / 2, kStep = kChunkThreads / kPairs;
+  const int c = threadIdx.x % kPairs * 2, row = chunk_state_row(c);
+  if (row >= p.head_v_dim) return;
   const std::int64_t token_stride = static_cast<std::int64_t>(p.num_v_heads) * p.head_v_dim;
-  const bool pairs = p.head_v_dim % 2 == 0;
-  for (int e = threadIdx.x; e < n * kPairs; e += kChunkThreads) {
-    const int t = e / kPairs, c = e % kPairs * 2, row = chunk_state_row(c);
-    T* at = out + t * token_stride + row;
-    if (pairs && row + 1 < p.head_v_dim) {
-      *reinterpret_cast<packed_t<T>*>(at) = cast<packed_t<T>>(make_float2(o[t][c], o[t][c + 1]));
+  const bool pair = p.head_v_dim % 2 == 0;  // then row + 1 is real too, and the pair is aligned
+  T* at = static_cast<T*>(p.out) + (t0 * p.num_v_heads + h) * static_cast<std::int64_t>(p.head_v_dim) + row;
+  for (int t = threadIdx.x / kPairs; t < n; t += kStep) {
+    T* dst = at + t * token_stride;
+    if (pair) {
+      *reinterpret_cast<packed_t<T>*>(dst) = cast<packed_t<T>>(make_float2(o[t][c], o[t][c + 1]));
     } else {
-      if (row < p.head_v_dim) at[0] = cast<T>(o[t][c]);
-      if (row + 1 < p.head_v_dim) at[1] = cast<T>(o[t][c + 1]);
+      dst[0] = cast<T>(o[t][c]);
+      if (row + 1 < p.head_v_dim) dst[1] = cast<T>(o[t][c + 1]);
     }
   }
 }
@@ -267,8 +284,10 @@ __global__ void __launch_bounds__(kChunkThreads) gdn_chunked_kernel(const __grid
   fetch_work(sm, slot_work(bos), true);
   fetch_work(sm, slot_work(bos), false);
   cp_async_commit();
+  const bool kq_aligned = pieces_aligned<T>(p.k, p.k_s0, p.k_s1) && pieces_aligned<T>(p.q, p.q_s0, p.q_s1);
+  const bool v_aligned = pieces_aligned<T>(p.v, p.v_s0, p.v_s1);
   RawChunk<T, kDk> raw;
-  load_raw<T, kDk>(p, raw, bos, chunk_tokens(bos), h, hk);
+  load_raw<T, kDk>(p, raw, bos, chunk_tokens(bos), h, hk, kq_aligned, v_aligned);
   StateTile<kDk> state;
   state_io<true>(p, state, warp_id, index, h, stateful);
 #pragma unroll
@@ -290,7 +309,7 @@ __global__ void __launch_bounds__(kChunkThreads) gdn_chunked_kernel(const __grid
     __syncthreads();
     // The next chunk's loads go out now and arrive while this one is finished (not earlier:
     // their registers would be live across the products' accumulators).
-    if (more) load_raw<T, kDk>(p, raw, t0 + kChunk, chunk_tokens(t0 + kChunk), h, hk);
+    if (more) load_raw<T, kDk>(p, raw, t0 + kChunk, chunk_tokens(t0 + kChunk), h, hk, kq_aligned, v_aligned);
     decayed_keys(sm);
     solve_u(sm, warp_id);
     __syncthreads();
