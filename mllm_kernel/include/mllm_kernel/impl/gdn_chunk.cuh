@@ -83,8 +83,16 @@ struct RowPieces {
   static MLLM_DEVICE int column() { return static_cast<int>(threadIdx.x) % kPerRow * 8; }
 };
 
+/// Eight elements of T (16 bytes), kept as four 32-bit registers: what a 16-byte load gives, so
+/// that loads that take the element-wise path join the vector ones without repacking (which
+/// would wait for the loads where they are issued).
+using Piece = uint4;
+
+/// Element e of a piece of T, as float.
 template <typename T>
-using Piece = AlignedVector<T, 8>;
+MLLM_DEVICE float piece_element(const Piece& piece, int e) {
+  return cast<float>(reinterpret_cast<const T*>(&piece)[e]);
+}
 
 /// Whether rows of a [tokens, heads, dim] tensor at `base` with these strides start 16-byte
 /// aligned at every multiple of 8 columns: then pieces load as one vector each.
@@ -97,8 +105,8 @@ MLLM_DEVICE bool pieces_aligned(const void* base, std::int64_t s0, std::int64_t 
 /// `base` points at the slice's first token and column, `stride` is the token stride; elements
 /// of tokens past n, or of columns at or past `columns`, are zero. `aligned`: see pieces_aligned.
 template <typename T, int kWidth>
-MLLM_DEVICE void load_pieces(Piece<T> (&out)[RowPieces<kWidth>::kPerThread], const T* base, std::int64_t stride,
-                             int n, int columns, bool aligned) {
+MLLM_DEVICE void load_pieces(Piece (&out)[RowPieces<kWidth>::kPerThread], const T* base, std::int64_t stride, int n,
+                             int columns, bool aligned) {
   using Rows = RowPieces<kWidth>;
   const int c = Rows::column();
 #pragma unroll
@@ -106,10 +114,12 @@ MLLM_DEVICE void load_pieces(Piece<T> (&out)[RowPieces<kWidth>::kPerThread], con
     const int t = Rows::token(j);
     const T* at = base + t * stride + c;
     if (t < n && aligned && c + 8 <= columns) {
-      out[j].load(at);
+      out[j] = *reinterpret_cast<const Piece*>(at);
     } else {
+      AlignedVector<T, 8> v;
 #pragma unroll
-      for (int e = 0; e < 8; ++e) out[j][e] = t < n && c + e < columns ? at[e] : cast<T>(0.0f);
+      for (int e = 0; e < 8; ++e) v[e] = t < n && c + e < columns ? at[e] : cast<T>(0.0f);
+      out[j] = *reinterpret_cast<const Piece*>(&v);
     }
   }
 }

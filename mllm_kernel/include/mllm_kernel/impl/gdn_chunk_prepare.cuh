@@ -60,7 +60,7 @@ template <typename T, int kDk>
 MLLM_DEVICE void stage_normalised(const GdnParams& p, PrepareSmem<kDk>& sm, std::int64_t t0, int n, int h, int hk) {
   using Rows = RowPieces<kDk>;
   const bool aligned = pieces_aligned<T>(p.k, p.k_s0, p.k_s1) && pieces_aligned<T>(p.q, p.q_s0, p.q_s1);
-  Piece<T> k[Rows::kPerThread], q[Rows::kPerThread];
+  Piece k[Rows::kPerThread], q[Rows::kPerThread];
   load_pieces<T, kDk>(k, static_cast<const T*>(p.k) + t0 * p.k_s0 + hk * p.k_s1, p.k_s0, n, kDk, aligned);
   load_pieces<T, kDk>(q, static_cast<const T*>(p.q) + t0 * p.q_s0 + hk * p.q_s1, p.q_s0, n, kDk, aligned);
   if (threadIdx.x < 2 * kChunk) {
@@ -76,7 +76,7 @@ MLLM_DEVICE void stage_normalised(const GdnParams& p, PrepareSmem<kDk>& sm, std:
     const int t = Rows::token(j);
     float kf[8], qf[8];
 #pragma unroll
-    for (int e = 0; e < 8; ++e) kf[e] = cast<float>(k[j][e]), qf[e] = cast<float>(q[j][e]);
+    for (int e = 0; e < 8; ++e) kf[e] = piece_element<T>(k[j], e), qf[e] = piece_element<T>(q[j], e);
     float k_scale, q_scale;
     qk_norm_scales<Rows::kPerRow>(kf, qf, p.scale, k_scale, q_scale);
 #pragma unroll

@@ -54,7 +54,7 @@ MLLM_DEVICE int chunk_state_row(int r) { return static_cast<int>(blockIdx.x) * k
 /// ahead into registers.
 template <typename T, int kDk>
 struct RawChunk {
-  Piece<T> k[RowPieces<kDk>::kPerThread], q[RowPieces<kDk>::kPerThread], v[RowPieces<kChunkRows>::kPerThread];
+  Piece k[RowPieces<kDk>::kPerThread], q[RowPieces<kDk>::kPerThread], v[RowPieces<kChunkRows>::kPerThread];
 };
 
 template <typename T, int kDk>
@@ -98,18 +98,18 @@ MLLM_DEVICE void stage_raw(ChunkSmem<kDk>& sm, const RawChunk<T, kDk>& raw) {
 #pragma unroll
     for (int e = 0; e < 8; e += 4) {
       *reinterpret_cast<float4*>(&sm.k[t][c + e]) = make_float4(
-          mma::to_tf32(cast<float>(raw.k[j][e]) * ks), mma::to_tf32(cast<float>(raw.k[j][e + 1]) * ks),
-          mma::to_tf32(cast<float>(raw.k[j][e + 2]) * ks), mma::to_tf32(cast<float>(raw.k[j][e + 3]) * ks));
+          mma::to_tf32(piece_element<T>(raw.k[j], e) * ks), mma::to_tf32(piece_element<T>(raw.k[j], e + 1) * ks),
+          mma::to_tf32(piece_element<T>(raw.k[j], e + 2) * ks), mma::to_tf32(piece_element<T>(raw.k[j], e + 3) * ks));
       *reinterpret_cast<float4*>(&sm.q[t][c + e]) = make_float4(
-          mma::to_tf32(cast<float>(raw.q[j][e]) * qs), mma::to_tf32(cast<float>(raw.q[j][e + 1]) * qs),
-          mma::to_tf32(cast<float>(raw.q[j][e + 2]) * qs), mma::to_tf32(cast<float>(raw.q[j][e + 3]) * qs));
+          mma::to_tf32(piece_element<T>(raw.q[j], e) * qs), mma::to_tf32(piece_element<T>(raw.q[j], e + 1) * qs),
+          mma::to_tf32(piece_element<T>(raw.q[j], e + 2) * qs), mma::to_tf32(piece_element<T>(raw.q[j], e + 3) * qs));
     }
   }
 #pragma unroll
   for (int j = 0; j < V::kPerThread; ++j) {
     const int t = V::token(j), c = V::column();
 #pragma unroll
-    for (int e = 0; e < 8; ++e) sm.vt[c + e][t] = cast<float>(raw.v[j][e]);
+    for (int e = 0; e < 8; ++e) sm.vt[c + e][t] = piece_element<T>(raw.v[j], e);
   }
 }
 
