@@ -144,21 +144,24 @@ MLLM_DEVICE void chunk_gram(PrepareSmem<kDk>& sm, int warp_id) {
 }
 
 /// T = (I + A)^-1 in place of A (unit lower triangular), float32: each 16x16 diagonal block by
-/// forward substitution, a thread a column; then block row I from the rows above it:
-/// T_IJ = -T_II sum_{M=J}^{I-1} A_IM T_MJ. Blocks above the diagonal are never read.
-template <int kDk>
-MLLM_DEVICE void invert_unit_lower(PrepareSmem<kDk>& sm) {
+/// forward substitution, a thread a column, while the other threads run `others`; then block
+/// row I from the rows above it: T_IJ = -T_II sum_{M=J}^{I-1} A_IM T_MJ. Blocks above the
+/// diagonal are never read.
+template <int kDk, typename Others>
+MLLM_DEVICE void invert_unit_lower(PrepareSmem<kDk>& sm, Others&& others) {
   const int tid = threadIdx.x;
   float col[16];
   if (tid < kChunk) {
     const int base = tid / 16 * 16, j = tid % 16;
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
-      float sum = 0.0f;
+      float sum[2] = {};  // two chains: the substitution is a chain of dependent steps
 #pragma unroll
-      for (int m = 0; m < i; ++m) sum = fmaf(sm.a[base + i][base + m], col[m], sum);
-      col[i] = i < j ? 0.0f : (i == j ? 1.0f : -sum);
+      for (int m = 0; m < i; ++m) sum[m % 2] = fmaf(sm.a[base + i][base + m], col[m], sum[m % 2]);
+      col[i] = i < j ? 0.0f : (i == j ? 1.0f : -(sum[0] + sum[1]));
     }
+  } else {
+    others(tid - kChunk, kChunkThreads - kChunk);
   }
   __syncthreads();
   if (tid < kChunk) {
@@ -205,18 +208,24 @@ MLLM_DEVICE void invert_unit_lower(PrepareSmem<kDk>& sm) {
   }
 }
 
-/// Writes the lower blocks of T and P, and the tokens' factors, to the slot's workspace.
-template <int kDk>
-MLLM_DEVICE void write_chunk_work(const PrepareSmem<kDk>& sm, float* w) {
+/// Writes the lower blocks of one of T (kT) or P, [kChunk][kChunk], to the slot's workspace, as
+/// thread `id` of `count`.
+template <bool kT, int kDk>
+MLLM_DEVICE void write_lower(const PrepareSmem<kDk>& sm, float* w, int id, int count) {
   constexpr int kQuads = kChunk / 4;
-  for (int e = threadIdx.x; e < kChunk * kQuads; e += kChunkThreads) {
+  const float(&src)[kChunk][kLdC] = kT ? sm.a : sm.p;
+  for (int e = id; e < kChunk * kQuads; e += count) {
     const int r = e / kQuads, c = e % kQuads * 4;
     if (c / 16 > r / 16) continue;
-    *reinterpret_cast<float4*>(w + kWorkT + r * kChunk + c) = *reinterpret_cast<const float4*>(&sm.a[r][c]);
-    *reinterpret_cast<float4*>(w + kWorkP + r * kChunk + c) = *reinterpret_cast<const float4*>(&sm.p[r][c]);
+    *reinterpret_cast<float4*>(w + (kT ? kWorkT : kWorkP) + r * kChunk + c) =
+        *reinterpret_cast<const float4*>(&src[r][c]);
   }
-  if (threadIdx.x < kChunk) {
-    const int t = threadIdx.x;
+}
+
+/// Writes the tokens' factors to the slot's workspace, as thread `id` of `count`.
+template <int kDk>
+MLLM_DEVICE void write_factors(const PrepareSmem<kDk>& sm, float* w, int id, int count) {
+  for (int t = id; t < kChunk; t += count) {
     const float grow = expf(sm.g[t]);
     const TokenFactors f{sm.k_scale[t], sm.q_scale[t] * grow, sm.beta[t], grow, expf(sm.g[kChunk - 1] - sm.g[t]), {}};
     reinterpret_cast<TokenFactors*>(w + kWorkFactors)[t] = f;
@@ -245,8 +254,12 @@ __global__ void __launch_bounds__(kChunkThreads) gdn_chunk_prepare_kernel(const 
   __syncthreads();
   chunk_gram(sm, static_cast<int>(threadIdx.x) / 32);
   __syncthreads();
-  invert_unit_lower(sm);
-  write_chunk_work(sm, chunk_work(work, slot, h, p.num_v_heads));
+  float* w = chunk_work(work, slot, h, p.num_v_heads);
+  invert_unit_lower(sm, [&](int id, int count) {  // P and the factors are final already
+    write_lower<false>(sm, w, id, count);
+    write_factors(sm, w, id, count);
+  });
+  write_lower<true>(sm, w, threadIdx.x, kChunkThreads);
 }
 
 }  // namespace mllm_kernel::device::gdn
