@@ -116,30 +116,53 @@ MLLM_DEVICE void chunk_gates(const GdnParams& p, PrepareSmem<kDk>& sm, int n, in
   sm.g[2 * lane + 1] = sum;
 }
 
-/// A and P, the lower blocks only (blocks above the diagonal are never computed nor read):
-/// warp w takes the 16-row strip w % kBlocks of K (w < kBlocks: A, beta and the decays applied)
-/// or of Q (P, the decays applied).
-template <int kDk>
-MLLM_DEVICE void chunk_gram(PrepareSmem<kDk>& sm, int warp_id) {
-  constexpr int kLd = PrepareSmem<kDk>::kLdK;
-  const bool is_k = warp_id < kBlocks;
-  const int i = warp_id % kBlocks, r0 = i * 16;
-  float acc[2 * kBlocks][4] = {};
-  mma::mma_strip<false, false>(acc, is_k ? &sm.k[r0][0] : &sm.q[r0][0], kLd, &sm.k[0][0], kLd, kDk / 8, 2 * (i + 1));
+/// `tiles` 16x8 tiles of A (kA) or P from tile `first` of the 16-row strip `strip`: the
+/// products of the strip's K or Q rows with the K rows, beta and the decays applied.
+template <bool kA, int kDk>
+MLLM_DEVICE void gram_tiles(PrepareSmem<kDk>& sm, int strip, int first, int tiles) {
+  constexpr int kLd = PrepareSmem<kDk>::kLdK, kMaxTiles = 6;
+  const int r0 = strip * 16;
+  float acc[kMaxTiles][4] = {};
+  mma::mma_strip<false, false>(acc, kA ? &sm.k[r0][0] : &sm.q[r0][0], kLd, &sm.k[first * 8][0], kLd, kDk / 8, tiles);
 #pragma unroll
-  for (int nt = 0; nt < 2 * kBlocks; ++nt) {
-    if (nt >= 2 * (i + 1)) break;
+  for (int nt = 0; nt < kMaxTiles; ++nt) {
+    if (nt >= tiles) break;
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int t = r0 + mma::c_row(e), c = nt * 8 + mma::c_col(e);
+      const int t = r0 + mma::c_row(e), c = (first + nt) * 8 + mma::c_col(e);
       // The fast exponential's error (a few float32 ulps) is far below TF32's rounding.
       const float decay = c <= t ? __expf(sm.g[t] - sm.g[c]) : 0.0f;
-      if (is_k) {
+      if constexpr (kA) {
         sm.a[t][c] = c < t ? acc[nt][e] * sm.beta[t] * decay : 0.0f;
       } else {
         sm.p[t][c] = mma::to_tf32(acc[nt][e] * decay);
       }
     }
+  }
+}
+
+/// A (warps 0..3) and P (warps 4..7), their blocks on and below the diagonal (the others are
+/// never read): strip s has 2 (s + 1) tiles, 20 in all, which four warps share as 4, 4, 6 and
+/// 4 + 2 tiles.
+template <bool kA, int kDk>
+MLLM_DEVICE void gram_share(PrepareSmem<kDk>& sm, int part) {
+  switch (part) {
+    case 0: gram_tiles<kA>(sm, 3, 0, 4); break;
+    case 1: gram_tiles<kA>(sm, 3, 4, 4); break;
+    case 2: gram_tiles<kA>(sm, 2, 0, 6); break;
+    default:
+      gram_tiles<kA>(sm, 1, 0, 4);
+      gram_tiles<kA>(sm, 0, 0, 2);
+  }
+}
+
+template <int kDk>
+MLLM_DEVICE void chunk_gram(PrepareSmem<kDk>& sm, int warp_id) {
+  static_assert(kBlocks == 4 && kChunkWarps == 8, "the tile shares are laid out for four strips and eight warps");
+  if (warp_id < kBlocks) {
+    gram_share<true>(sm, warp_id);
+  } else {
+    gram_share<false>(sm, warp_id - kBlocks);
   }
 }
 
