@@ -83,7 +83,8 @@ def test_cooperative_launch_test_kernel_builds():
 
 
 HEADERS = ["type.cuh", "math.cuh", "vec.cuh", "warp.cuh", "cta.cuh", "atomic.cuh", "tile.cuh", "quantize.cuh", "cache_hint.cuh",
-           "impl/norm.cuh", "impl/quant.cuh", "impl/gdn.cuh", "impl/gdn_chunked.cuh", "mma.cuh", "async_copy.cuh"]
+           "impl/norm.cuh", "impl/quant.cuh", "impl/gdn.cuh", "impl/gdn_chunk.cuh", "impl/gdn_chunk_prepare.cuh",
+           "impl/gdn_chunked.cuh", "mma.cuh", "async_copy.cuh"]
 
 
 @pytest.mark.parametrize("header", HEADERS)
@@ -198,16 +199,19 @@ def test_hopper_gemm_wgmma_not_serialized(tmp_path):
     assert "C7510" not in result.stdout + result.stderr, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("op, scalar_kernels", [("rmsnorm", 2), ("per_tensor_quant_fp8", 4)])
-def test_scalar_paths_compile_few_kernels(tmp_path, op, scalar_kernels):
+@pytest.mark.parametrize("op, args, scalar_kernels", [("rmsnorm", ("bf16_t",), 2),
+                                                      ("per_tensor_quant_fp8", ("bf16_t", "true"), 1),
+                                                      ("per_tensor_quant_fp8", ("bf16_t", "false"), 3)])
+def test_scalar_paths_compile_few_kernels(tmp_path, op, args, scalar_kernels):
     """Rows that are misaligned or not whole 16-byte vectors take the scalar path, whose
-    kernels every first call compiles too: the norms plan two shapes for it, per-tensor
-    quantization runs four kernels. Counted in the PTX of the bf16 module as the JIT declares it."""
+    kernels every first call compiles too: the norms plan two shapes for it, static per-tensor
+    quantization runs one kernel, dynamic three. Counted in the PTX of the bf16 module as the
+    JIT declares it."""
     import re
 
     from mllm_kernel.jit_utils import find_module
 
-    spec = find_module(op, ("bf16_t",), "cuda").spec("cuda")
+    spec = find_module(op, args, "cuda").spec("cuda")
     (unit,) = [u for u in spec.units if u.language == "cuda"]
     source, ptx = tmp_path / f"{op}.cu", tmp_path / f"{op}.ptx"
     source.write_text(unit.source_text())

@@ -270,9 +270,9 @@ def test_per_tensor_dynamic_without_room_for_partials_takes_two_passes():
     """The one-launch kernel needs a partial maximum per block in the workspace the wrapper
     allocates; given less, the op takes the two passes and is just as right."""
     x = _data(1024, 4096, dtype=torch.bfloat16, seed=12)
-    module = find_module("per_tensor_quant_fp8", ("bf16_t",), "cuda").load()
+    module = find_module("per_tensor_quant_fp8", ("bf16_t", "false"), "cuda").load()
     out, scale = _poisoned(x.shape, FP8), torch.full((1,), float("nan"), device="cuda")
-    module.per_tensor_quant_fp8(out, scale, torch.empty(1, device="cuda"), x, False, True)
+    module.per_tensor_quant_fp8(out, scale, torch.empty(1, device="cuda"), x, True)
     ref_q, ref_s = _ref_tensor(x)
     _assert_scales(scale, ref_s)
     _assert_same(out, ref_q)
@@ -485,9 +485,9 @@ def test_bad_workspace_of_the_module_function():
     """The module function takes the dynamic path's float32 workspace from the wrapper; called
     directly with a wrong one, it names it."""
     x = _data(4, 256, dtype=torch.bfloat16)
-    module = find_module("per_tensor_quant_fp8", ("bf16_t",), "cuda").load()
+    module = find_module("per_tensor_quant_fp8", ("bf16_t", "false"), "cuda").load()
     out, scale = torch.empty(x.shape, dtype=FP8, device="cuda"), torch.empty(1, device="cuda")
     _raises(re.escape("workspace: dtype must be float32, got float16"), module.per_tensor_quant_fp8, out, scale,
-            torch.empty(8, dtype=torch.float16, device="cuda"), x, False, True)
+            torch.empty(8, dtype=torch.float16, device="cuda"), x, True)
     _raises(re.escape("workspace: device must be cuda, got cpu"), module.per_tensor_quant_fp8, out,
-            scale, torch.empty(8), x, False, True)
+            scale, torch.empty(8), x, True)

@@ -1,7 +1,7 @@
 // CUDA per-tensor quantization to float8_e4m3fn with one scale for the whole tensor, one module
-// per input type T (fp32_t, fp16_t, bf16_t):
-//   per_tensor_quant_fp8<T>(out, scale, workspace, input, is_static, enable_pdl)
-// scale is float32 [1]: computed as amax / 448 (dynamic, `is_static` false) or read (static).
+// per input type T (fp32_t, fp16_t, bf16_t) and mode (a first call compiles one mode's kernels):
+//   per_tensor_quant_fp8<T, kStatic>(out, scale, workspace, input, enable_pdl)
+// scale is float32 [1]: computed as amax / 448 (dynamic, kStatic false) or read (static).
 // workspace is float32 [W], the one-launch dynamic kernel's per-block partial maxima (one a
 // block; with fewer, dynamic quantization takes the two passes); unread when static.
 //   q = x / scale in fp32, IEEE division (not x * (1 / scale)); e4m3 of q, round to nearest
@@ -430,25 +430,13 @@ constexpr std::int64_t kStaticPairVecs = 1LL << 21;
 /// beyond, 28.3 against 32.8 us at 4096 tokens).
 constexpr std::int64_t kStashTensorVecs = 1LL << 17;
 
-/// `partials` (`num_partials` floats) is the dynamic path's scratch; unused when static.
+/// Dynamic quantization: the amax, then the quantization, by the fastest strategy the input
+/// allows (see the file comment).
 template <typename T, int kVec>
-void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is_static, float* partials,
-                   std::int64_t num_partials) {
+void launch_dynamic(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool flat, float* partials,
+                    std::int64_t num_partials) {
   using namespace mllm_kernel::host;
-  static_assert(kVec >= 2, "one-element rows take launch_tensor_scalar");
   const std::int64_t total = p.rows * (p.hidden / kVec);
-  RuntimeCheck(div_ceil(total, kBlock) <= 0x7fffffff, "input too large: ", p.rows, " rows of ", p.hidden);
-  const bool flat = is_flat(p);
-  if (is_static) {
-    // Small inputs: two 2-element vectors a thread, more threads with less work each (H100, bf16
-    // [1, 4096]: 1.27 against 1.39 us with 16-byte vectors; slower on large inputs; fp16 and fp32
-    // follow bf16, unmeasured).
-    if (p.rows * p.hidden <= kStaticNarrowElems) return launch_static<T, 2, 2>(p, device, flat);
-    // Then two full vectors a thread up to kStaticPairVecs, one beyond (H100, bf16 rows of 4096:
-    // two are faster at 1024 tokens, 6.9 against 7.6 us, one at 16384).
-    if (total < kStaticPairVecs) return launch_static<T, kVec, 2>(p, device, flat);
-    return launch_static<T, kVec, 1>(p, device, flat);
-  }
   if (total <= kSmallTensorVecs) {
     LaunchKernel(1, kBlock, device)
         .enable_pdl(p.pdl)(flat ? resident_tensor_quant_kernel<T, kVec, true, 1, kBlock, kSmallTensorItems>
@@ -473,33 +461,56 @@ void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is
   launch_two_pass<T, kVec, 1, 1>(p, device, flat);
 }
 
+/// `partials` (`num_partials` floats) is the dynamic path's scratch; unused when static.
+template <typename T, int kVec, bool kStatic>
+void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, float* partials, std::int64_t num_partials) {
+  using namespace mllm_kernel::host;
+  static_assert(kVec >= 2, "one-element rows take launch_tensor_scalar");
+  const std::int64_t total = p.rows * (p.hidden / kVec);
+  RuntimeCheck(div_ceil(total, kBlock) <= 0x7fffffff, "input too large: ", p.rows, " rows of ", p.hidden);
+  const bool flat = is_flat(p);
+  if constexpr (kStatic) {
+    // Small inputs: two 2-element vectors a thread, more threads with less work each (H100, bf16
+    // [1, 4096]: 1.27 against 1.39 us with 16-byte vectors; slower on large inputs; fp16 and fp32
+    // follow bf16, unmeasured).
+    if (p.rows * p.hidden <= kStaticNarrowElems) return launch_static<T, 2, 2>(p, device, flat);
+    // Then two full vectors a thread up to kStaticPairVecs, one beyond (H100, bf16 rows of 4096:
+    // two are faster at 1024 tokens, 6.9 against 7.6 us, one at 16384).
+    if (total < kStaticPairVecs) return launch_static<T, kVec, 2>(p, device, flat);
+    return launch_static<T, kVec, 1>(p, device, flat);
+  } else {
+    launch_dynamic<T, kVec>(p, device, flat, partials, num_partials);
+  }
+}
+
 /// Inputs that are misaligned or not a whole number of 16-byte vectors a row (rare in serving)
-/// take the general kernels alone, one element a thread: four kernels to compile rather than the
-/// eleven of the vectorised paths, a module's first build being mostly spent on its kernels.
+/// take the general kernels alone, one element a thread: one kernel to compile (static) or three
+/// (dynamic) beside the vectorised paths', a module's first build being mostly spent on its
+/// kernels.
 /// Static quantization runs row-strided whatever the layout (on an H100 as fast as the tuned set
 /// from 4096 rows of 4095, 1.2 us slower at 128 rows); the pass after the amax keeps its flat
 /// variant (a third faster on large inputs there).
-template <typename T>
-void launch_tensor_scalar(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool is_static) {
+template <typename T, bool kStatic>
+void launch_tensor_scalar(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device) {
   using namespace mllm_kernel::host;
   const std::int64_t blocks = div_ceil(p.rows * p.hidden, kBlock);
   RuntimeCheck(blocks <= 0x7fffffff, "input too large: ", p.rows, " rows of ", p.hidden);
-  if (is_static) {
+  if constexpr (kStatic) {
     LaunchKernel(static_cast<unsigned>(blocks), kBlock, device)
         .enable_pdl(p.pdl)(tensor_quant_kernel<T, 1, false, false, 1>, p);
-    return;
+  } else {
+    launch_two_pass<T, 1, 1, 1>(p, device, is_flat(p));
   }
-  launch_two_pass<T, 1, 1, 1>(p, device, is_flat(p));
 }
 
 // ---------------------------------------------------------------------------------------------
 // Entry points.
 
 /// float8_e4m3fn quantization of the whole tensor with one scale ([1] float32). Dynamic
-/// (`is_static` false): scale = amax / 448 is computed into `scale`. Static: `scale` is read.
-template <typename T>
+/// (kStatic false): scale = amax / 448 is computed into `scale`. Static: `scale` is read.
+template <typename T, bool kStatic>
 void per_tensor_quant_fp8(mllm_kernel::TensorView out, mllm_kernel::TensorView scale, mllm_kernel::TensorView workspace,
-                          mllm_kernel::TensorView input, bool is_static, bool enable_pdl) {
+                          mllm_kernel::TensorView input, bool enable_pdl) {
   using namespace mllm_kernel::host;
   DLDevice device;
   auto p = check_tensor<T>(out, scale, input, &device);
@@ -511,9 +522,9 @@ void per_tensor_quant_fp8(mllm_kernel::TensorView out, mllm_kernel::TensorView s
   auto* partials = static_cast<float*>(workspace.data_ptr());
   constexpr int kVec = mllm_kernel::device::kVecElems<T>;
   if (can_vectorize(p, kVec)) {
-    launch_tensor<T, kVec>(p, device, is_static, partials, W.unwrap());
+    launch_tensor<T, kVec, kStatic>(p, device, partials, W.unwrap());
   } else {
-    launch_tensor_scalar<T>(p, device, is_static);
+    launch_tensor_scalar<T, kStatic>(p, device);
   }
 }
 

@@ -47,15 +47,19 @@ _SOURCES = {
 }
 
 
-def _table(op: str) -> KernelTable:
+def _table(op: str, *variant: object) -> KernelTable:
+    """The op's module per input dtype; ``variant``: template arguments after the dtype."""
     def module(dtype: torch.dtype):
-        args = make_cpp_args(dtype)
+        args = make_cpp_args(dtype, *variant)
         return jit_module(op, args=args, device="cuda", cuda_files=[_SOURCES[op]], cuda_wrappers=[(op, f"{op}<{args}>")])
 
     return KernelTable(op, {dtype: module(dtype) for dtype in FLOAT_DTYPES})
 
 
-_PER_TENSOR_FP8 = _table("per_tensor_quant_fp8")
+# Static and dynamic per-tensor quantization are separate modules: a first call compiles only its
+# mode's kernels.
+_PER_TENSOR_FP8 = _table("per_tensor_quant_fp8", False)
+_PER_TENSOR_FP8_STATIC = _table("per_tensor_quant_fp8", True)
 _PER_TOKEN_FP8 = _table("per_token_quant_fp8")
 _PER_TOKEN_INT8 = _table("per_token_quant_int8")
 _GROUP_FP8 = _table("per_token_group_quant_fp8")
@@ -64,7 +68,8 @@ _GROUP_INT8 = _table("per_token_group_quant_int8")
 
 def precompile(*, wait: bool = True):
     """Builds (or loads) every module of the family now; see ``jit_utils.precompile``."""
-    return jit_precompile(_PER_TENSOR_FP8, _PER_TOKEN_FP8, _PER_TOKEN_INT8, _GROUP_FP8, _GROUP_INT8, wait=wait)
+    return jit_precompile(_PER_TENSOR_FP8, _PER_TENSOR_FP8_STATIC, _PER_TOKEN_FP8, _PER_TOKEN_INT8, _GROUP_FP8,
+                          _GROUP_INT8, wait=wait)
 
 
 def _check_group_size(op: str, group_size: object, hidden: int) -> int:
@@ -97,16 +102,16 @@ def per_tensor_quant_fp8(
     A given ``scale`` (float32 ``[1]`` on the input's device) is used as is (static). Returns
     ``(out, scale)``; ``out`` has the input's shape (allocated when None).
     """
-    function = _PER_TENSOR_FP8[input.dtype]
-    out = _out(_PER_TENSOR_FP8.op, input, out, torch.float8_e4m3fn)
     is_static = scale is not None
+    function = (_PER_TENSOR_FP8_STATIC if is_static else _PER_TENSOR_FP8)[input.dtype]
+    out = _out(_PER_TENSOR_FP8.op, input, out, torch.float8_e4m3fn)
     if is_static:
         workspace = scale  # not read when static
     else:
         # One allocation: the scale, then the one-launch kernel's per-block partial maxima.
         buffer = torch.empty(1 + _PARTIALS, dtype=torch.float32, device=input.device)
         scale, workspace = buffer[:1], buffer[1:]
-    function(out, scale, workspace, input, is_static, resolve_pdl(enable_pdl))
+    function(out, scale, workspace, input, resolve_pdl(enable_pdl))
     return out, scale
 
 
