@@ -221,6 +221,18 @@ def test_alignment_limits(fn, dtype):
         fn(a, b, sa, sb, torch.bfloat16)
 
 
+def test_sm90_wave_rule_picks_the_tile_that_fills_the_waves():
+    """Above M = 256, 128 x 128 tiles where 128 x 256 ones leave much of their last wave idle
+    (the H100 sweep's winners: 4096 x 4096 at M = 512, 6144 x 4096 at M = 1024), the larger tile
+    otherwise, ties included."""
+    pick = lambda m, n: scaled_mm_sm90.pick_config(m, n, 4096).name  # noqa: E731
+    assert scaled_mm_sm90.wave_fill(1024, 6144, 256) == pytest.approx(192 / 264)
+    assert scaled_mm_sm90.wave_fill(1024, 6144, 128) == pytest.approx(384 / 396)
+    assert pick(512, 4096) == pick(1024, 6144) == "128x128x128_c1x1_coop"
+    assert pick(1024, 4096) == pick(1024, 14336) == pick(8192, 14336) == "128x256x128_c2x1_coop"
+    assert pick(256, 6144) == "64x128x128_c1x1_pingpong"
+
+
 # --- argument checks (no GPU needed: they raise before the kernel) -----------------------------
 
 

@@ -13,8 +13,10 @@ M           configuration                                 why
             gives FILL_TILES tiles; else transposed 64 x   the transposed kernel's smaller tiles
             64 x 256
 <= 256      tile 64 x 128 x 128, ping-pong
-> 256       tile 128 x 256 x 128, cluster 2x1,            compute-bound: the largest tile
-            cooperative
+> 256       tile 128 x 128 x 128, cooperative, when its     compute-bound: the largest tile,
+            tiles fill the SMs' waves WAVE_MARGIN better    unless it leaves much of its last
+            than 128 x 256 ones; else 128 x 256 x 128,     wave idle (4096 x 4096 at M = 512,
+            cluster 2x1, cooperative                       6144 x 4096 at M = 1024)
 ==========  ============================================  ======================================
 
 "Transposed" runs Dᵀ = Bᵀ Aᵀ (``csrc/scaled_mm_sm90.cuh``), so a small M needs no 64-row tile
@@ -39,6 +41,11 @@ WORKSPACE_BYTES = 1 << 20
 #: Tiles of a problem from which the untransposed 64 x 128 kernel is picked at M <= 128 (about
 #: three quarters of an H100's 132 SMs).
 FILL_TILES = 96
+#: SMs the wave rule counts (an H100 SXM's).
+SMS = 132
+#: How much better 128 x 128 tiles must fill the waves than 128 x 256 ones to be picked at
+#: M > 256: the larger tile does more work per byte, so it wins ties.
+WAVE_MARGIN = 0.15
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,7 @@ CONFIGS = {
         Sm90Config((64, 64, 256), swap_ab=True),
         Sm90Config((64, 128, 128)),
         Sm90Config((128, 256, 128), cluster=(2, 1), pingpong=False),
+        Sm90Config((128, 128, 128), pingpong=False),
     )
 }
 
@@ -87,7 +95,16 @@ def pick_config(m: int, n: int, k: int) -> Sm90Config:
         return CONFIGS["swap_64x64x256_c1x1_pingpong"]
     if m <= 256:
         return CONFIGS["64x128x128_c1x1_pingpong"]
+    if wave_fill(m, n, 128) > wave_fill(m, n, 256) + WAVE_MARGIN:
+        return CONFIGS["128x128x128_c1x1_coop"]
     return CONFIGS["128x256x128_c2x1_coop"]
+
+
+def wave_fill(m: int, n: int, tile_n: int, sms: int = SMS) -> float:
+    """The share of the SMs' tile slots that 128 x tile_n tiles of an M x N output fill, over
+    every wave the persistent kernel runs (1.0: the last wave is full)."""
+    tiles = -(-m // 128) * -(-n // tile_n)
+    return tiles / (-(-tiles // sms) * sms)
 
 
 def _declare(operand: torch.dtype, out: torch.dtype, config: Sm90Config):
