@@ -233,6 +233,30 @@ def test_sm90_wave_rule_picks_the_tile_that_fills_the_waves():
     assert pick(256, 6144) == "64x128x128_c1x1_pingpong"
 
 
+@sm90
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.int8, torch.float8_e4m3fn])
+def test_sm90_tile_orders_give_the_same_result(dtype):
+    """The tile order only moves tiles between SMs: every swizzle and raster gives the default
+    order's result bit for bit (pick_order swizzles large outputs)."""
+    m, n, k = 1000, 2048, 512
+    a, b = _operands(m, n, k, dtype, seed=3)
+    sa, sb = _scales(m, True, False, seed=4).view(-1), _scales(n, True, False, seed=5).view(-1)
+    config = scaled_mm_sm90.CONFIGS["128x256x128_c2x1_coop"]
+    run = lambda swizzle, raster: scaled_mm_sm90.scaled_mm(a, b, sa, sb, torch.bfloat16, None, m, n, k,  # noqa: E731
+                                                           config=config, swizzle=swizzle, raster=raster)
+    expected = run(1, 0)
+    for swizzle, raster in ((4, 2), (8, 1), (2, 2)):
+        assert torch.equal(run(swizzle, raster), expected), (swizzle, raster)
+
+
+def test_sm90_tile_order_swizzles_only_large_outputs():
+    config = scaled_mm_sm90.CONFIGS["128x256x128_c2x1_coop"]
+    assert scaled_mm_sm90.pick_order(8192, 14336, config) == (4, 2)  # 3584 tiles
+    assert scaled_mm_sm90.pick_order(8192, 4096, config) == (1, 0)  # 1024 tiles
+    assert scaled_mm_sm90.pick_order(8192, 8192, config) == (4, 2)  # 2048: the first swizzled size
+
+
 # --- argument checks (no GPU needed: they raise before the kernel) -----------------------------
 
 
