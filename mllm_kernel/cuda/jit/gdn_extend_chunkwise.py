@@ -72,7 +72,9 @@ def gdn_extend_chunkwise(
     ``validate=True`` reads the cache indices' maximum and cu_seqlens' ends and smallest step
     back to the host (one sync) and raises ValueError for an index past the pool or a
     ``cu_seqlens`` that does not start at 0, decreases or does not end at ``total_tokens``.
-    Without it (or under CUDA graph capture) such entries are skipped, never read or written.
+    Without it (or under CUDA graph capture) such entries are skipped, never read or written; a
+    cu_seqlens that decreases leaves the other sequences' outputs unspecified too (nothing is
+    read or written out of bounds).
     """
     if validate and not torch.cuda.is_current_stream_capturing():
         check_gdn_indices(_OP, state_pool, cache_indices, cu_seqlens, q.shape[0] if isinstance(q, torch.Tensor) else 0)
