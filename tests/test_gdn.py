@@ -220,6 +220,20 @@ def test_bad_inputs(device):
 
 
 @requires_cuda
+def test_unvalidated_decreasing_cu_seqlens_stays_in_its_slots():
+    """Without validation, a cu_seqlens that steps back skips that sequence: the call runs, and
+    the pool slots no index names are untouched bit for bit (the chunked kernels' workspace
+    slots of overlapping sequences may collide, but stay inside the workspace)."""
+    q, k, v, a, b, A_log, dt_bias, pool, indices = _inputs(300, 3, 6, 1, 2, 64, 64, "cuda", seed=8)
+    before = pool.clone()
+    cu = torch.tensor([0, 200, 100, 300], device="cuda")
+    gdn_extend_chunkwise(q, k, v, a, b, A_log, dt_bias, pool, indices, cu, validate=False)
+    torch.cuda.synchronize()
+    _untouched(pool, before, indices)
+    assert torch.equal(pool[indices[1]], before[indices[1]])  # the skipped sequence's state
+
+
+@requires_cuda
 def test_bad_workspace_of_the_module_function():
     """The wrapper allocates the chunked kernels' workspace; the module function, called
     directly with a wrong one, names it."""
