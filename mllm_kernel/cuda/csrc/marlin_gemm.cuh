@@ -429,27 +429,56 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
     __syncthreads();
     if (!last_flag) return;
     __threadfence();
-    // The last block adds the splits of its output block, four columns a thread at a time.
+    // The last block adds the splits of its output block, four columns a thread at a time, in
+    // split order. A thread takes kFixQuads quads and loads kFixSplits splits of each before
+    // adding them: the partials come from L2, and one load in flight at a time would make the
+    // fix-up a chain of splits x quads round trips.
+    constexpr int kFixQuads = 2, kFixSplits = 4;
     const int block_rows = static_cast<int>(min(static_cast<std::int64_t>(kMTiles * 16), p.m - m0));
     const int quads = min(kWarpsN, n_tiles - tile0) * marlin::kTileN / 4;
+    const int total = block_rows * quads;
     T* c = static_cast<T*>(p.c);
-    for (int i = threadIdx.x; i < block_rows * quads; i += kThreads) {
-      const std::int64_t row = m0 + i / quads, col = tile0 * marlin::kTileN + i % quads * 4;
-      float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 1
-      for (int z = 0; z < split.splits; ++z) {
-        const float4 v = __ldcg(reinterpret_cast<const float4*>(split.partials + (z * p.m + row) * p.n + col));
-        sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+    for (int i0 = threadIdx.x; i0 < total; i0 += kThreads * kFixQuads) {
+      float4 sum[kFixQuads];
+#pragma unroll
+      for (int q = 0; q < kFixQuads; ++q) sum[q] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      for (int z0 = 0; z0 < split.splits; z0 += kFixSplits) {
+        float4 v[kFixQuads][kFixSplits];
+#pragma unroll
+        for (int q = 0; q < kFixQuads; ++q) {
+          const int i = i0 + q * kThreads;
+          const std::int64_t row = m0 + i / quads, col = tile0 * marlin::kTileN + i % quads * 4;
+#pragma unroll
+          for (int j = 0; j < kFixSplits; ++j) {
+            v[q][j] = i < total && z0 + j < split.splits
+                          ? __ldcg(reinterpret_cast<const float4*>(split.partials + ((z0 + j) * p.m + row) * p.n + col))
+                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          }
+        }
+#pragma unroll
+        for (int q = 0; q < kFixQuads; ++q) {
+#pragma unroll
+          for (int j = 0; j < kFixSplits; ++j) {
+            if (z0 + j >= split.splits) break;  // (no padding added: the sums stay bit for bit)
+            sum[q].x += v[q][j].x, sum[q].y += v[q][j].y, sum[q].z += v[q][j].z, sum[q].w += v[q][j].w;
+          }
+        }
       }
-      if (channelwise) {
-        sum.x *= cast<float>(scales[marlin::channel_scale_pos(col)]);
-        sum.y *= cast<float>(scales[marlin::channel_scale_pos(col + 1)]);
-        sum.z *= cast<float>(scales[marlin::channel_scale_pos(col + 2)]);
-        sum.w *= cast<float>(scales[marlin::channel_scale_pos(col + 3)]);
+#pragma unroll
+      for (int q = 0; q < kFixQuads; ++q) {
+        const int i = i0 + q * kThreads;
+        if (i >= total) break;
+        const std::int64_t row = m0 + i / quads, col = tile0 * marlin::kTileN + i % quads * 4;
+        if (channelwise) {
+          sum[q].x *= cast<float>(scales[marlin::channel_scale_pos(col)]);
+          sum[q].y *= cast<float>(scales[marlin::channel_scale_pos(col + 1)]);
+          sum[q].z *= cast<float>(scales[marlin::channel_scale_pos(col + 2)]);
+          sum[q].w *= cast<float>(scales[marlin::channel_scale_pos(col + 3)]);
+        }
+        Pair<T>* out = reinterpret_cast<Pair<T>*>(c + row * p.n + col);
+        out[0] = pair_of<T>(from_float<T>(sum[q].x), from_float<T>(sum[q].y));
+        out[1] = pair_of<T>(from_float<T>(sum[q].z), from_float<T>(sum[q].w));
       }
-      Pair<T>* out = reinterpret_cast<Pair<T>*>(c + row * p.n + col);
-      out[0] = pair_of<T>(from_float<T>(sum.x), from_float<T>(sum.y));
-      out[1] = pair_of<T>(from_float<T>(sum.z), from_float<T>(sum.w));
     }
     return;
   }
