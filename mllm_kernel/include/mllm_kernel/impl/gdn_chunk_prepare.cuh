@@ -3,8 +3,8 @@
 // norms of k and q, the gates and their running sum G, A, T = (I + A)^-1 and P. It writes T, P
 // and the per-token factors to the chunk's workspace slot, from which the state pass reads them.
 //
-// A block takes one (slot, value head). The products are warp strips of TF32 m16n8k8 MMAs
-// (mllm_kernel/mma.cuh); T is found in float32: the four 16x16 diagonal blocks by forward
+// A block takes one (slot, value head). The products are TF32 m16n8k8 MMAs (mllm_kernel/mma.cuh)
+// whose tiles the warps share evenly; T is found in float32: the four 16x16 diagonal blocks by forward
 // substitution (a thread a column), then the off-diagonal blocks block row by block row. A last
 // partial chunk is padded with tokens whose k, q, g and beta are zero; their rows of A and P are
 // zero and of T the identity's, so they leave the state and the other tokens alone.
