@@ -133,6 +133,9 @@ __device__ __forceinline__ std::int64_t tensor_vec_offset(std::int64_t i, std::i
 /// tensors; for mid sizes one thread block cluster (sm_90+), where each block reduces its part's
 /// amax into its shared memory and, after a cluster barrier, reads every block's through
 /// distributed shared memory (H100, [64, 4096] bf16: 5.06 against 5.73 us for the two passes).
+/// `flat` is a kernel argument here, not a template one: a thread's few vectors do not need the
+/// strided addressing kept out of the code, and one kernel serves both layouts (fewer kernels
+/// for a first call to compile).
 constexpr int kSmallTensorItems = 8;
 constexpr std::int64_t kSmallTensorVecs = static_cast<std::int64_t>(kBlock) * kSmallTensorItems;
 constexpr int kClusterBlocks = 8;  // the cluster size every sm_90 GPU supports
@@ -140,8 +143,9 @@ constexpr int kClusterThreads = 1024;
 constexpr int kClusterItems = 4;
 constexpr std::int64_t kClusterTensorVecs = static_cast<std::int64_t>(kClusterBlocks) * kClusterThreads * kClusterItems;
 
-template <typename T, int kVec, bool kFlat, int kBlocks, int kThreads, int kItems>
-__global__ void __launch_bounds__(kThreads) resident_tensor_quant_kernel(const __grid_constant__ QuantParams<T, fp8_e4m3_t> p) {
+template <typename T, int kVec, int kBlocks, int kThreads, int kItems>
+__global__ void __launch_bounds__(kThreads) resident_tensor_quant_kernel(const __grid_constant__ QuantParams<T, fp8_e4m3_t> p,
+                                                                         bool flat) {
   using namespace mllm_kernel::device;
   using Vec = AlignedVector<T, kVec>;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
@@ -158,7 +162,7 @@ __global__ void __launch_bounds__(kThreads) resident_tensor_quant_kernel(const _
   for (int j = 0; j < kItems; ++j) {
     const std::int64_t i = first + j * kThreads;
     if (i < total) {
-      v[j].load(p.in + tensor_vec_offset<kFlat>(i, vecs_per_row, p.in_stride, kVec));
+      v[j].load(p.in + (flat ? i * kVec : vec_offset(i, vecs_per_row, p.in_stride, kVec)));
       amax = fmaxf(amax, vec_amax(v[j]));
     }
   }
@@ -184,7 +188,9 @@ __global__ void __launch_bounds__(kThreads) resident_tensor_quant_kernel(const _
 #pragma unroll
   for (int j = 0; j < kItems; ++j) {
     const std::int64_t i = first + j * kThreads;
-    if (i < total) quantize_store(v[j], divide, p.out + tensor_vec_offset<kFlat>(i, vecs_per_row, p.out_stride, kVec), 0);
+    if (i < total) {
+      quantize_store(v[j], divide, p.out + (flat ? i * kVec : vec_offset(i, vecs_per_row, p.out_stride, kVec)), 0);
+    }
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // No block leaves while another may still read its shared memory.
@@ -439,18 +445,16 @@ void launch_dynamic(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool f
   const std::int64_t total = p.rows * (p.hidden / kVec);
   if (total <= kSmallTensorVecs) {
     LaunchKernel(1, kBlock, device)
-        .enable_pdl(p.pdl)(flat ? resident_tensor_quant_kernel<T, kVec, true, 1, kBlock, kSmallTensorItems>
-                                : resident_tensor_quant_kernel<T, kVec, false, 1, kBlock, kSmallTensorItems>,
-                           p);
+        .enable_pdl(p.pdl)(resident_tensor_quant_kernel<T, kVec, 1, kBlock, kSmallTensorItems>, p, flat);
     return;
   }
-  const auto cluster_kernel =
-      flat ? resident_tensor_quant_kernel<T, kVec, true, kClusterBlocks, kClusterThreads, kClusterItems>
-           : resident_tensor_quant_kernel<T, kVec, false, kClusterBlocks, kClusterThreads, kClusterItems>;
+  const auto cluster_kernel = resident_tensor_quant_kernel<T, kVec, kClusterBlocks, kClusterThreads, kClusterItems>;
   if (total <= kClusterTensorVecs && runtime::get_cc_major(device.device_id) >= 9 &&
       runtime::get_kernel_virtual_arch(cluster_kernel, device.device_id) >= 90) {
     // One cluster (blocks past the tensor's end only take part in the barriers).
-    LaunchKernel(kClusterBlocks, kClusterThreads, device).enable_pdl(p.pdl).cluster_blocks(kClusterBlocks)(cluster_kernel, p);
+    LaunchKernel(kClusterBlocks, kClusterThreads, device)
+        .enable_pdl(p.pdl)
+        .cluster_blocks(kClusterBlocks)(cluster_kernel, p, flat);
     return;
   }
   if constexpr (sizeof(T) * kVec == 16) {
