@@ -167,29 +167,33 @@ def store_cache_views(op: str, k, v, k_cache, v_cache, indices, row_bytes, num_s
     return as_rows(k), as_rows(v), as_rows(k_cache), as_rows(v_cache)
 
 
-def check_gdn_indices(op: str, state_pool, cache_indices, cu_seqlens=None, tokens: int | None = None) -> None:
+def check_gdn_indices(op: str, state_pool, cache_indices, cu_seqlens=None, tokens: int | None = None) -> int | None:
     """Gated DeltaNet's index checks that need values: every cache index below the pool size
     (negative ones are padding), and ``cu_seqlens`` starting at 0, never decreasing and ending
     at ``tokens``. A ValueError naming the first bad entry; one device-to-host read on CUDA.
-    Tensors the kernel's own checks refuse (types, dtypes, shapes) are left to those checks."""
+    Tensors the kernel's own checks refuse (types, dtypes, shapes) are left to those checks.
+    Returns the longest sequence's length when cu_seqlens was checked (read in the same
+    transfer), else None."""
     tensors = (state_pool, cache_indices) + (() if cu_seqlens is None else (cu_seqlens,))
     if not all(isinstance(t, torch.Tensor) for t in tensors) or state_pool.dim() != 4:
-        return
+        return None
     if cache_indices.dtype != torch.int64 or cache_indices.dim() != 1:
-        return
+        return None
     pool = state_pool.shape[0]
     checks = [cache_indices.max() if cache_indices.numel() else cache_indices.new_zeros(())]
     if cu_seqlens is not None:
         if cu_seqlens.dtype != torch.int64 or cu_seqlens.dim() != 1 or cu_seqlens.numel() == 0:
-            return
+            return None
         steps = cu_seqlens.diff()
-        checks += [cu_seqlens[0], cu_seqlens[-1], steps.min() if steps.numel() else cu_seqlens.new_zeros(())]
+        none = cu_seqlens.new_zeros(())
+        checks += [cu_seqlens[0], cu_seqlens[-1], steps.min() if steps.numel() else none,
+                   steps.max() if steps.numel() else none]
     values = torch.stack([c.to(cache_indices.device) for c in checks]).tolist()
     if cache_indices.numel() and values[0] >= pool:
         raise out_of_range(op, "cache_indices", cache_indices, cache_indices >= pool, f"a state pool of {pool} slots")
     if cu_seqlens is None:
-        return
-    first_value, last_value, smallest_step = values[1:]
+        return None
+    first_value, last_value, smallest_step, longest = values[1:]
     if first_value != 0:
         raise ValueError(f"{op}: cu_seqlens must start at 0, got {first_value}")
     if smallest_step < 0:
@@ -198,6 +202,7 @@ def check_gdn_indices(op: str, state_pool, cache_indices, cu_seqlens=None, token
                          f"{int(cu_seqlens[at - 1])}")
     if last_value != tokens:
         raise ValueError(f"{op}: cu_seqlens must end at the number of tokens ({tokens}), got {last_value}")
+    return longest
 
 
 def _mm_matrices(op: str, mat_a, mat_b, operand_dtype: torch.dtype, out_dtype,

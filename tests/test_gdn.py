@@ -219,6 +219,36 @@ def test_bad_inputs(device):
     assert torch.equal(pool, before)
 
 
+def test_index_check_reports_the_longest_sequence():
+    """The validation's one transfer also brings back the longest sequence, from which the CUDA
+    wrapper decides whether the chunked kernels (and their workspace) are needed."""
+    from mllm_kernel.op_args import check_gdn_indices
+
+    pool, indices = torch.zeros(4, 1, 8, 64), torch.tensor([0, 3, 1])
+    assert check_gdn_indices("op", pool, indices, torch.tensor([0, 7, 70, 71]), 71) == 63
+    assert check_gdn_indices("op", pool, indices, torch.tensor([0, 0, 0, 0]), 0) == 0
+    assert check_gdn_indices("op", pool, indices) is None  # decode: no sequences to measure
+
+
+@requires_cuda
+@pytest.mark.parametrize("validate", [True, False])
+def test_extend_of_short_sequences_only(validate):
+    """Sequences all shorter than a chunk, more tokens than a chunk in all: validated, the
+    wrapper skips the chunked kernels and their workspace; unvalidated, they run and leave every
+    sequence to the recurrent kernel. Both match the reference."""
+    lengths = [7] * 12 + [63, 1]
+    tokens, seqs = sum(lengths), len(lengths)
+    q, k, v, a, b, A_log, dt_bias, pool, indices = _inputs(tokens, seqs, seqs + 2, 2, 4, 128, 64, "cuda", seed=6)
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], device="cuda")
+    before, expected_pool = pool.clone(), pool.double().cpu()
+    expected = reference(*(t.cpu() for t in (q, k, v, a, b, A_log, dt_bias)), expected_pool, indices.cpu(),
+                         cu.cpu())
+    _poison_next_allocation(v)
+    out = gdn_extend_chunkwise(q, k, v, a, b, A_log, dt_bias, pool, indices, cu, validate=validate)
+    _check(out, expected, pool, expected_pool, torch.bfloat16)
+    _untouched(pool, before, indices)
+
+
 @requires_cuda
 def test_unvalidated_decreasing_cu_seqlens_stays_in_its_slots():
     """Without validation, a cu_seqlens that steps back skips that sequence: the call runs, and

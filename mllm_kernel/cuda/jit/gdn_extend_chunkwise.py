@@ -67,7 +67,8 @@ def gdn_extend_chunkwise(
     head_k_dim 64); shorter sequences through the recurrent kernel, float32 throughout. The
     chunked kernels hand each chunk's solved triangular system over in a float32 workspace the
     call allocates: 34 KiB per chunk of 64 tokens and value head (about 1.1 GiB for 65536
-    tokens at 32 value heads), freed when the call returns.
+    tokens at 32 value heads), freed when the call returns; none when validation finds every
+    sequence shorter than ``CHUNKED_MIN_TOKENS``.
 
     ``validate=True`` reads the cache indices' maximum and cu_seqlens' ends and smallest step
     back to the host (one sync) and raises ValueError for an index past the pool or a
@@ -76,13 +77,19 @@ def gdn_extend_chunkwise(
     cu_seqlens that decreases leaves the other sequences' outputs unspecified too (nothing is
     read or written out of bounds).
     """
+    longest = None
     if validate and not torch.cuda.is_current_stream_capturing():
-        check_gdn_indices(_OP, state_pool, cache_indices, cu_seqlens, q.shape[0] if isinstance(q, torch.Tensor) else 0)
+        longest = check_gdn_indices(_OP, state_pool, cache_indices, cu_seqlens,
+                                    q.shape[0] if isinstance(q, torch.Tensor) else 0)
     out = torch.empty(v.shape, dtype=v.dtype, device=v.device)
     # Shapes the kernel refuses get an empty workspace: its checks name the tensor at fault.
     shapes_ok = v.dim() == 3 and cache_indices.dim() == 1
-    workspace = chunk_workspace(v.shape[0] if shapes_ok else 0, cache_indices.shape[0] if shapes_ok else 0,
+    tokens = v.shape[0] if shapes_ok else 0
+    # A validated batch of short sequences only (speculative verification, many small extends)
+    # skips the chunked kernels and their workspace.
+    chunked = longest is None or longest >= CHUNKED_MIN_TOKENS
+    workspace = chunk_workspace(tokens if chunked else 0, cache_indices.shape[0] if shapes_ok else 0,
                                 v.shape[1] if shapes_ok else 0, v.device)
     _EXTEND[q.dtype](q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, cu_seqlens, out, workspace,
-                     CHUNKED_MIN_TOKENS, resolve_pdl(enable_pdl))
+                     CHUNKED_MIN_TOKENS if chunked else tokens + 1, resolve_pdl(enable_pdl))
     return out
