@@ -21,6 +21,7 @@
 
 #include <mllm_kernel/gdn.hpp>
 #include <mllm_kernel/host_device.hpp>
+#include <mllm_kernel/mma.cuh>
 #include <mllm_kernel/type.cuh>
 #include <mllm_kernel/utils.cuh>
 #include <mllm_kernel/vec.cuh>
@@ -88,10 +89,20 @@ struct RowPieces {
 /// would wait for the loads where they are issued).
 using Piece = uint4;
 
-/// Element e of a piece of T, as float.
+/// The eight elements of a piece of T, as floats.
 template <typename T>
-MLLM_DEVICE float piece_element(const Piece& piece, int e) {
-  return cast<float>(reinterpret_cast<const T*>(&piece)[e]);
+MLLM_DEVICE void piece_floats(const Piece& piece, float (&out)[8]) {
+#pragma unroll
+  for (int e = 0; e < 8; ++e) out[e] = cast<float>(reinterpret_cast<const T*>(&piece)[e]);
+}
+
+/// Stores x * scale rounded to TF32 at dst (eight floats, 16-byte aligned), as two float4s.
+MLLM_DEVICE void store_scaled_tf32(float* dst, const float (&x)[8], float scale) {
+#pragma unroll
+  for (int e = 0; e < 8; e += 4) {
+    *reinterpret_cast<float4*>(dst + e) = make_float4(mma::to_tf32(x[e] * scale), mma::to_tf32(x[e + 1] * scale),
+                                                      mma::to_tf32(x[e + 2] * scale), mma::to_tf32(x[e + 3] * scale));
+  }
 }
 
 /// Whether rows of a [tokens, heads, dim] tensor at `base` with these strides start 16-byte

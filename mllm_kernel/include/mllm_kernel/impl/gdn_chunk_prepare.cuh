@@ -75,19 +75,12 @@ MLLM_DEVICE void stage_normalised(const GdnParams& p, PrepareSmem<kDk>& sm, std:
   for (int j = 0; j < Rows::kPerThread; ++j) {
     const int t = Rows::token(j);
     float kf[8], qf[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) kf[e] = piece_element<T>(k[j], e), qf[e] = piece_element<T>(q[j], e);
+    piece_floats<T>(k[j], kf);
+    piece_floats<T>(q[j], qf);
     float k_scale, q_scale;
     qk_norm_scales<Rows::kPerRow>(kf, qf, p.scale, k_scale, q_scale);
-#pragma unroll
-    for (int e = 0; e < 8; e += 4) {
-      *reinterpret_cast<float4*>(&sm.k[t][c + e]) =
-          make_float4(mma::to_tf32(kf[e] * k_scale), mma::to_tf32(kf[e + 1] * k_scale),
-                      mma::to_tf32(kf[e + 2] * k_scale), mma::to_tf32(kf[e + 3] * k_scale));
-      *reinterpret_cast<float4*>(&sm.q[t][c + e]) =
-          make_float4(mma::to_tf32(qf[e] * q_scale), mma::to_tf32(qf[e + 1] * q_scale),
-                      mma::to_tf32(qf[e + 2] * q_scale), mma::to_tf32(qf[e + 3] * q_scale));
-    }
+    store_scaled_tf32(&sm.k[t][c], kf, k_scale);
+    store_scaled_tf32(&sm.q[t][c], qf, q_scale);
     if (c == 0) sm.k_scale[t] = k_scale, sm.q_scale[t] = q_scale;
   }
 }

@@ -95,21 +95,19 @@ MLLM_DEVICE void stage_raw(ChunkSmem<kDk>& sm, const RawChunk<T, kDk>& raw) {
   for (int j = 0; j < KQ::kPerThread; ++j) {
     const int t = KQ::token(j), c = KQ::column();
     const float ks = sm.f[t].k_scale, qs = sm.f[t].q_factor;
-#pragma unroll
-    for (int e = 0; e < 8; e += 4) {
-      *reinterpret_cast<float4*>(&sm.k[t][c + e]) = make_float4(
-          mma::to_tf32(piece_element<T>(raw.k[j], e) * ks), mma::to_tf32(piece_element<T>(raw.k[j], e + 1) * ks),
-          mma::to_tf32(piece_element<T>(raw.k[j], e + 2) * ks), mma::to_tf32(piece_element<T>(raw.k[j], e + 3) * ks));
-      *reinterpret_cast<float4*>(&sm.q[t][c + e]) = make_float4(
-          mma::to_tf32(piece_element<T>(raw.q[j], e) * qs), mma::to_tf32(piece_element<T>(raw.q[j], e + 1) * qs),
-          mma::to_tf32(piece_element<T>(raw.q[j], e + 2) * qs), mma::to_tf32(piece_element<T>(raw.q[j], e + 3) * qs));
-    }
+    float k[8], q[8];
+    piece_floats<T>(raw.k[j], k);
+    piece_floats<T>(raw.q[j], q);
+    store_scaled_tf32(&sm.k[t][c], k, ks);
+    store_scaled_tf32(&sm.q[t][c], q, qs);
   }
 #pragma unroll
   for (int j = 0; j < V::kPerThread; ++j) {
     const int t = V::token(j), c = V::column();
+    float v[8];
+    piece_floats<T>(raw.v[j], v);
 #pragma unroll
-    for (int e = 0; e < 8; ++e) sm.vt[c + e][t] = piece_element<T>(raw.v[j], e);
+    for (int e = 0; e < 8; ++e) sm.vt[c + e][t] = v[e];
   }
 }
 
@@ -183,6 +181,18 @@ struct StateTile {
   }
 };
 
+/// Writes the TF32 copy of the warp's state tile to shared memory: the next products' operand.
+template <int kDk>
+MLLM_DEVICE void copy_state_tile(ChunkSmem<kDk>& sm, const StateTile<kDk>& state, int warp_id) {
+#pragma unroll
+  for (int nt = 0; nt < StateTile<kDk>::kTiles; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      sm.s[StateTile<kDk>::row(warp_id, e)][StateTile<kDk>::column(warp_id, nt, e)] = mma::to_tf32(state.c[nt][e]);
+    }
+  }
+}
+
 /// O += P U (warp w: strip w % kBlocks of P, half w / kBlocks of the value columns) and
 /// S <- exp(G_last) S + U^T K~ on the warp's state tile, whose TF32 copy then goes to shared
 /// memory for the next chunk's products.
@@ -203,13 +213,7 @@ MLLM_DEVICE void output_and_state(ChunkSmem<kDk>& sm, StateTile<kDk>& state, int
     for (int e = 0; e < 4; ++e) state.c[nt][e] *= last;
   }
   mma::mma_strip<false, false>(state.c, &sm.ut[i * 16][0], kLdC, &sm.kt[half * kHalfK][0], kLdC, kChunk / 8);
-#pragma unroll
-  for (int nt = 0; nt < StateTile<kDk>::kTiles; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      sm.s[StateTile<kDk>::row(warp_id, e)][StateTile<kDk>::column(warp_id, nt, e)] = mma::to_tf32(state.c[nt][e]);
-    }
-  }
+  copy_state_tile(sm, state, warp_id);
 }
 
 /// Reads (kRead) or writes the warp's state tile from or to the pool; rows past head_v_dim read
@@ -290,13 +294,7 @@ __global__ void __launch_bounds__(kChunkThreads) gdn_chunked_kernel(const __grid
   load_raw<T, kDk>(p, raw, bos, chunk_tokens(bos), h, hk, kq_aligned, v_aligned);
   StateTile<kDk> state;
   state_io<true>(p, state, warp_id, index, h, stateful);
-#pragma unroll
-  for (int nt = 0; nt < StateTile<kDk>::kTiles; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      sm.s[StateTile<kDk>::row(warp_id, e)][StateTile<kDk>::column(warp_id, nt, e)] = mma::to_tf32(state.c[nt][e]);
-    }
-  }
+  copy_state_tile(sm, state, warp_id);
 
   for (std::int64_t t0 = bos; t0 < eos; t0 += kChunk) {
     const int n = chunk_tokens(t0);
