@@ -107,14 +107,18 @@ def pick_order(m: int, n: int, config: Sm90Config) -> tuple[int, int]:
     tiles along N, so that the tiles running at once share operand rows in L2 (H100, 14336 x
     4096 at M = 8192: fp8 834 against 920 us, int8 718 against 835); CUTLASS's default order
     otherwise, which was as fast or faster on the smaller outputs of the sweep."""
-    tiles = -(-m // config.tile[0]) * -(-n // config.tile[1])
-    return (4, 2) if tiles >= SWIZZLE_TILES else (1, 0)
+    return (4, 2) if output_tiles(m, n, config.tile[0], config.tile[1]) >= SWIZZLE_TILES else (1, 0)
+
+
+def output_tiles(m: int, n: int, tile_m: int, tile_n: int) -> int:
+    """Tiles of tile_m x tile_n that cover an M x N output."""
+    return -(-m // tile_m) * -(-n // tile_n)
 
 
 def wave_fill(m: int, n: int, tile_n: int, sms: int = SMS) -> float:
     """The share of the SMs' tile slots that 128 x tile_n tiles of an M x N output fill, over
     every wave the persistent kernel runs (1.0: the last wave is full)."""
-    tiles = -(-m // 128) * -(-n // tile_n)
+    tiles = output_tiles(m, n, 128, tile_n)
     return tiles / (-(-tiles // sms) * sms)
 
 
@@ -156,8 +160,9 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scales_a: torch.Tensor, scales_b
     ``pick_config``) into a new ``[M, N]`` tensor; ``swizzle`` and ``raster`` order the tiles
     (csrc/scaled_mm_sm90.cuh; default: ``pick_order``)."""
     config = config or pick_config(m, n, k)
-    if swizzle is None or raster is None:
-        swizzle, raster = pick_order(m, n, config)
+    picked_swizzle, picked_raster = pick_order(m, n, config)
+    swizzle = picked_swizzle if swizzle is None else swizzle
+    raster = picked_raster if raster is None else raster
     function = MODULES[(a.dtype, out_dtype, config.name)].load().scaled_mm
     out = torch.empty((m, n), dtype=out_dtype, device=a.device)
     function(out, a, b, scales_a, scales_b, out if bias is None else bias, bias is not None, workspace(a.device),
