@@ -213,7 +213,7 @@ def gptq_marlin_gemm(a: Tensor, c: Tensor | None, b_q_weight: Tensor, b_scales: 
     """c [size_m, size_n] = a @ dequant(b_q_weight) for Marlin-format GPTQ/AWQ weights (vLLM's signature; see
     mllm_kernel.cuda.jit.gptq_marlin_gemm and, on CPU, mllm_kernel.cpu.jit.gptq_marlin_gemm); c is written and
     returned when given, else allocated. b_q_type_id is the type's int id (ScalarType.id; the eager call also takes
-    the ScalarType). The workspace's split-K counters are left zero (so the custom op does not declare it mutated)."""
+    the ScalarType). The workspace's arrival counters are left zero (so the custom op does not declare it mutated)."""
 
 
 @register_op(kernels={"cpu": cpu.gptq_marlin_repack, "cuda": cuda.gptq_marlin_repack},

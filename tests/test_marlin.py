@@ -256,6 +256,42 @@ def test_gptq_marlin_gemm_shapes(m, n, k):
 
 
 @cuda
+@pytest.mark.parametrize("kind,group_size,act_order", [("gptq4", 80, False), ("awq", 80, False), ("gptq8", 208, True)])
+@pytest.mark.parametrize("m", [1, 20, 70])
+def test_marlin_kernel_over_any_split_of_k(kind, group_size, act_order, m):
+    """The kernel's module function over splits of K from none to one 16-row step a block
+    (65 steps: splits that leave the last block short, or with nothing), groups that straddle
+    splits and pipeline stages, the output poisoned first; and its bad split-K arguments."""
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    k, n, dtype = 1040, 768, torch.bfloat16
+    prep = _prepare(kind, k, n, group_size, act_order, dtype, seed=m)
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    a_in = a[:, prep["perm"].long()].contiguous() if prep["perm"] is not None else a
+    bits = 8 if kind == "gptq8" else 4
+    empty = torch.empty(0, dtype=torch.int32, device="cuda")
+    zeros = prep["zeros"] if prep["zeros"] is not None else empty
+    g_idx = prep["g_idx"] if prep["g_idx"] is not None else empty
+    module = gptq_marlin._GEMM[(dtype, bits)]
+    m_tiles, blocks = gptq_marlin.m_tiles_for(m), gptq_marlin.output_blocks(m, n)
+    locks = torch.zeros(blocks, dtype=torch.int32, device="cuda")
+    for splits in (1, 2, 3, 5, 9, 64, 65):
+        c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+        partials = torch.full((splits * m * n,) if splits > 1 else (0,), float("nan"), device="cuda")
+        module(a_in, c, prep["q"], prep["s"], zeros, g_idx, partials, locks, m, n, k, m_tiles, splits, splits % 2 == 1)
+        _check(c, a, prep["w_ref"], dtype)
+        assert int(locks.abs().sum()) == 0, splits
+    with pytest.raises(ValueError, match=r"splits must be in \[1, 65\], got 66"):
+        module(a_in, c, prep["q"], prep["s"], zeros, g_idx, partials, locks, m, n, k, m_tiles, 66, True)
+    with pytest.raises(ValueError, match="partials"):
+        module(a_in, c, prep["q"], prep["s"], zeros, g_idx, partials[1:], locks, m, n, k, m_tiles, 65, True)
+    with pytest.raises(ValueError, match=f"locks needs {blocks} entries, got {blocks - 1}"):
+        module(a_in, c, prep["q"], prep["s"], zeros, g_idx, partials, locks[1:], m, n, k, m_tiles, 65, True)
+    with pytest.raises(ValueError, match="m_tiles must be 1, 2 or 4, got 3"):
+        module(a_in, c, prep["q"], prep["s"], zeros, g_idx, partials, locks, m, n, k, 3, 65, True)
+
+
+@cuda
 def test_gptq_marlin_gemm_strided_a_and_workspace_left_zero():
     dtype = torch.float16
     k, n, m = 256, 128, 9

@@ -1,7 +1,7 @@
 // CUDA weight-only quantized GEMM on Marlin-format weights (mllm_kernel/marlin.hpp has the
 // format), one module per activation type T (fp16_t, bf16_t) and weight width kBits (4, 8):
 //   marlin_gemm<T, kBits>(a, c, b, scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
-//                         m_tiles, splits)
+//                         m_tiles, splits, enable_pdl)
 // c[M, N] = a[M, K] @ dequant(b), dequant = (q - zero) * scale with the zero point from `zeros`
 // (AWQ) or the type's bias (8 or 128), the scale of the value's group (rows of K grouped
 // consecutively, or by g_idx for GPTQ act-order, whose activations the caller has permuted).
@@ -15,7 +15,8 @@
 // are summed through shared memory at the end. When the grid would not fill the GPU (small M),
 // K is split across blocks: each writes float32 partial sums and the last block of a tile to
 // arrive (counted in `locks`, which it resets to zero) adds them in split order, so results do
-// not depend on timing.
+// not depend on timing. Launched with PDL, a block asks L2 for its first stages' weights before
+// waiting for the previous kernel, whose tail then hides the pipeline's first DRAM latency.
 #pragma once
 
 #include <mllm_kernel/async_copy.cuh>
@@ -52,6 +53,7 @@ struct MarlinSplit {
   std::int32_t* locks;
   int rows_per_split;  // 16-row steps of K per split
   int splits;
+  bool pdl;  // launched with programmatic dependent launch
 };
 
 template <int kBits, int kMTiles>
@@ -97,6 +99,15 @@ __device__ __forceinline__ std::uint32_t nibble_pair(std::uint32_t w) {
   std::uint32_t out;
   asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(out) : "r"(w), "n"(0x000f000fu), "n"(kExponent4<T>));
   return out;
+}
+
+/// kBase4 + (the low nibble of w), in both halves of a pair: a 4-bit zero point as the value
+/// the dequantizer subtracts.
+template <typename T>
+__device__ __forceinline__ std::uint32_t zero_point_pair(std::uint32_t w) {
+  std::uint32_t v;
+  asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(v) : "r"(w), "n"(0xfu), "n"(kExponent4<T> & 0xffffu));
+  return __byte_perm(v, 0u, 0x1010u);
 }
 
 /// Bytes (lo, hi) of w as a pair of exact signed values minus 128.
@@ -190,68 +201,77 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
   const T* a = static_cast<const T*>(p.a);
   const T* scales = static_cast<const T*>(p.scales);
 
-  // Each thread copies the same places of every stage; only the stage's offset changes.
+  // Each thread copies the same places of every stage: its sources are found once here and
+  // advance by a stage's rows per stage, so that address arithmetic costs few instructions
+  // beside the dequantization.
+  constexpr int kBRowVecs = kWarpsN * kTileVecs;  // one 16-row step of the block's tiles
+  constexpr int kBRowStep = kThreads / kBRowVecs;  // steps between a thread's copies
   constexpr int kBIters = Smem::kBVecs / kThreads;
-  static_assert(Smem::kBVecs % kThreads == 0);
+  static_assert(kThreads % kBRowVecs == 0 && Smem::kBVecs % kThreads == 0);
   const std::int64_t row_vecs = p.n * marlin::kTileK * kBits / 32 / 4;
-  const int4* b_base = reinterpret_cast<const int4*>(p.b) + row_begin * row_vecs;
-  constexpr int kAIters = (Smem::kAVecs + kThreads - 1) / kThreads;
-  const T* a_base = a + static_cast<std::int64_t>(row_begin) * marlin::kTileK;
-  // Group bookkeeping of the copies: this thread's slot row, its group and where the next starts.
+  const int b_row = threadIdx.x / kBRowVecs;
+  const bool b_ok = tile0 + static_cast<int>(threadIdx.x) / kTileVecs % kWarpsN < n_tiles;
+  const int4* b_next = reinterpret_cast<const int4*>(p.b) + (row_begin + b_row) * row_vecs + tile0 * kTileVecs +
+                      threadIdx.x % kBRowVecs;
+  // A: rows a_row + 16 it of the block, 16-byte column a_col of a stage's 128 values.
+  constexpr int kAIters = kMTiles;
+  static_assert(Smem::kAVecs == kAIters * kThreads && Smem::kARowVecs == 16);
+  const int a_row = threadIdx.x / Smem::kARowVecs, a_col = threadIdx.x % Smem::kARowVecs;
+  const int a_dst = a_row * Smem::kARowVecs + (a_col ^ (a_row % 8));  // (a_row + 16 it) % 8 == a_row % 8
+  const T* a_next = a + (m0 + a_row) * p.lda + static_cast<std::int64_t>(row_begin) * marlin::kTileK + a_col * 8;
+  int a_rows_ok = 0;  // bit it: row a_row + 16 it exists
+#pragma unroll
+  for (int it = 0; it < kAIters; ++it) a_rows_ok |= (m0 + a_row + 16 * it < p.m) << it;
+  // Group copies: slot g_slot (a step of the stage), vector g_vec of its scales then zero points;
+  // g_group is the group of that step's row and g_next the row where the next group starts.
   constexpr int kSlotVecs = Smem::kScaleVecs + Smem::kZeroVecs;
   constexpr int kGIters = (kStageRows * kSlotVecs + kThreads - 1) / kThreads;
-  int load_group[kGIters], load_next[kGIters];
+  const int slot_vecs = Smem::kScaleVecs + (p.zeros != nullptr ? Smem::kZeroVecs : 0);
+  int g_group[kGIters], g_next[kGIters];
+  int g_src[kGIters];  // offset of the vector in group 0, in scale or zero-point elements
+  bool g_ok[kGIters];
 #pragma unroll
   for (int it = 0; it < kGIters; ++it) {
-    load_group[it] = !kActOrder && !channelwise ? (row_begin + (threadIdx.x + it * kThreads) / kSlotVecs) / group_steps : 0;
-    load_next[it] = (load_group[it] + 1) * group_steps;
+    const int i = threadIdx.x + it * kThreads, g_slot = i / kSlotVecs, g_vec = i % kSlotVecs;
+    const bool scale = g_vec < Smem::kScaleVecs;
+    const int z = g_vec - Smem::kScaleVecs;
+    g_ok[it] = !kActOrder && !channelwise && g_slot < kStageRows && g_vec < slot_vecs &&
+               (scale ? tile0 + g_vec / (Smem::kScaleVecs / kWarpsN) : tile0 + z / (Smem::kZeroVecs / kWarpsN)) < n_tiles;
+    g_src[it] = scale ? tile0 * marlin::kTileN + g_vec * 8 : tile0 * marlin::kTileN * kBits / 32 + z * 4;
+    g_group[it] = g_ok[it] ? (row_begin + g_slot) / group_steps : 0;
+    g_next[it] = (g_group[it] + 1) * group_steps;
   }
 
   auto load_stage = [&](int s) {
     int4* stage = smem + (s % kStages) * Smem::kStageVecs;
     const int stage_row = s * kStageRows;  // relative to row_begin
+    const int4* b_src = b_next;
 #pragma unroll
-    for (int it = 0; it < kBIters; ++it) {
-      const int i = threadIdx.x + it * kThreads;
-      const int r = i / (kWarpsN * kTileVecs), t = i / kTileVecs % kWarpsN;
-      if (stage_row + r < rows && tile0 + t < n_tiles) {
-        cp_async16(stage + i, b_base + (stage_row + r) * row_vecs + (tile0 + t) * kTileVecs + i % kTileVecs);
-      }
+    for (int it = 0; it < kBIters; ++it, b_src += kBRowStep * row_vecs) {
+      if (b_ok && stage_row + b_row + it * kBRowStep < rows) cp_async16(stage + threadIdx.x + it * kThreads, b_src);
     }
+    b_next += kStageRows * row_vecs;
     int4* stage_a = stage + Smem::kBVecs;
+    const bool a_cols_ok = stage_row + a_col / 2 < rows;
 #pragma unroll
     for (int it = 0; it < kAIters; ++it) {
-      const int i = threadIdx.x + it * kThreads;
-      if (Smem::kAVecs % kThreads != 0 && i >= Smem::kAVecs) break;
-      const int r = i / Smem::kARowVecs, c = i % Smem::kARowVecs;
-      const bool valid = m0 + r < p.m && stage_row + c / 2 < rows;
-      cp_async16_or_zero(stage_a + r * Smem::kARowVecs + (c ^ (r % 8)),
-                         valid ? a_base + (m0 + r) * p.lda + stage_row * marlin::kTileK + c * 8 : a, valid);
+      const bool valid = a_cols_ok && (a_rows_ok >> it & 1);
+      cp_async16_or_zero(stage_a + a_dst + it * 16 * Smem::kARowVecs, valid ? a_next + 16 * it * p.lda : a, valid);
     }
-    if constexpr (!kActOrder) {
-      if (channelwise) return;
-      // The scales (and zero points) of the first step's group and of each group that starts in
-      // this stage, so that the inner loop never waits on a global load.
+    a_next += kStageRows * marlin::kTileK;
+    // The scales (and zero points) of the first step's group and of each group that starts in
+    // this stage, so that the inner loop never waits on a global load.
 #pragma unroll
-      for (int it = 0; it < kGIters; ++it) {
-        const int i = threadIdx.x + it * kThreads;
-        const int g_slot = i / kSlotVecs, g_vec = i % kSlotVecs;
-        if (g_slot >= kStageRows) break;
-        const int row = row_begin + stage_row + g_slot;
-        while (row >= load_next[it]) ++load_group[it], load_next[it] += group_steps;
-        if (stage_row + g_slot >= rows || (g_slot > 0 && row != load_next[it] - group_steps)) continue;
-        int4* dst = stage_a + Smem::kAVecs + i;
-        if (g_vec < Smem::kScaleVecs) {
-          if (tile0 + g_vec / (Smem::kScaleVecs / kWarpsN) < n_tiles) {
-            cp_async16(dst, reinterpret_cast<const int4*>(scales + load_group[it] * p.n + tile0 * marlin::kTileN) + g_vec);
-          }
-        } else if (p.zeros != nullptr) {
-          const int z = g_vec - Smem::kScaleVecs;
-          if (tile0 + z / (Smem::kZeroVecs / kWarpsN) < n_tiles) {
-            cp_async16(dst, reinterpret_cast<const int4*>(p.zeros + load_group[it] * (p.n * kBits / 32) +
-                                                          tile0 * marlin::kTileN * kBits / 32) + z);
-          }
-        }
+    for (int it = 0; it < kGIters; ++it) {
+      if (!g_ok[it]) continue;
+      const int i = threadIdx.x + it * kThreads, g_slot = i / kSlotVecs;
+      const int row = row_begin + stage_row + g_slot;
+      while (row >= g_next[it]) ++g_group[it], g_next[it] += group_steps;
+      if (stage_row + g_slot >= rows || (g_slot > 0 && row != g_next[it] - group_steps)) continue;
+      if (i % kSlotVecs < Smem::kScaleVecs) {
+        cp_async16(stage_a + Smem::kAVecs + i, scales + (g_group[it] * p.n + g_src[it]));
+      } else {
+        cp_async16(stage_a + Smem::kAVecs + i, p.zeros + (g_group[it] * (p.n * kBits / 32) + g_src[it]));
       }
     }
   };
@@ -267,17 +287,32 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
   const T bias = from_float<T>(kBits == 4 ? kBase4<T> + (p.zeros ? 0.0f : 8.0f) : 0.0f);
 
   // Per 8-column block x: what to subtract and the scale, for the fragment's rows (2t, 2t + 1)
-  // in `lo` and (2t + 8, 2t + 9) in `hi`; kept across steps of one group.
+  // in `lo` and (2t + 8, 2t + 9) in `hi`; kept across steps of one group. Without zero points
+  // what to subtract is the type's bias, set once.
   Pair<T> sub_lo[8], sub_hi[8], scale_lo[8], scale_hi[8];
-  auto use_group = [&](const GroupParams<T, kBits>& g, bool scaled) {
 #pragma unroll
-    for (int xb = 0; xb < 8; ++xb) {
-      const int slot = marlin::slot_of(kBits, xb);
-      const T sub = p.zeros ? from_float<T>(kBase4<T> + static_cast<float>(g.zeros >> (kBits * slot) & 0xfu)) : bias;
-      sub_lo[xb] = sub_hi[xb] = pair_of<T>(sub, sub);
-      if (scaled) scale_lo[xb] = scale_hi[xb] = pair_of<T>(g.scale[xb], g.scale[xb]);
+  for (int xb = 0; xb < 8; ++xb) sub_lo[xb] = sub_hi[xb] = pair_of<T>(bias, bias);
+  auto use_group = [&](const GroupParams<T, kBits>& g, bool scaled) {
+    if (kBits == 4 && p.zeros) {
+#pragma unroll
+      for (int xb = 0; xb < 8; ++xb) sub_lo[xb] = sub_hi[xb] = as_pair<T>(zero_point_pair<T>(g.zeros >> (4 * marlin::slot_of(4, xb))));
+    }
+    if (scaled) {
+#pragma unroll
+      for (int xb = 0; xb < 8; ++xb) scale_lo[xb] = scale_hi[xb] = pair_of<T>(g.scale[xb], g.scale[xb]);
     }
   };
+  if (split.pdl) {
+    // The weights of the first stages are asked of L2 before the previous kernel has finished
+    // (a hint, safe whatever that kernel writes), so the pipeline's first loads overlap its tail.
+    if (threadIdx.x % 8 == 0 && b_ok) {  // one thread per 128-byte line
+      const int4* b_src = b_next;
+      for (int r = b_row; r < min(rows, (kStages - 1) * kStageRows); r += kBRowStep, b_src += kBRowStep * row_vecs) {
+        prefetch_l2(b_src);
+      }
+    }
+    pdl_wait_and_release();
+  }
   if (!kActOrder && channelwise && tile_ok) use_group(load_group_params<T, kBits>(p, 0, tile, lane, false), false);
   // The compute side's group: the step where the next one starts (the first step always reads).
   int next_group = row_begin / max(group_steps, 1) * group_steps;
@@ -502,19 +537,20 @@ void launch_marlin(const MarlinGemmParams& p, const MarlinSplit& split, bool act
                   static_cast<unsigned>(split.splits));
   constexpr int kSmem = MarlinSmem<kBits, kMTiles>::kBytes;
   if (act_order) {
-    LaunchKernel(grid, kThreads, device, kSmem)(marlin_gemm_kernel<T, kBits, kMTiles, true>, p, split);
+    LaunchKernel(grid, kThreads, device, kSmem).enable_pdl(split.pdl)(marlin_gemm_kernel<T, kBits, kMTiles, true>, p, split);
   } else {
-    LaunchKernel(grid, kThreads, device, kSmem)(marlin_gemm_kernel<T, kBits, kMTiles, false>, p, split);
+    LaunchKernel(grid, kThreads, device, kSmem).enable_pdl(split.pdl)(marlin_gemm_kernel<T, kBits, kMTiles, false>, p, split);
   }
 }
 
 /// partials: float32 [splits * M * N] (empty when splits is 1); locks: int32, at least one per
-/// output block (grid x * grid y), zero, and left zero.
+/// output block (grid x * grid y), zero, and left zero. enable_pdl: launch with programmatic
+/// dependent launch where the GPU has it (docs/pdl.md).
 template <typename T, int kBits>
 void marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kernel::TensorView b, mllm_kernel::TensorView scales,
                  mllm_kernel::TensorView zeros, mllm_kernel::TensorView g_idx, mllm_kernel::TensorView partials,
                  mllm_kernel::TensorView locks, std::int64_t size_m, std::int64_t size_n, std::int64_t size_k,
-                 std::int64_t m_tiles, std::int64_t splits) {
+                 std::int64_t m_tiles, std::int64_t splits, bool enable_pdl) {
   using namespace mllm_kernel::host;
   const MarlinGemmParams p =
       check_marlin_gemm<kDLCUDA, T>(a, c, b, scales, zeros, g_idx, kBits, size_m, size_n, size_k);
@@ -527,7 +563,7 @@ void marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kern
   if (p.m == 0) return;
   const std::int64_t steps = size_k / marlin::kTileK;
   RuntimeCheck(splits >= 1 && splits <= steps, "splits must be in [1, ", steps, "], got ", splits);
-  MarlinSplit split{nullptr, nullptr, static_cast<int>(div_ceil(steps, splits)), static_cast<int>(splits)};
+  MarlinSplit split{nullptr, nullptr, static_cast<int>(div_ceil(steps, splits)), static_cast<int>(splits), enable_pdl};
   const std::int64_t blocks = div_ceil(size_n, kBlockN) * div_ceil(size_m, m_tiles * 16);
   if (splits > 1) {
     SymbolicDevice device;

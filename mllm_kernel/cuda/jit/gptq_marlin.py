@@ -115,7 +115,8 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
                      global_scale: torch.Tensor | None, b_zeros: torch.Tensor | None, g_idx: torch.Tensor | None,
                      perm: torch.Tensor | None, workspace: torch.Tensor | None, b_q_type_id: int, size_m: int,
                      size_n: int, size_k: int, is_k_full: bool = True, use_atomic_add: bool = False,
-                     use_fp32_reduce: bool = False, is_zp_float: bool = False) -> torch.Tensor:
+                     use_fp32_reduce: bool = False, is_zp_float: bool = False, *,
+                     enable_pdl: bool | None = None) -> torch.Tensor:
     """``c[size_m, size_n] = a @ dequant(b_q_weight)``; returns c (allocated when None).
 
     ``a``: float16/bfloat16 ``[size_m, size_k]`` (any row stride); ``b_q_weight``: the
@@ -132,7 +133,9 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
     it is left zero. ``is_k_full`` and ``use_atomic_add`` are accepted for compatibility (the
     groups come from g_idx either way; partial sums always go through a float32 buffer, so
     ``use_fp32_reduce`` is always in effect). ``global_scale`` (NVFP4) and ``is_zp_float``
-    (HQQ) are not supported.
+    (HQQ) are not supported. ``enable_pdl``: programmatic dependent launch, on by default where
+    the GPU has it (docs/pdl.md); the kernel then prefetches its first weights into L2 while the
+    previous kernel finishes.
 
     CPU tensors go to ``mllm_kernel.cpu.jit.gptq_marlin_gemm`` (4-bit weights; float32
     activations too), so one call serves a layer on either device.
@@ -164,5 +167,5 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
     else:
         partials = locks = _empty(a.device)
     _GEMM[(a.dtype, bits)](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
-                           m_tiles_for(size_m), splits)
+                           m_tiles_for(size_m), splits, True if enable_pdl is None else enable_pdl)
     return c

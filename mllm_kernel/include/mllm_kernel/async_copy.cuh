@@ -21,6 +21,11 @@ MLLM_DEVICE void cp_async16_or_zero(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(address), "l"(src), "r"(valid ? 16 : 0));
 }
 
+/// Asks L2 to fetch the line that holds global `src`: only a hint, and nothing reaches the SM,
+/// so it may come before a PDL wait even for data the previous kernel is writing (L2 is where
+/// every SM's writes meet).
+MLLM_DEVICE void prefetch_l2(const void* src) { asm volatile("prefetch.global.L2 [%0];" ::"l"(src)); }
+
 MLLM_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::); }
 
 /// Waits until at most kPending committed groups are still in flight.
