@@ -256,12 +256,15 @@ def test_gptq_marlin_gemm_shapes(m, n, k):
 
 
 @cuda
-@pytest.mark.parametrize("kind,group_size,act_order", [("gptq4", 80, False), ("awq", 80, False), ("gptq8", 208, True)])
-@pytest.mark.parametrize("m", [1, 20, 70])
+@pytest.mark.parametrize("kind,group_size,act_order", [("gptq4", 80, False), ("awq", 80, False), ("awq", -1, False),
+                                                      ("gptq8", 208, True), ("gptq8", -1, False)])
+@pytest.mark.parametrize("m", [1, 8, 12, 20, 70])
 def test_marlin_kernel_over_any_split_of_k(kind, group_size, act_order, m):
     """The kernel's module function over splits of K from none to one 16-row step a block
     (65 steps: splits that leave the last block short, or with nothing), groups that straddle
-    splits and pipeline stages, the output poisoned first; and its bad split-K arguments."""
+    splits and pipeline stages, the output poisoned first; and its bad split-K arguments. Up to
+    8 rows without act-order the kernel swaps its MMA operands; 12 rows take the plain
+    16-row tile, 20 and 70 the 32- and 64-row ones."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     k, n, dtype = 1040, 768, torch.bfloat16

@@ -12,7 +12,10 @@
 // dequantizes straight into m16n8k16 B fragments, read one step ahead of their use. Weights,
 // activations and each group's scales and zero points stream through a 4-stage cp.async
 // pipeline of 8 steps a stage, so the inner loop never waits on global memory; the two K-halves
-// are summed through shared memory at the end. When the grid would not fill the GPU (small M),
+// are summed through shared memory at the end. Up to 8 rows of a with plain groups (kSwap), the
+// operands swap: the dequantized weights are the MMA's A operand and a its B operand, which
+// halves the MMAs, and the weights stay exact integers, scaled once per group in float32. When
+// the grid would not fill the GPU (small M),
 // K is split across blocks: each writes float32 partial sums and the last block of a tile to
 // arrive (counted in `locks`, which it resets to zero) adds them in split order, so results do
 // not depend on timing. Launched with PDL, a block asks L2 for its first stages' weights before
@@ -47,6 +50,7 @@ constexpr int kBlockN = kWarpsN * marlin::kTileN;
 constexpr int kStageRows = 8;  // 16-row steps of K per pipeline stage
 constexpr int kWarpSteps = kStageRows / kWarpsK;  // steps a warp computes per stage
 constexpr int kStages = 4;
+constexpr int kSwapRows = 8;  // rows of a the swapped path takes (the MMA's B operand has 8 columns)
 
 struct MarlinSplit {
   float* partials;  // [splits, M, N] when splits > 1
@@ -173,7 +177,7 @@ __device__ __forceinline__ std::int64_t group_of(const MarlinGemmParams& p, std:
   return g < 0 ? 0 : (g >= p.groups ? p.groups - 1 : g);  // out-of-range ids read a valid row
 }
 
-template <typename T, int kBits, int kMTiles, bool kActOrder>
+template <typename T, int kBits, int kMTiles, bool kActOrder, bool kSwap>
 __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_constant__ MarlinGemmParams p,
                                                                 const MarlinSplit split) {
   using namespace mllm_kernel::device;
@@ -181,6 +185,7 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
   constexpr int kTileVecs = Smem::kTileVecs;
   constexpr int kLaneWords = kBits;  // 32 values a lane
   constexpr bool kBf16 = std::is_same_v<T, bf16_t>;
+  static_assert(!kSwap || (kMTiles == 1 && !kActOrder), "the swapped path is for up to 8 rows and plain groups");
   extern __shared__ int4 smem[];
   __shared__ int last_flag;
 
@@ -283,6 +288,24 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
     for (int x = 0; x < 8; ++x)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mt][x][e] = 0.0f;
+  // The swapped path (kSwap): per 16-column sub-tile j, the lane's output values at columns
+  // 16 j + g and 16 j + 8 + g (g = lane / 4) and rows 2t, 2t + 1 (t = lane % 4), as the
+  // m16n8k16 C fragment; `sacc` the total, `gacc` the current group's unscaled sums.
+  // Channel-wise scales are applied at the very end, so there the one "group" has scale 1.
+  float sacc[4][4], gacc[4][4], gscale[4][2];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) sacc[j][e] = gacc[j][e] = 0.0f;
+    gscale[j][0] = gscale[j][1] = channelwise ? 1.0f : 0.0f;
+  }
+  // Adds the group's sums, scaled per column in float32, to the total.
+  auto fold_group = [&]() {
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sacc[j][e] += gscale[j][e / 2] * gacc[j][e], gacc[j][e] = 0.0f;
+  };
 
   const T bias = from_float<T>(kBits == 4 ? kBase4<T> + (p.zeros ? 0.0f : 8.0f) : 0.0f);
 
@@ -299,7 +322,13 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
     }
     if (scaled) {
 #pragma unroll
-      for (int xb = 0; xb < 8; ++xb) scale_lo[xb] = scale_hi[xb] = pair_of<T>(g.scale[xb], g.scale[xb]);
+      for (int xb = 0; xb < 8; ++xb) {
+        if constexpr (kSwap) {
+          gscale[xb / 2][xb % 2] = cast<float>(g.scale[xb]);
+        } else {
+          scale_lo[xb] = scale_hi[xb] = pair_of<T>(g.scale[xb], g.scale[xb]);
+        }
+      }
     }
   };
   if (split.pdl) {
@@ -328,8 +357,11 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
       const int r = wk + x * kWarpsK, buf = x % 2;
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
-        const int ar = mt * 16 + lane % 16;
-        mma::ldmatrix_x4_b16(frag_a[buf][mt], stage_a + ar * Smem::kARowVecs + ((r * 2 + lane / 16) ^ (ar % 8)));
+        // Matrices (rows 0-7, 8-15) x (K halves 0, 1): in the A fragment's order, or for the
+        // swapped path with rows 0-7's two halves first, side by side as its B fragment.
+        const int ar = kSwap ? lane % 8 + lane / 16 * 8 : mt * 16 + lane % 16;
+        const int half = kSwap ? lane / 8 % 2 : lane / 16;
+        mma::ldmatrix_x4_b16(frag_a[buf][mt], stage_a + ar * Smem::kARowVecs + ((r * 2 + half) ^ (ar % 8)));
       }
 #pragma unroll
       for (int v = 0; v < kBits / 4; ++v) {
@@ -369,6 +401,7 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
       } else if (!channelwise && row >= next_group) {
         // A new group (a warp-uniform test): read it from the stage slot where it starts, or
         // from slot 0 when it started before this stage.
+        if constexpr (kSwap) fold_group();
         while (row >= next_group) next_group += group_steps;
         const int start = next_group - group_steps - (row_begin + stage_row);
         const int4* slot = stage + Smem::kBVecs + Smem::kAVecs + max(start, 0) * kSlotVecs;
@@ -378,6 +411,31 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
                                 [wn * (marlin::kTileN * kBits / 32) + lane / 4]
                           : 0u;
         use_group(g, true);
+      }
+      if constexpr (kSwap) {
+        // The weights are the MMA's A operand (16 columns x 16 rows of K: the repacked tile's
+        // B-fragment registers, reordered) and the activations its B operand (rows 0..7 of the
+        // stage's A): half the MMAs, and the dequantized values stay exact integers (q - zero),
+        // so the group scale is applied once per group to the float32 sums instead of to
+        // every weight.
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          std::uint32_t w[4];  // (column g, rows 2t..), (g + 8, 2t..), (g, 2t + 8..), (g + 8, 2t + 8..)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int xb = 2 * j + half;
+            if constexpr (kBits == 4) {
+              const std::uint32_t v = q[j] >> (8 * half);
+              w[half] = as_bits<T>(__hsub2(as_pair<T>(nibble_pair<T>(v)), sub_lo[xb]));
+              w[half + 2] = as_bits<T>(__hsub2(as_pair<T>(nibble_pair<T>(v >> 4)), sub_hi[xb]));
+            } else {
+              w[half] = byte_pair<T>(q[xb], 0, 2);
+              w[half + 2] = byte_pair<T>(q[xb], 1, 3);
+            }
+          }
+          mma::mma_m16n8k16<kBf16>(gacc[j], w, fa[0][0], fa[0][1]);
+        }
+        continue;
       }
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -419,18 +477,20 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
   }
   cp_async_wait<0>();
   __syncthreads();
+  if constexpr (kSwap) fold_group();
 
   // The K-halves of each tile: warps wk = 1 hand their sums to warps wk = 0.
   float* reduce = reinterpret_cast<float*>(smem);
-  constexpr int kValues = kMTiles * 8 * 4;
+  constexpr int kValues = kSwap ? 16 : kMTiles * 8 * 4;
+  float* values = kSwap ? &sacc[0][0] : &acc[0][0][0];
   if (wk == 1) {
 #pragma unroll
-    for (int i = 0; i < kValues; ++i) reduce[(wn * kValues + i) * 32 + lane] = (&acc[0][0][0])[i];
+    for (int i = 0; i < kValues; ++i) reduce[(wn * kValues + i) * 32 + lane] = values[i];
   }
   __syncthreads();
   if (wk == 0) {
 #pragma unroll
-    for (int i = 0; i < kValues; ++i) (&acc[0][0][0])[i] += reduce[(wn * kValues + i) * 32 + lane];
+    for (int i = 0; i < kValues; ++i) values[i] += reduce[(wn * kValues + i) * 32 + lane];
   }
 
   const int g = lane / 4, t = lane % 4;
@@ -445,13 +505,28 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
           if (row < p.m) f(mt, xb, h, row, tile * marlin::kTileN + xb * 8 + 2 * t);
         }
   };
+  auto for_each_swapped = [&](auto&& f) {  // f(value, row, column) of the swapped path's sums
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const std::int64_t row = m0 + 2 * t + e % 2;
+        if (row < p.m) f(sacc[j][e], row, tile * marlin::kTileN + 16 * j + 8 * (e / 2) + g);
+      }
+  };
 
   if (split.splits > 1) {
     if (wk == 0 && tile_ok) {
-      for_each_pair([&](int mt, int xb, int h, std::int64_t row, std::int64_t col) {
-        *reinterpret_cast<float2*>(split.partials + (blockIdx.z * p.m + row) * p.n + col) =
-            make_float2(acc[mt][xb][2 * h], acc[mt][xb][2 * h + 1]);
-      });
+      if constexpr (kSwap) {
+        for_each_swapped([&](float v, std::int64_t row, std::int64_t col) {
+          split.partials[(blockIdx.z * p.m + row) * p.n + col] = v;
+        });
+      } else {
+        for_each_pair([&](int mt, int xb, int h, std::int64_t row, std::int64_t col) {
+          *reinterpret_cast<float2*>(split.partials + (blockIdx.z * p.m + row) * p.n + col) =
+              make_float2(acc[mt][xb][2 * h], acc[mt][xb][2 * h + 1]);
+        });
+      }
     }
     __threadfence();
     __syncthreads();
@@ -519,6 +594,13 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
   }
   if (wk != 0 || !tile_ok) return;
   T* c = static_cast<T*>(p.c);
+  if constexpr (kSwap) {
+    for_each_swapped([&](float v, std::int64_t row, std::int64_t col) {
+      if (channelwise) v *= cast<float>(scales[marlin::channel_scale_pos(col)]);
+      c[row * p.n + col] = from_float<T>(v);
+    });
+    return;
+  }
   for_each_pair([&](int mt, int xb, int h, std::int64_t row, std::int64_t col) {
     float v0 = acc[mt][xb][2 * h], v1 = acc[mt][xb][2 * h + 1];
     if (channelwise) {
@@ -531,15 +613,19 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
 }
 
 template <typename T, int kBits, int kMTiles>
-void launch_marlin(const MarlinGemmParams& p, const MarlinSplit& split, bool act_order, DLDevice device) {
+void launch_marlin(const MarlinGemmParams& p, const MarlinSplit& split, bool act_order, bool swap, DLDevice device) {
   using namespace mllm_kernel::host;
   const dim3 grid(static_cast<unsigned>(div_ceil(p.n, kBlockN)), static_cast<unsigned>(div_ceil(p.m, kMTiles * 16)),
                   static_cast<unsigned>(split.splits));
   constexpr int kSmem = MarlinSmem<kBits, kMTiles>::kBytes;
+  LaunchKernel launch(grid, kThreads, device, kSmem);
+  launch.enable_pdl(split.pdl);
   if (act_order) {
-    LaunchKernel(grid, kThreads, device, kSmem).enable_pdl(split.pdl)(marlin_gemm_kernel<T, kBits, kMTiles, true>, p, split);
+    launch(marlin_gemm_kernel<T, kBits, kMTiles, true, false>, p, split);
+  } else if (swap) {
+    if constexpr (kMTiles == 1) launch(marlin_gemm_kernel<T, kBits, 1, false, true>, p, split);
   } else {
-    LaunchKernel(grid, kThreads, device, kSmem).enable_pdl(split.pdl)(marlin_gemm_kernel<T, kBits, kMTiles, false>, p, split);
+    launch(marlin_gemm_kernel<T, kBits, kMTiles, false, false>, p, split);
   }
 }
 
@@ -579,12 +665,13 @@ void marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kern
     split.locks = static_cast<std::int32_t*>(locks.data_ptr());
   }
   const bool act_order = p.g_idx != nullptr && p.groups > 1;
+  const bool swap = m_tiles == 1 && !act_order && p.m <= kSwapRows;
   if (m_tiles == 1) {
-    launch_marlin<T, kBits, 1>(p, split, act_order, a.device());
+    launch_marlin<T, kBits, 1>(p, split, act_order, swap, a.device());
   } else if (m_tiles == 2) {
-    launch_marlin<T, kBits, 2>(p, split, act_order, a.device());
+    launch_marlin<T, kBits, 2>(p, split, act_order, false, a.device());
   } else {
-    launch_marlin<T, kBits, 4>(p, split, act_order, a.device());
+    launch_marlin<T, kBits, 4>(p, split, act_order, false, a.device());
   }
 }
 
