@@ -84,11 +84,11 @@ def output_blocks(m: int, n: int) -> int:
 
 
 def splits_for(m: int, n: int, k: int, sm_count: int) -> int:
-    """K splits: enough blocks for every SM, each split keeping at least two pipeline stages.
-    Two blocks an SM for up to 4 rows, where the float32 partial sums cost little; one above,
-    where they grow with M (measured on the H100)."""
-    target = sm_count * (2 if m <= 4 else 1)
-    return max(1, min(target // output_blocks(m, n), k // 16 // (2 * STAGE_STEPS)))
+    """K splits: enough blocks for two an SM up to 16 rows (the 16-row tile's registers allow
+    two), one an SM above, each split keeping at least four pipeline stages: below that, the
+    pipeline's fill and the fix-up outweigh the parallelism (measured on the H100)."""
+    target = sm_count * (2 if m_tiles_for(m) == 1 else 1)
+    return max(1, min(target // output_blocks(m, n), k // 16 // (4 * STAGE_STEPS)))
 
 
 #: Rows of a from which the weights are dequantized into a dense matrix for cuBLAS (an N x K
