@@ -3,8 +3,9 @@
 // then runs a dense GEMM with its transpose, as for an unquantized layer):
 //   marlin_dequant<T, kBits>(b, scales, zeros, g_idx, out, size_n, size_k)
 // out[n, k] = (q - zero) * scale, rounded to T once: with group scales exactly the values the
-// Marlin GEMM kernel feeds its tensor cores (with one channel-wise scale that kernel scales its
-// float32 sums instead, so the two paths then differ by the rounding of the product). One block per 16 x 64 tile: each thread dequantizes one repacked word
+// Marlin GEMM kernel feeds its tensor cores from 9 rows of a on (with one channel-wise scale, or
+// up to 8 rows, that kernel scales its float32 sums instead, so the two paths then differ by the
+// rounding of the product). One block per 16 x 64 tile: each thread dequantizes one repacked word
 // into a shared-memory tile (mllm_kernel/marlin.hpp says where each value goes), then the tile
 // is written out as 64 runs of 32 contiguous bytes.
 #pragma once

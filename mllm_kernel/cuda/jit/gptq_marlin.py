@@ -152,8 +152,8 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
     zeros, g_idx = _aligned16(zeros), _empty_or(g_idx, a.device)
     if size_m >= DENSE_MIN_M and _dense_ok(a, c, size_m, size_n, size_k):
         # Compute-bound: the weights dequantized once into an [N, K] matrix of a's dtype (with
-        # group scales the values the kernel below feeds its tensor cores), then cuBLAS as for a
-        # bf16 layer.
+        # group scales the values the kernel below feeds its tensor cores above 8 rows), then
+        # cuBLAS as for a bf16 layer.
         weight = torch.empty((size_n, size_k), dtype=a.dtype, device=a.device)
         _DEQUANT[(a.dtype, bits)](b_q_weight, b_scales, zeros, g_idx, weight, size_n, size_k)
         return torch.mm(a, weight.t(), out=c)
