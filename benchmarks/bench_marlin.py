@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -68,11 +67,6 @@ def _int4pack_sets(m: int, n: int, k: int) -> list[tuple] | None:
     return sets
 
 
-#: Idle seconds before each row: the products at M = 8192 slow the GPU's clocks for a while, and
-#: the small-M kernel is clock-bound, so a row timed right after them would measure the throttle.
-SETTLE_S = 1.0
-
-
 def _us(fn, sets) -> float:
     import harness
 
@@ -84,14 +78,15 @@ def run_cuda() -> list[dict]:
     from mllm_kernel.cuda.jit import gptq_marlin_gemm
     from mllm_kernel.scalar_type import scalar_types
 
+    import harness
+
     workspace = marlin.marlin_make_workspace("cuda")
     rows = []
     for n, k in SHAPES[:1] if CI else SHAPES:
         for m in [1, 1024] if CI else MS:
             sets = _weight_sets(m, n, k)
             row = {"shape": f"{n}x{k}", "m": m}
-            torch.cuda.synchronize()
-            time.sleep(0 if CI else SETTLE_S)
+            harness.settle()
             row["bf16_us"] = _us(lambda x, w, *_: torch.mm(x, w.t()), sets)
             row["w4_us"] = _us(lambda x, w, q4, q8, s, z: gptq_marlin_gemm(
                 x, None, q4, s, None, None, None, None, workspace, scalar_types.uint4b8.id, m, n, k), sets)

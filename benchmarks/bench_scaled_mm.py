@@ -83,12 +83,15 @@ def _cublas_blockwise(sets) -> bool:
 def run_cuda() -> list[dict]:
     from mllm_kernel.cuda.jit import fp8_blockwise_scaled_mm, fp8_scaled_mm, int8_scaled_mm
 
+    import harness
+
     rows = []
     for n, k in SHAPES[:1] if CI else SHAPES:
         for m in [1, 1024] if CI else MS:
             sets = _operand_sets(m, n, k)
             flop = 2 * m * n * k
             row = {"shape": f"{n}x{k}", "m": m}
+            harness.settle()
             row["bf16_us"] = _us(lambda x, w, *_: torch.mm(x, w.t()), sets)
             row["int8_us"] = _us(lambda x, w, a8, w8, af, wf, sa, sb, one, *_:
                                  int8_scaled_mm(a8, w8.t(), sa, sb, torch.bfloat16), sets)
@@ -173,7 +176,8 @@ NOTE = ("bf16 output. int8: per-token x per-channel scales; fp8: per-tensor, and
         "(fp8_blockwise_scaled_mm), against per-tensor cuBLASLt, and against torch._scaled_mm's block-scaled "
         "mode where this PyTorch has it. Peers in the same run: torch.mm (bf16), torch._scaled_mm (cuBLASLt), torch._int_mm "
         "(int32 out, M > 16 only) with the scaling in eager PyTorch. Times: median of CUDA-graph replays over "
-        "operand sets rotated so that L2 cannot hold them.")
+        "operand sets rotated so that L2 cannot hold them; each row starts after 1 s idle, so that clocks slowed by "
+        "the previous row's large products do not carry over.")
 
 
 def print_row(r: dict) -> None:

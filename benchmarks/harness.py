@@ -35,6 +35,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import results  # noqa: E402  (beside this file)
 
 CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+#: Idle seconds before each row of a GEMM benchmark: products at large M slow the GPU's clocks for
+#: a while, and a clock-bound kernel timed right after them would measure the throttle.
+SETTLE_S = 1.0
+
+
+def settle() -> None:
+    """Waits SETTLE_S with the GPU idle (not under CI), so one row's clocks do not carry into the next."""
+    torch.cuda.synchronize()
+    time.sleep(0 if CI else SETTLE_S)
+
 #: Bytes the rotated input sets must exceed so L2 (50 MB on H100) cannot hold them.
 ROTATE_BYTES = 100 * 2**20
 #: Most input sets per case (small shapes: rotation matters little, latency dominates).
