@@ -435,29 +435,29 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
           }
           mma::mma_m16n8k16<kBf16>(gacc[j], w, fa[0][0], fa[0][1]);
         }
-        continue;
-      }
+      } else {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
+        for (int j = 0; j < 4; ++j) {
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int xb = 2 * j + half;
-          std::uint32_t b0, b1;
-          if constexpr (kBits == 4) {
-            const std::uint32_t w = q[j] >> (8 * half);
-            b0 = as_bits<T>(__hsub2(as_pair<T>(nibble_pair<T>(w)), sub_lo[xb]));
-            b1 = as_bits<T>(__hsub2(as_pair<T>(nibble_pair<T>(w >> 4)), sub_hi[xb]));
-          } else {
-            // Bytes hold values 0, 2, 1, 3 of the block: (0, 1) at bytes 0 and 2, (2, 3) at 1 and 3.
-            b0 = byte_pair<T>(q[xb], 0, 2);
-            b1 = byte_pair<T>(q[xb], 1, 3);
+          for (int half = 0; half < 2; ++half) {
+            const int xb = 2 * j + half;
+            std::uint32_t b0, b1;
+            if constexpr (kBits == 4) {
+              const std::uint32_t w = q[j] >> (8 * half);
+              b0 = as_bits<T>(__hsub2(as_pair<T>(nibble_pair<T>(w)), sub_lo[xb]));
+              b1 = as_bits<T>(__hsub2(as_pair<T>(nibble_pair<T>(w >> 4)), sub_hi[xb]));
+            } else {
+              // Bytes hold values 0, 2, 1, 3 of the block: (0, 1) at bytes 0 and 2, (2, 3) at 1 and 3.
+              b0 = byte_pair<T>(q[xb], 0, 2);
+              b1 = byte_pair<T>(q[xb], 1, 3);
+            }
+            if (!channelwise) {
+              b0 = as_bits<T>(__hmul2(as_pair<T>(b0), scale_lo[xb]));
+              b1 = as_bits<T>(__hmul2(as_pair<T>(b1), scale_hi[xb]));
+            }
+#pragma unroll
+            for (int mt = 0; mt < kMTiles; ++mt) mma::mma_m16n8k16<kBf16>(acc[mt][xb], fa[mt], b0, b1);
           }
-          if (!channelwise) {
-            b0 = as_bits<T>(__hmul2(as_pair<T>(b0), scale_lo[xb]));
-            b1 = as_bits<T>(__hmul2(as_pair<T>(b1), scale_hi[xb]));
-          }
-#pragma unroll
-          for (int mt = 0; mt < kMTiles; ++mt) mma::mma_m16n8k16<kBf16>(acc[mt][xb], fa[mt], b0, b1);
         }
       }
     }
