@@ -14,12 +14,12 @@
 // pipeline of 8 steps a stage, so the inner loop never waits on global memory; the two K-halves
 // are summed through shared memory at the end. Up to 8 rows of a with plain groups (kSwap), the
 // operands swap: the dequantized weights are the MMA's A operand and a its B operand, which
-// halves the MMAs, and the weights stay exact integers, scaled once per group in float32. When
-// the grid would not fill the GPU (small M),
-// K is split across blocks: each writes float32 partial sums and the last block of a tile to
-// arrive (counted in `locks`, which it resets to zero) adds them in split order, so results do
-// not depend on timing. Launched with PDL, a block asks L2 for its first stages' weights before
-// waiting for the previous kernel, whose tail then hides the pipeline's first DRAM latency.
+// halves the MMAs, and the weights stay exact integers, scaled once per group in float32.
+// When the grid would not fill the GPU (small M), K is split across blocks: each writes float32
+// partial sums and the last block of a tile to arrive (counted in `locks`, which it resets to
+// zero) adds them in split order, so results do not depend on timing. Launched with PDL, a
+// block asks L2 for its first stages' weights before waiting for the previous kernel, whose
+// tail then hides the pipeline's first DRAM latency.
 #pragma once
 
 #include <mllm_kernel/async_copy.cuh>
