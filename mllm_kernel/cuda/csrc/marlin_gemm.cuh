@@ -23,6 +23,7 @@
 #pragma once
 
 #include <mllm_kernel/async_copy.cuh>
+#include <mllm_kernel/atomic.cuh>
 #include <mllm_kernel/marlin.hpp>
 #include <mllm_kernel/mma.cuh>
 #include <mllm_kernel/tensor.hpp>
@@ -528,17 +529,18 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
         });
       }
     }
-    __threadfence();
+    // The barrier orders every thread's partial stores before thread 0's counter add, whose
+    // release publishes them and whose acquire, in the last block, takes in the other blocks'
+    // (no fence in every thread: one ordered atomic is the whole hand-over).
     __syncthreads();
     if (threadIdx.x == 0) {
       std::int32_t* lock = split.locks + blockIdx.y * gridDim.x + blockIdx.x;
-      const int arrived = atomicAdd(lock, 1);
+      const int arrived = atomic::add_acq_rel(lock, 1);
       last_flag = arrived == split.splits - 1;
       if (last_flag) *lock = 0;  // ready for the next call
     }
     __syncthreads();
     if (!last_flag) return;
-    __threadfence();
     // The last block adds the splits of its output block, four columns a thread at a time, in
     // split order. A thread takes kFixQuads quads and loads kFixSplits splits of each before
     // adding them: the partials come from L2, and one load in flight at a time would make the

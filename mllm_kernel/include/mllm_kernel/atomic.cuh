@@ -1,4 +1,5 @@
-// Atomic float maximum on global or shared memory, correct for negative values too.
+// Atomic float maximum on global or shared memory, correct for negative values too, and an
+// integer add with acquire-release ordering for counting finished blocks.
 //
 //   atomic::max(&amax[0], fabsf(x));
 //
@@ -17,6 +18,15 @@ MLLM_DEVICE float max(float* addr, float value) {
     return __int_as_float(atomicMax(reinterpret_cast<int*>(addr), __float_as_int(value)));
   }
   return __uint_as_float(atomicMin(reinterpret_cast<unsigned int*>(addr), __float_as_uint(value)));
+}
+
+/// *addr += value with acquire and release semantics at GPU scope; returns the old value. A
+/// block's counter of finished work: after a __syncthreads, one thread's add releases what the
+/// whole block wrote before the barrier, and acquires what the blocks that added before wrote.
+MLLM_DEVICE int add_acq_rel(int* addr, int value) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;" : "=r"(old) : "l"(addr), "r"(value) : "memory");
+  return old;
 }
 
 }  // namespace mllm_kernel::device::atomic
