@@ -347,6 +347,24 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
   // The compute side's group: the step where the next one starts (the first step always reads).
   int next_group = row_begin / max(group_steps, 1) * group_steps;
 
+  // The B fragment of 8-column block xb of a step, rows (2t, 2t + 1) in lo and (2t + 8, 2t + 9)
+  // in hi: q - zero, scaled when `scaled`.
+  auto dequant = [&](const std::uint32_t(&q)[kLaneWords], int xb, bool scaled, std::uint32_t& lo, std::uint32_t& hi) {
+    if constexpr (kBits == 4) {
+      const std::uint32_t w = q[xb / 2] >> (8 * (xb % 2));
+      lo = as_bits<T>(__hsub2(as_pair<T>(nibble_pair<T>(w)), sub_lo[xb]));
+      hi = as_bits<T>(__hsub2(as_pair<T>(nibble_pair<T>(w >> 4)), sub_hi[xb]));
+    } else {
+      // Bytes hold values 0, 2, 1, 3 of the block: (0, 1) at bytes 0 and 2, (2, 3) at 1 and 3.
+      lo = byte_pair<T>(q[xb], 0, 2);
+      hi = byte_pair<T>(q[xb], 1, 3);
+    }
+    if (scaled) {
+      lo = as_bits<T>(__hmul2(as_pair<T>(lo), scale_lo[xb]));
+      hi = as_bits<T>(__hmul2(as_pair<T>(hi), scale_hi[xb]));
+    }
+  };
+
   auto compute_stage = [&](int s) {
     const int4* stage = smem + (s % kStages) * Smem::kStageVecs;
     const int4* stage_a = stage + Smem::kBVecs;
@@ -423,42 +441,16 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
         for (int j = 0; j < 4; ++j) {
           std::uint32_t w[4];  // (column g, rows 2t..), (g + 8, 2t..), (g, 2t + 8..), (g + 8, 2t + 8..)
 #pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const int xb = 2 * j + half;
-            if constexpr (kBits == 4) {
-              const std::uint32_t v = q[j] >> (8 * half);
-              w[half] = as_bits<T>(__hsub2(as_pair<T>(nibble_pair<T>(v)), sub_lo[xb]));
-              w[half + 2] = as_bits<T>(__hsub2(as_pair<T>(nibble_pair<T>(v >> 4)), sub_hi[xb]));
-            } else {
-              w[half] = byte_pair<T>(q[xb], 0, 2);
-              w[half + 2] = byte_pair<T>(q[xb], 1, 3);
-            }
-          }
+          for (int half = 0; half < 2; ++half) dequant(q, 2 * j + half, false, w[half], w[half + 2]);
           mma::mma_m16n8k16<kBf16>(gacc[j], w, fa[0][0], fa[0][1]);
         }
       } else {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
+        for (int xb = 0; xb < 8; ++xb) {
+          std::uint32_t b0, b1;
+          dequant(q, xb, !channelwise, b0, b1);
 #pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const int xb = 2 * j + half;
-            std::uint32_t b0, b1;
-            if constexpr (kBits == 4) {
-              const std::uint32_t w = q[j] >> (8 * half);
-              b0 = as_bits<T>(__hsub2(as_pair<T>(nibble_pair<T>(w)), sub_lo[xb]));
-              b1 = as_bits<T>(__hsub2(as_pair<T>(nibble_pair<T>(w >> 4)), sub_hi[xb]));
-            } else {
-              // Bytes hold values 0, 2, 1, 3 of the block: (0, 1) at bytes 0 and 2, (2, 3) at 1 and 3.
-              b0 = byte_pair<T>(q[xb], 0, 2);
-              b1 = byte_pair<T>(q[xb], 1, 3);
-            }
-            if (!channelwise) {
-              b0 = as_bits<T>(__hmul2(as_pair<T>(b0), scale_lo[xb]));
-              b1 = as_bits<T>(__hmul2(as_pair<T>(b1), scale_hi[xb]));
-            }
-#pragma unroll
-            for (int mt = 0; mt < kMTiles; ++mt) mma::mma_m16n8k16<kBf16>(acc[mt][xb], fa[mt], b0, b1);
-          }
+          for (int mt = 0; mt < kMTiles; ++mt) mma::mma_m16n8k16<kBf16>(acc[mt][xb], fa[mt], b0, b1);
         }
       }
     }
@@ -615,7 +607,7 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
 }
 
 template <typename T, int kBits, int kMTiles>
-void launch_marlin(const MarlinGemmParams& p, const MarlinSplit& split, bool act_order, bool swap, DLDevice device) {
+void launch_marlin(const MarlinGemmParams& p, const MarlinSplit& split, bool act_order, DLDevice device) {
   using namespace mllm_kernel::host;
   const dim3 grid(static_cast<unsigned>(div_ceil(p.n, kBlockN)), static_cast<unsigned>(div_ceil(p.m, kMTiles * 16)),
                   static_cast<unsigned>(split.splits));
@@ -624,8 +616,9 @@ void launch_marlin(const MarlinGemmParams& p, const MarlinSplit& split, bool act
   launch.enable_pdl(split.pdl);
   if (act_order) {
     launch(marlin_gemm_kernel<T, kBits, kMTiles, true, false>, p, split);
-  } else if (swap) {
-    if constexpr (kMTiles == 1) launch(marlin_gemm_kernel<T, kBits, 1, false, true>, p, split);
+  } else if (kMTiles == 1 && p.m <= kSwapRows) {
+    // (the template's kMTiles == 1 keeps the larger tiles from instantiating a swapped kernel)
+    launch(marlin_gemm_kernel<T, kBits, kMTiles, false, kMTiles == 1>, p, split);
   } else {
     launch(marlin_gemm_kernel<T, kBits, kMTiles, false, false>, p, split);
   }
@@ -667,13 +660,12 @@ void marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kern
     split.locks = static_cast<std::int32_t*>(locks.data_ptr());
   }
   const bool act_order = p.g_idx != nullptr && p.groups > 1;
-  const bool swap = m_tiles == 1 && !act_order && p.m <= kSwapRows;
   if (m_tiles == 1) {
-    launch_marlin<T, kBits, 1>(p, split, act_order, swap, a.device());
+    launch_marlin<T, kBits, 1>(p, split, act_order, a.device());
   } else if (m_tiles == 2) {
-    launch_marlin<T, kBits, 2>(p, split, act_order, false, a.device());
+    launch_marlin<T, kBits, 2>(p, split, act_order, a.device());
   } else {
-    launch_marlin<T, kBits, 4>(p, split, act_order, false, a.device());
+    launch_marlin<T, kBits, 4>(p, split, act_order, a.device());
   }
 }
 
