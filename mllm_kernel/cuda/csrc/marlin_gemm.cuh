@@ -15,21 +15,22 @@
 // are summed through shared memory at the end. Up to 8 rows of a with plain groups (kSwap), the
 // operands swap: the dequantized weights are the MMA's A operand and a its B operand, which
 // halves the MMAs, and the weights stay exact integers, scaled once per group in float32.
-// When the grid would not fill the GPU (small M), K is split across blocks: each writes float32
-// partial sums and the last block of a tile to arrive (counted in `locks`, which it resets to
-// zero) adds them in split order, so results do not depend on timing. Launched with PDL, a
-// block asks L2 for its first stages' weights before waiting for the previous kernel, whose
-// tail then hides the pipeline's first DRAM latency.
+// When the grid would not fill the GPU (small M), K is split across blocks
+// (csrc/marlin_split.cuh). Launched with PDL, a block asks L2 for its first stages' weights
+// before waiting for the previous kernel, whose tail then hides the pipeline's first DRAM
+// latency.
 #pragma once
 
 #include <mllm_kernel/async_copy.cuh>
-#include <mllm_kernel/atomic.cuh>
 #include <mllm_kernel/marlin.hpp>
 #include <mllm_kernel/mma.cuh>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/type.cuh>
 #include <mllm_kernel/utils.cuh>
 #include <mllm_kernel/utils.hpp>
+
+#include "marlin_split.cuh"
+#include "marlin_values.cuh"
 
 #include <dlpack/dlpack.h>
 #include <mllm_kernel/tensor_view.hpp>
@@ -53,14 +54,6 @@ constexpr int kWarpSteps = kStageRows / kWarpsK;  // steps a warp computes per s
 constexpr int kStages = 4;
 constexpr int kSwapRows = 8;  // rows of a the swapped path takes (the MMA's B operand has 8 columns)
 
-struct MarlinSplit {
-  float* partials;  // [splits, M, N] when splits > 1
-  std::int32_t* locks;
-  int rows_per_split;  // 16-row steps of K per split
-  int splits;
-  bool pdl;  // launched with programmatic dependent launch
-};
-
 template <int kBits, int kMTiles>
 struct MarlinSmem {
   static constexpr int kTileVecs = marlin::tile_words(kBits) / 4;  // int4 per tile row
@@ -77,75 +70,6 @@ struct MarlinSmem {
   static constexpr int kReduceBytes = kWarpsN * kMTiles * 32 * 32 * 4;
   static constexpr int kBytes = (kPipelineBytes > kReduceBytes ? kPipelineBytes : kReduceBytes) + 16;
 };
-
-template <typename T>
-using Pair = std::conditional_t<std::is_same_v<T, fp16_t>, __half2, __nv_bfloat162>;
-
-template <typename T>
-__device__ __forceinline__ Pair<T> as_pair(std::uint32_t bits) {
-  return *reinterpret_cast<Pair<T>*>(&bits);
-}
-template <typename T>
-__device__ __forceinline__ std::uint32_t as_bits(Pair<T> v) {
-  return *reinterpret_cast<std::uint32_t*>(&v);
-}
-
-/// The exponent pattern that turns a small integer i in a 16-bit float's low mantissa bits into
-/// kBase4 + i exactly (1024 for fp16, 128 for bf16).
-template <typename T>
-constexpr std::uint32_t kExponent4 = std::is_same_v<T, fp16_t> ? 0x64006400u : 0x43004300u;
-template <typename T>
-constexpr float kBase4 = std::is_same_v<T, fp16_t> ? 1024.0f : 128.0f;
-
-/// (value of nibbles 0 and 4 of w) + kBase4, as a pair: (w & mask) | exponent in one LOP3
-/// (written out because the compiler splits an AND and an OR of two constants in two).
-template <typename T>
-__device__ __forceinline__ std::uint32_t nibble_pair(std::uint32_t w) {
-  std::uint32_t out;
-  asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(out) : "r"(w), "n"(0x000f000fu), "n"(kExponent4<T>));
-  return out;
-}
-
-/// kBase4 + (the low nibble of w), in both halves of a pair: a 4-bit zero point as the value
-/// the dequantizer subtracts.
-template <typename T>
-__device__ __forceinline__ std::uint32_t zero_point_pair(std::uint32_t w) {
-  std::uint32_t v;
-  asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(v) : "r"(w), "n"(0xfu), "n"(kExponent4<T> & 0xffffu));
-  return __byte_perm(v, 0u, 0x1010u);
-}
-
-/// Bytes (lo, hi) of w as a pair of exact signed values minus 128.
-template <typename T>
-__device__ __forceinline__ std::uint32_t byte_pair(std::uint32_t w, int lo, int hi) {
-  if constexpr (std::is_same_v<T, fp16_t>) {
-    // 0x64 above a byte is 1024 + byte in fp16.
-    const std::uint32_t v = __byte_perm(w, 0x64u, lo | 4 << 4 | hi << 8 | 4 << 12);
-    return as_bits<T>(__hsub2(as_pair<T>(v), __half2half2(__float2half(1152.0f))));
-  } else {
-    const float a = __uint_as_float(0x4b000000u | (w >> (8 * lo) & 0xffu)) - 8388736.0f;
-    const float b = __uint_as_float(0x4b000000u | (w >> (8 * hi) & 0xffu)) - 8388736.0f;
-    return as_bits<T>(__floats2bfloat162_rn(a, b));
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ Pair<T> pair_of(T lo, T hi) {
-  if constexpr (std::is_same_v<T, fp16_t>) {
-    return __halves2half2(lo, hi);
-  } else {
-    return __halves2bfloat162(lo, hi);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ T from_float(float x) {
-  if constexpr (std::is_same_v<T, fp16_t>) {
-    return __float2half_rn(x);
-  } else {
-    return __float2bfloat16_rn(x);
-  }
-}
 
 /// The scales (8, of this lane's columns in the tile: 16 j + 8 half + lane / 4) and zero-point
 /// word of one group.
@@ -188,7 +112,6 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
   constexpr bool kBf16 = std::is_same_v<T, bf16_t>;
   static_assert(!kSwap || (kMTiles == 1 && !kActOrder), "the swapped path is for up to 8 rows and plain groups");
   extern __shared__ int4 smem[];
-  __shared__ int last_flag;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wn = warp % kWarpsN, wk = warp / kWarpsN;
@@ -521,69 +444,9 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
         });
       }
     }
-    // The barrier orders every thread's partial stores before thread 0's counter add, whose
-    // release publishes them and whose acquire, in the last block, takes in the other blocks'
-    // (no fence in every thread: one ordered atomic is the whole hand-over).
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      std::int32_t* lock = split.locks + blockIdx.y * gridDim.x + blockIdx.x;
-      const int arrived = atomic::add_acq_rel(lock, 1);
-      last_flag = arrived == split.splits - 1;
-      if (last_flag) *lock = 0;  // ready for the next call
-    }
-    __syncthreads();
-    if (!last_flag) return;
-    // The last block adds the splits of its output block, four columns a thread at a time, in
-    // split order. A thread takes kFixQuads quads and loads kFixSplits splits of each before
-    // adding them: the partials come from L2, and one load in flight at a time would make the
-    // fix-up a chain of splits x quads round trips.
-    constexpr int kFixQuads = 2, kFixSplits = 4;
-    const int block_rows = static_cast<int>(min(static_cast<std::int64_t>(kMTiles * 16), p.m - m0));
-    const int quads = min(kWarpsN, n_tiles - tile0) * marlin::kTileN / 4;
-    const int total = block_rows * quads;
-    T* c = static_cast<T*>(p.c);
-    for (int i0 = threadIdx.x; i0 < total; i0 += kThreads * kFixQuads) {
-      float4 sum[kFixQuads];
-#pragma unroll
-      for (int q = 0; q < kFixQuads; ++q) sum[q] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      for (int z0 = 0; z0 < split.splits; z0 += kFixSplits) {
-        float4 v[kFixQuads][kFixSplits];
-#pragma unroll
-        for (int q = 0; q < kFixQuads; ++q) {
-          const int i = i0 + q * kThreads;
-          const std::int64_t row = m0 + i / quads, col = tile0 * marlin::kTileN + i % quads * 4;
-#pragma unroll
-          for (int j = 0; j < kFixSplits; ++j) {
-            v[q][j] = i < total && z0 + j < split.splits
-                          ? __ldcg(reinterpret_cast<const float4*>(split.partials + ((z0 + j) * p.m + row) * p.n + col))
-                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-          }
-        }
-#pragma unroll
-        for (int q = 0; q < kFixQuads; ++q) {
-#pragma unroll
-          for (int j = 0; j < kFixSplits; ++j) {
-            if (z0 + j >= split.splits) break;  // (no padding added: the sums stay bit for bit)
-            sum[q].x += v[q][j].x, sum[q].y += v[q][j].y, sum[q].z += v[q][j].z, sum[q].w += v[q][j].w;
-          }
-        }
-      }
-#pragma unroll
-      for (int q = 0; q < kFixQuads; ++q) {
-        const int i = i0 + q * kThreads;
-        if (i >= total) break;
-        const std::int64_t row = m0 + i / quads, col = tile0 * marlin::kTileN + i % quads * 4;
-        if (channelwise) {
-          sum[q].x *= cast<float>(scales[marlin::channel_scale_pos(col)]);
-          sum[q].y *= cast<float>(scales[marlin::channel_scale_pos(col + 1)]);
-          sum[q].z *= cast<float>(scales[marlin::channel_scale_pos(col + 2)]);
-          sum[q].w *= cast<float>(scales[marlin::channel_scale_pos(col + 3)]);
-        }
-        Pair<T>* out = reinterpret_cast<Pair<T>*>(c + row * p.n + col);
-        out[0] = pair_of<T>(from_float<T>(sum[q].x), from_float<T>(sum[q].y));
-        out[1] = pair_of<T>(from_float<T>(sum[q].z), from_float<T>(sum[q].w));
-      }
-    }
+    if (!split_arrive_last(split)) return;
+    split_fixup<T, kThreads>(p, split, m0, static_cast<int>(min(static_cast<std::int64_t>(kMTiles * 16), p.m - m0)),
+                             static_cast<std::int64_t>(tile0) * marlin::kTileN, min(kWarpsN, n_tiles - tile0) * marlin::kTileN);
     return;
   }
   if (wk != 0 || !tile_ok) return;

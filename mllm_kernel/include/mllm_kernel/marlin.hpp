@@ -45,18 +45,17 @@ constexpr std::int64_t kUint4 = scalar_type_id(0, 4, false, 0, false, 1);
 constexpr std::int64_t kUint4b8 = scalar_type_id(0, 4, false, 8, false, 1);
 constexpr std::int64_t kUint8b128 = scalar_type_id(0, 8, false, 128, false, 1);
 
-/// Slot q of a word holds value kInterleave[q] of its run (the dequantizer's order).
+/// Slot q of a word holds value interleaved(q) of its run (the dequantizer's order): the even
+/// values fill the low half of the slots, the odd ones the high half. (Arithmetic rather than a
+/// table, which a runtime index would put in local memory.)
 MLLM_HOST_DEVICE constexpr int interleaved(int bits, int slot) {
-  constexpr int k4[8] = {0, 2, 4, 6, 1, 3, 5, 7};
-  constexpr int k8[4] = {0, 2, 1, 3};
-  return bits == 4 ? k4[slot] : k8[slot];
+  const int half = 16 / bits;  // slots in half a word
+  return 2 * (slot % half) + slot / half;
 }
 /// The slot of a word that holds value v of its run (the inverse of `interleaved`).
-MLLM_HOST_DEVICE constexpr int slot_of(int bits, int v) {
-  constexpr int k4[8] = {0, 4, 1, 5, 2, 6, 3, 7};
-  constexpr int k8[4] = {0, 2, 1, 3};
-  return bits == 4 ? k4[v] : k8[v];
-}
+MLLM_HOST_DEVICE constexpr int slot_of(int bits, int v) { return v / 2 + v % 2 * (16 / bits); }
+static_assert(interleaved(4, 1) == 2 && interleaved(4, 4) == 1 && interleaved(8, 1) == 2 && interleaved(8, 2) == 1);
+static_assert(slot_of(4, 1) == 4 && slot_of(4, 6) == 3 && slot_of(8, 1) == 2 && slot_of(8, 3) == 3);
 
 struct TileCoord {
   int k;  // row in the tile, 0..15

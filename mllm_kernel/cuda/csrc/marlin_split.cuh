@@ -1,0 +1,103 @@
+// Split-K for the Marlin GEMM (csrc/marlin_gemm.cuh): when the output blocks do not fill the
+// GPU, K is split across blocks; each writes float32 partial sums, and the last block of an
+// output block to arrive (counted in `locks`, which it resets to zero) adds them in split
+// order, so results do not depend on timing.
+#pragma once
+
+#include <mllm_kernel/atomic.cuh>
+#include <mllm_kernel/marlin.hpp>
+#include <mllm_kernel/type.cuh>
+
+#include "marlin_values.cuh"
+
+#include <cstdint>
+
+namespace {
+
+struct MarlinSplit {
+  float* partials;  // [splits, M, N] when splits > 1
+  std::int32_t* locks;  // one per output block (blockIdx.y * gridDim.x + blockIdx.x)
+  int rows_per_split;  // 16-row steps of K per split
+  int splits;
+  bool pdl;  // launched with programmatic dependent launch
+};
+
+/// Called by every thread once its partial sums are stored: whether this block is the last of
+/// its output block to arrive (and must add the splits). The barrier orders every thread's
+/// stores before thread 0's counter add, whose release publishes them and whose acquire, in the
+/// last block, takes in the other blocks' (no fence in every thread: one ordered atomic is the
+/// whole hand-over).
+__device__ __forceinline__ bool split_arrive_last(const MarlinSplit& split) {
+  __shared__ int last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    std::int32_t* lock = split.locks + blockIdx.y * gridDim.x + blockIdx.x;
+    const int arrived = mllm_kernel::device::atomic::add_acq_rel(lock, 1);
+    last = arrived == split.splits - 1;
+    if (last) *lock = 0;  // ready for the next call
+  }
+  __syncthreads();
+  return last;
+}
+
+/// The last block adds the splits of rows [m0, m0 + rows) x columns [col0, col0 + cols) (cols a
+/// multiple of 4), four columns a thread at a time, in split order, applies channel-wise scales
+/// and writes c. A thread takes kFixQuads quads and loads kFixSplits splits of each before
+/// adding them: the partials come from L2, and one load in flight at a time would make the
+/// fix-up a chain of splits x quads round trips.
+template <typename T, int kThreads>
+__device__ __forceinline__ void split_fixup(const mllm_kernel::host::MarlinGemmParams& p, const MarlinSplit& split,
+                                            std::int64_t m0, int rows, std::int64_t col0, int cols) {
+  using namespace mllm_kernel::device;
+  namespace marlin = mllm_kernel::marlin;
+  constexpr int kFixQuads = 2, kFixSplits = 4;
+  const int quads = cols / 4;
+  const int total = rows * quads;
+  const T* scales = static_cast<const T*>(p.scales);
+  const bool channelwise = p.groups == 1;
+  T* c = static_cast<T*>(p.c);
+  for (int i0 = threadIdx.x; i0 < total; i0 += kThreads * kFixQuads) {
+    float4 sum[kFixQuads];
+#pragma unroll
+    for (int q = 0; q < kFixQuads; ++q) sum[q] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int z0 = 0; z0 < split.splits; z0 += kFixSplits) {
+      float4 v[kFixQuads][kFixSplits];
+#pragma unroll
+      for (int q = 0; q < kFixQuads; ++q) {
+        const int i = i0 + q * kThreads;
+        const std::int64_t row = m0 + i / quads, col = col0 + i % quads * 4;
+#pragma unroll
+        for (int j = 0; j < kFixSplits; ++j) {
+          v[q][j] = i < total && z0 + j < split.splits
+                        ? __ldcg(reinterpret_cast<const float4*>(split.partials + ((z0 + j) * p.m + row) * p.n + col))
+                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < kFixQuads; ++q) {
+#pragma unroll
+        for (int j = 0; j < kFixSplits; ++j) {
+          if (z0 + j >= split.splits) break;  // (no padding added: the sums stay bit for bit)
+          sum[q].x += v[q][j].x, sum[q].y += v[q][j].y, sum[q].z += v[q][j].z, sum[q].w += v[q][j].w;
+        }
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kFixQuads; ++q) {
+      const int i = i0 + q * kThreads;
+      if (i >= total) break;
+      const std::int64_t row = m0 + i / quads, col = col0 + i % quads * 4;
+      if (channelwise) {
+        sum[q].x *= cast<float>(scales[marlin::channel_scale_pos(col)]);
+        sum[q].y *= cast<float>(scales[marlin::channel_scale_pos(col + 1)]);
+        sum[q].z *= cast<float>(scales[marlin::channel_scale_pos(col + 2)]);
+        sum[q].w *= cast<float>(scales[marlin::channel_scale_pos(col + 3)]);
+      }
+      Pair<T>* out = reinterpret_cast<Pair<T>*>(c + row * p.n + col);
+      out[0] = pair_of<T>(from_float<T>(sum[q].x), from_float<T>(sum[q].y));
+      out[1] = pair_of<T>(from_float<T>(sum[q].z), from_float<T>(sum[q].w));
+    }
+  }
+}
+
+}  // namespace
