@@ -5,9 +5,9 @@
 // out[n, k] = (q - zero) * scale, rounded to T once: with group scales exactly the values the
 // Marlin GEMM kernel feeds its tensor cores from 9 rows of a on (with one channel-wise scale, or
 // up to 8 rows, that kernel scales its float32 sums instead, so the two paths then differ by the
-// rounding of the product). One block per 16 x 64 tile: each thread dequantizes one repacked word
-// into a shared-memory tile (mllm_kernel/marlin.hpp says where each value goes), then the tile
-// is written out as 64 runs of 32 contiguous bytes.
+// rounding of the product). One block per 128 x 64 tile (eight repacked 16 x 64 tiles): each
+// thread dequantizes repacked words into a shared-memory tile (mllm_kernel/marlin.hpp says where
+// each value goes), then the tile is written out as 64 runs of 256 contiguous bytes.
 #pragma once
 
 #include <mllm_kernel/marlin.hpp>
@@ -25,8 +25,9 @@ namespace {
 
 namespace marlin_dq = mllm_kernel::marlin;
 
-constexpr int kDequantThreads = 128;
-constexpr int kDequantPad = 2;  // a tile row of 18 values (9 banks): few bank conflicts
+constexpr int kDequantThreads = 256;
+constexpr int kDequantSteps = 8;  // 16-row steps of K a block takes: 256-byte runs of each output row
+constexpr int kDequantPad = 8;  // a tile row of 136 values: 16-byte aligned, rows 4 banks apart
 
 template <typename T, int kBits>
 __global__ void __launch_bounds__(kDequantThreads)
@@ -35,16 +36,30 @@ __global__ void __launch_bounds__(kDequantThreads)
   constexpr int kPerWord = 32 / kBits;
   constexpr int kWords = marlin_dq::tile_words(kBits);
   constexpr std::uint32_t kMask = (1u << kBits) - 1;
-  __shared__ alignas(16) T tile[marlin_dq::kTileN][marlin_dq::kTileK + kDequantPad];
+  constexpr int kCols = kDequantSteps * marlin_dq::kTileK;
+  __shared__ alignas(16) T tile[marlin_dq::kTileN][kCols + kDequantPad];
+  // The group of each row of K the block covers: one per step without g_idx (group sizes are
+  // multiples of 16), one per row with it (out-of-range ids read a valid row).
+  __shared__ std::int32_t row_group[kCols];
 
-  const std::int64_t tile_n = blockIdx.x, step = blockIdx.y;
-  const std::int32_t* words = p.b + step * (p.n * marlin_dq::kTileK * kBits / 32) + tile_n * kWords;
+  const std::int64_t tile_n = blockIdx.x, step0 = static_cast<std::int64_t>(blockIdx.y) * kDequantSteps;
+  const int steps = static_cast<int>(min(static_cast<std::int64_t>(kDequantSteps), p.k / marlin_dq::kTileK - step0));
+  const std::int64_t row_words = p.n * marlin_dq::kTileK * kBits / 32;
+  const std::int32_t* words = p.b + step0 * row_words + tile_n * kWords;
   const T* scales = static_cast<const T*>(p.scales);
   const bool channelwise = p.groups == 1, per_row = p.g_idx != nullptr;
-  // The group of each of the tile's rows; without g_idx one group (group_size is a multiple of
-  // 16), whose scales and zero points for the tile's columns are read once, here.
-  __shared__ std::int32_t row_group[marlin_dq::kTileK];
-  __shared__ float tile_scale[marlin_dq::kTileN], tile_zero[marlin_dq::kTileN];
+  if (threadIdx.x < steps * marlin_dq::kTileK) {
+    const std::int64_t k = step0 * marlin_dq::kTileK + threadIdx.x;
+    std::int64_t group = 0;
+    if (per_row) {
+      const std::int64_t id = __ldg(p.g_idx + k);
+      group = id < 0 ? 0 : (id >= p.groups ? p.groups - 1 : id);
+    } else if (!channelwise) {
+      group = k / p.group_size;
+    }
+    row_group[threadIdx.x] = static_cast<std::int32_t>(group);
+  }
+  __syncthreads();
   const auto scale_of = [&](std::int64_t group, std::int64_t n) {
     return cast<float>(
         scales[group * p.n + (channelwise ? marlin_dq::channel_scale_pos(n) : marlin_dq::grouped_scale_pos(n))]);
@@ -55,44 +70,46 @@ __global__ void __launch_bounds__(kDequantThreads)
         __ldg(p.zeros + group * (p.n * kBits / 32) + marlin_dq::zero_point_word(kBits, n)));
     return static_cast<float>(z >> (kBits * marlin_dq::zero_point_slot(kBits, n)) & kMask);
   };
-  const std::int64_t block_group = per_row || channelwise ? 0 : step * marlin_dq::kTileK / p.group_size;
-  if (threadIdx.x < marlin_dq::kTileK && per_row) {
-    const std::int64_t id = __ldg(p.g_idx + step * marlin_dq::kTileK + threadIdx.x);
-    row_group[threadIdx.x] = static_cast<std::int32_t>(id < 0 ? 0 : (id >= p.groups ? p.groups - 1 : id));
+  // Without g_idx, each step's scales and zero points for the tile's columns, read once.
+  __shared__ float step_scale[kDequantSteps][marlin_dq::kTileN], step_zero[kDequantSteps][marlin_dq::kTileN];
+  const std::int64_t n0 = tile_n * marlin_dq::kTileN;
+  if (!per_row) {
+    for (int i = threadIdx.x; i < steps * marlin_dq::kTileN; i += kDequantThreads) {
+      const int j = i / marlin_dq::kTileN, n = i % marlin_dq::kTileN;
+      const std::int64_t group = row_group[j * marlin_dq::kTileK];
+      step_scale[j][n] = scale_of(group, n0 + n);
+      step_zero[j][n] = zero_of(group, n0 + n);
+    }
+    __syncthreads();
   }
-  if (threadIdx.x < marlin_dq::kTileN && !per_row) {
-    const std::int64_t n = tile_n * marlin_dq::kTileN + threadIdx.x;
-    tile_scale[threadIdx.x] = scale_of(block_group, n);
-    tile_zero[threadIdx.x] = zero_of(block_group, n);
-  }
-  __syncthreads();
-  for (int w = threadIdx.x; w < kWords; w += kDequantThreads) {
-    const auto word = static_cast<std::uint32_t>(__ldg(words + w));
+  for (int i = threadIdx.x; i < steps * kWords; i += kDequantThreads) {
+    const int j = i / kWords, w = i % kWords;
+    const auto word = static_cast<std::uint32_t>(__ldg(words + j * row_words + w));
     // A word's values lie in column `first` and, for 4 bits, first + 8 (first is at most 55).
     const int first = marlin_dq::weight_coord(kBits, w, 0).n;
     const int second = kBits == 4 ? first + 8 : first;
-    const float scale0 = per_row ? 0.0f : tile_scale[first], zero0 = per_row ? 0.0f : tile_zero[first];
-    const float scale1 = per_row ? 0.0f : tile_scale[second], zero1 = per_row ? 0.0f : tile_zero[second];
+    const float scale0 = per_row ? 0.0f : step_scale[j][first], zero0 = per_row ? 0.0f : step_zero[j][first];
+    const float scale1 = per_row ? 0.0f : step_scale[j][second], zero1 = per_row ? 0.0f : step_zero[j][second];
 #pragma unroll
     for (int slot = 0; slot < kPerWord; ++slot) {
       const marlin_dq::TileCoord at = marlin_dq::weight_coord(kBits, w, slot);
+      const int col = j * marlin_dq::kTileK + at.k;
       float scale = at.n == first ? scale0 : scale1, zero = at.n == first ? zero0 : zero1;
       if (per_row) {  // out-of-range ids read a valid row (clamped above)
-        const std::int64_t n = tile_n * marlin_dq::kTileN + at.n;
-        scale = scale_of(row_group[at.k], n);
-        zero = zero_of(row_group[at.k], n);
+        scale = scale_of(row_group[col], n0 + at.n);
+        zero = zero_of(row_group[col], n0 + at.n);
       }
       const float q = static_cast<float>(word >> (kBits * slot) & kMask);
-      tile[at.n][at.k] = cast<T>((q - zero) * scale);
+      tile[at.n][col] = cast<T>((q - zero) * scale);
     }
   }
   __syncthreads();
-  // Pairs of values (4 bytes: the padded rows are 4-byte aligned), 8 threads writing a column's 32 bytes.
-  constexpr int kColumnPairs = marlin_dq::kTileK / 2;
-  for (int v = threadIdx.x; v < marlin_dq::kTileN * kColumnPairs; v += kDequantThreads) {
-    const int n = v / kColumnPairs, c = v % kColumnPairs;
-    *reinterpret_cast<std::uint32_t*>(out + (tile_n * marlin_dq::kTileN + n) * p.k + step * marlin_dq::kTileK + c * 2) =
-        *reinterpret_cast<const std::uint32_t*>(&tile[n][c * 2]);
+  // Each output row's run of the block's columns, 16 bytes a thread.
+  const int row_vecs = steps * marlin_dq::kTileK / 8;
+  for (int v = threadIdx.x; v < marlin_dq::kTileN * row_vecs; v += kDequantThreads) {
+    const int n = v / row_vecs, c = v % row_vecs;
+    *reinterpret_cast<int4*>(out + (tile_n * marlin_dq::kTileN + n) * p.k + step0 * marlin_dq::kTileK + c * 8) =
+        *reinterpret_cast<const int4*>(&tile[n][c * 8]);
   }
 }
 
@@ -106,7 +123,8 @@ void marlin_dequant(mllm_kernel::TensorView b, mllm_kernel::TensorView scales, m
   (void)TensorMatcher({size_n, size_k}).template with_dtype<T>().template with_device<kDLCUDA>(device).verify(out, "out");
   RuntimeCheck(p.zeros == nullptr || kBits == 4, "zero points are supported for 4-bit weights only");
   RuntimeCheck(reinterpret_cast<std::uintptr_t>(out.data_ptr()) % 16 == 0, "out must start 16-byte aligned");
-  const dim3 grid(static_cast<unsigned>(size_n / marlin_dq::kTileN), static_cast<unsigned>(size_k / marlin_dq::kTileK));
+  const dim3 grid(static_cast<unsigned>(size_n / marlin_dq::kTileN),
+                  static_cast<unsigned>(div_ceil(size_k / marlin_dq::kTileK, kDequantSteps)));
   LaunchKernel(grid, kDequantThreads, out.device())(marlin_dequant_kernel<T, kBits>, p, static_cast<T*>(out.data_ptr()));
 }
 
