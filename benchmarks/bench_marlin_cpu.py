@@ -2,13 +2,13 @@
 machine, at Llama-3-8B's linear shapes (N x K = 4096 x 4096, 14336 x 4096, 4096 x 14336) and
 M = 1, 4, 16 tokens, bfloat16 activations:
 
-    ours        gptq_marlin_gemm, GPTQ 4-bit (uint4b8), group 128, Marlin-format weights
+    ours        gptq_marlin_gemm, GPTQ 4-bit (uint4b8) and 8-bit (uint8b128), group 128, Marlin-format weights
     int4pack    torch.ops.aten._weight_int4pack_mm_for_cpu (PyTorch's own int4 kernel, group 128)
     bf16 mm     torch.mm of the bfloat16 activation and weight (the unquantized layer)
 
 Times are medians of single calls; each call reads the next of several weight copies, together
 larger than the last-level cache, as a decode step reads weights that other layers have evicted.
-GB/s: the 4-bit weight bytes per call, beside the machine's copy_ bandwidth (read + write).
+GB/s: the quantized weight bytes per call, beside the machine's copy_ bandwidth (read + write).
 
     python benchmarks/bench_marlin_cpu.py [--quick] [--threads N] [--json PATH]
 """
@@ -53,6 +53,8 @@ def run(tokens: list[int], weights: list[tuple[int, int]], repeats: int) -> list
     for n, k in weights:
         copies = max(2, math.ceil(ROTATE_BYTES / (n * k // 2)))
         qs = [torch.randint(-2**31, 2**31 - 1, (k // 16, n * 2), dtype=torch.int32, generator=g) for _ in range(copies)]
+        q8s = [torch.randint(-2**31, 2**31 - 1, (k // 16, n * 4), dtype=torch.int32, generator=g)
+               for _ in range(max(2, math.ceil(ROTATE_BYTES / (n * k))))]
         scales = torch.rand(k // GROUP, n, generator=g).bfloat16() / 64
         packs = [p for p in (_int4pack(n, k, g) for _ in range(copies)) if p is not None]
         wb = [torch.randn(n, k, generator=g).bfloat16() for _ in range(max(2, math.ceil(ROTATE_BYTES / (2 * n * k))))]
@@ -62,22 +64,26 @@ def run(tokens: list[int], weights: list[tuple[int, int]], repeats: int) -> list
             ours = median_us([lambda q=q: gptq_marlin_gemm(x, None, q, scales, None, None, None, None, None,
                                                            scalar_types.uint4b8.id, m, n, k) for q in qs], repeats)
             row.update(ours_us=ours, ours_gbps=n * k / 2 / ours / 1e3)
+            w8 = median_us([lambda q=q: gptq_marlin_gemm(x, None, q, scales, None, None, None, None, None,
+                                                         scalar_types.uint8b128.id, m, n, k) for q in q8s], repeats)
+            row.update(w8_us=w8, w8_gbps=n * k / w8 / 1e3)
             if packs:
                 t = median_us([lambda p=p: torch.ops.aten._weight_int4pack_mm_for_cpu(x, p[0], GROUP, p[1])
                                for p in packs], repeats)
                 row.update(int4pack_us=t, vs_int4pack=t / ours)
             t = median_us([lambda w=w: torch.mm(x, w.t()) for w in wb], repeats)
-            row.update(bf16_us=t, vs_bf16=t / ours)
+            row.update(bf16_us=t, vs_bf16=t / ours, w8_vs_bf16=t / w8)
             rows.append(row)
             print(results.format_row(COLUMNS, row), flush=True)
-        del qs, packs, wb
+        del qs, q8s, packs, wb
     return rows
 
 
 COLUMNS = [
-    ("shape", "M x N x K", "{}"), ("ours_us", "ours µs", "{:.0f}"), ("ours_gbps", "weight GB/s", "{:.1f}"),
+    ("shape", "M x N x K", "{}"), ("ours_us", "W4 µs", "{:.0f}"), ("ours_gbps", "W4 weight GB/s", "{:.1f}"),
     ("int4pack_us", "int4pack µs", "{:.0f}"), ("bf16_us", "bf16 mm µs", "{:.0f}"),
-    ("vs_int4pack", "vs int4pack", "{:.2f}x"), ("vs_bf16", "vs bf16", "{:.2f}x"),
+    ("vs_int4pack", "W4 vs int4pack", "{:.2f}x"), ("vs_bf16", "W4 vs bf16", "{:.2f}x"),
+    ("w8_us", "W8 µs", "{:.0f}"), ("w8_gbps", "W8 weight GB/s", "{:.1f}"), ("w8_vs_bf16", "W8 vs bf16", "{:.2f}x"),
 ]
 
 
@@ -85,9 +91,9 @@ def main() -> None:
     args, quick, repeats, bandwidth = start_cpu_bench(__doc__, "M = 1 and 4 at 4096 x 4096 only, fewer repeats")
     rows = run(TOKENS[:2] if quick else TOKENS, WEIGHTS[:1] if quick else WEIGHTS, repeats)
     notes = [f"{torch.get_num_threads()} threads, PyTorch {torch.__version__}; bfloat16 activations and output, GPTQ "
-             f"4-bit weights with group {GROUP} scales. Each call reads the next of several weight copies (together "
+             f"4-bit (W4) and 8-bit (W8) weights with group {GROUP} scales. Each call reads the next of several weight copies (together "
              f"over {ROTATE_BYTES >> 20} MiB). int4pack: torch.ops.aten._weight_int4pack_mm_for_cpu; bf16 mm: "
-             "torch.mm of bfloat16 operands. Weight GB/s: 4-bit weight bytes per call."]
+             "torch.mm of bfloat16 operands. Weight GB/s: quantized weight bytes per call."]
     title = "Weight-only quantized GEMM on CPU: gptq_marlin_gemm (Llama-3-8B shapes)"
     results.write(args.json, results.section("cpu/marlin", "marlin", title, results.cpu_name(), COLUMNS, rows,
                                               copy_gbps=bandwidth, notes=notes))

@@ -411,7 +411,7 @@ def test_cpu_awq_marlin_repack_matches_the_published_layout(bits):
     assert torch.equal(awq_marlin_repack(packed, k, n, bits), _marlin_weights(values, bits))
 
 
-CPU_CASES = [case for case in CASES if case[0] != "gptq8"] + [("gptq4", 16, False), ("awq", -1, False)]
+CPU_CASES = CASES + [("gptq4", 16, False), ("awq", -1, False), ("gptq8", 16, False), ("gptq8", 32, True)]
 
 
 @pytest.mark.parametrize("kind,group_size,act_order", CPU_CASES)
@@ -427,10 +427,11 @@ def test_cpu_gptq_marlin_gemm(kind, group_size, act_order, dtype, m):
     _check(out, a, prep["w_ref"], torch.bfloat16 if dtype == torch.float32 else dtype)
 
 
+@pytest.mark.parametrize("kind", ["awq", "gptq8"])
 @pytest.mark.parametrize("m,n,k", [(1, 64, 16), (3, 64, 48), (5, 2112, 1024), (130, 128, 512)])
-def test_cpu_gptq_marlin_gemm_shapes(m, n, k):
+def test_cpu_gptq_marlin_gemm_shapes(kind, m, n, k):
     dtype = torch.bfloat16
-    prep = _prepare("awq", k, n, -1 if k < 128 else 128, False, dtype, seed=k, device="cpu")
+    prep = _prepare(kind, k, n, -1 if k < 128 else 128, False, dtype, seed=k, device="cpu")
     a = torch.randn(m, k).to(dtype)
     out = _run(prep, a, n, k)
     assert out.shape == (m, n)
@@ -473,6 +474,23 @@ def test_cpu_gptq_marlin_gemm_strided_a_and_threads():
     _check(one, a, prep["w_ref"], torch.bfloat16)
 
 
+@pytest.mark.parametrize("kind", ["gptq4", "awq", "gptq8"])
+@pytest.mark.parametrize("m", [1, 3])
+def test_cpu_gptq_marlin_gemm_decode_splits_k_over_threads(kind, m):
+    """Up to 4 rows, K is split across threads (each streams its run of whole rows of the
+    weights) and the parts are added after."""
+    k, n = 1024, 512
+    prep = _prepare(kind, k, n, 128, False, torch.float32, seed=m, device="cpu")
+    a = torch.randn(m, k)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(max(2, threads))
+        out = _run(prep, a, n, k, c=torch.full((m, n), float("nan")))
+    finally:
+        torch.set_num_threads(threads)
+    _check(out, a, prep["w_ref"], torch.bfloat16)
+
+
 def test_cpu_gptq_marlin_gemm_bad_inputs():
     from mllm_kernel.cpu.jit import gptq_marlin_gemm
 
@@ -483,8 +501,12 @@ def test_cpu_gptq_marlin_gemm_bad_inputs():
 
     call = _caller(gptq_marlin_gemm, args)
 
-    with pytest.raises(ValueError, match="weight type uint8b128 is not supported"):
+    with pytest.raises(ValueError, match="weight type float8_e4m3fn is not supported"):
+        call(type=scalar_types.float8_e4m3fn.id)
+    with pytest.raises(ValueError, match=r"b_q_weight"):  # 4-bit words given as 8-bit ones
         call(type=scalar_types.uint8b128.id)
+    with pytest.raises(ValueError, match="weight type uint8b128 takes no zero points"):
+        call(type=scalar_types.uint8b128.id, zeros=torch.zeros(2, n * 8 // 32, dtype=torch.int32))
     with pytest.raises(ValueError, match="uint4 weights need zero points"):
         call(type=scalar_types.uint4.id)
     with pytest.raises(ValueError, match="a: dtype must be one of float16, bfloat16, float32, got int8"):

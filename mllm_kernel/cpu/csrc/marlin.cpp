@@ -1,5 +1,6 @@
 // CPU side of the Marlin-format weight-only GEMM (format and checks: mllm_kernel/marlin.hpp):
-//   marlin_gemm(a, c, b, scales, zeros, g_idx, num_threads)   4-bit weights; body in
+//   marlin_gemm(a, c, b, scales, zeros, g_idx, size_m, size_n, size_k, num_bits, num_threads)
+//       4- or 8-bit weights; body in
 //       mllm_kernel/cpu/marlin_gemm.hpp, Highway SIMD chosen at run time, on the module's thread
 //       pool: K split across threads for decode, the 64-column tiles otherwise
 //   gptq_marlin_repack(b_q_weight, perm, out, size_k, size_n, num_bits, num_threads)
@@ -32,17 +33,20 @@ namespace detail {
 template <typename T>
 void run_marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kernel::TensorView b,
                      mllm_kernel::TensorView scales, mllm_kernel::TensorView zeros, mllm_kernel::TensorView g_idx,
-                     std::int64_t size_m, std::int64_t size_n, std::int64_t size_k, std::int64_t num_threads) {
+                     std::int64_t size_m, std::int64_t size_n, std::int64_t size_k, std::int64_t num_bits,
+                     std::int64_t num_threads) {
   const host::MarlinGemmParams p =
-      host::check_marlin_gemm<kDLCPU, T>(a, c, b, scales, zeros, g_idx, 4, size_m, size_n, size_k);
+      host::check_marlin_gemm<kDLCPU, T>(a, c, b, scales, zeros, g_idx, num_bits, size_m, size_n, size_k);
+  host::RuntimeCheck(p.zeros == nullptr || p.bits == 4, "zero points are supported for 4-bit weights only");
   if (p.m == 0) return;
   auto* fn = MLLM_KERNEL_CPU_DISPATCH(MarlinGemm<T>);
   const std::int64_t tiles = p.n / marlin::kTileN, blocks = p.k / marlin::kTileK;
   // Decode (one pass over the weights): K is split, so that each thread streams one contiguous
   // run of whole rows of the repacked weights, and the parts are added after. More rows of a:
   // the tiles are split, each thread reading its columns of every row.
+  const std::int64_t weight_bytes = p.k * p.n * p.bits / 8;
   const std::int64_t parts =
-      std::min({num_threads, blocks, p.k * p.n / 2 / kMinBytesPerThread, std::int64_t{kMaxThreads}});
+      std::min({num_threads, blocks, weight_bytes / kMinBytesPerThread, std::int64_t{kMaxThreads}});
   if (p.m <= kMarlinRows && parts > 1) {
     // Every part writes all of its [M, N] sums: no need to clear them first.
     auto partials = hwy::AllocateAligned<float>(static_cast<std::size_t>(parts * p.m * p.n));
@@ -58,8 +62,8 @@ void run_marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_
     });
     return;
   }
-  // A tile streams K / 16 blocks of 512 bytes for every 4 rows of a.
-  parallel_for(tiles, p.k * 32 * host::div_ceil(p.m, std::int64_t{kMarlinRows}), num_threads,
+  // A tile streams K / 16 blocks of 128 bits-wide words for every 4 rows of a.
+  parallel_for(tiles, p.k * 8 * p.bits * host::div_ceil(p.m, std::int64_t{kMarlinRows}), num_threads,
                [&](std::int64_t begin, std::int64_t end) { fn(p, begin, end, 0, blocks, nullptr); });
 }
 
@@ -74,13 +78,16 @@ inline void repack(const host::MarlinRepackParams& p, std::int64_t num_threads) 
 
 }  // namespace detail
 
-/// c [M, N] = a [M, K] @ dequant(b) for 4-bit Marlin-format weights (uint4b8 when zeros is
-/// empty, uint4 with zero points otherwise); a, c and scales float16, bfloat16 or float32 alike.
+/// c [M, N] = a [M, K] @ dequant(b) for Marlin-format weights of num_bits bits: 4 (uint4b8
+/// when zeros is empty, uint4 with zero points otherwise) or 8 (uint8b128); a, c and scales
+/// float16, bfloat16 or float32 alike.
 inline void marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kernel::TensorView b,
                         mllm_kernel::TensorView scales, mllm_kernel::TensorView zeros, mllm_kernel::TensorView g_idx,
-                        std::int64_t size_m, std::int64_t size_n, std::int64_t size_k, std::int64_t num_threads) {
+                        std::int64_t size_m, std::int64_t size_n, std::int64_t size_k, std::int64_t num_bits,
+                        std::int64_t num_threads) {
   visit_float_dtype(a.dtype(), [&](auto tag) {
-    detail::run_marlin_gemm<decltype(tag)>(a, c, b, scales, zeros, g_idx, size_m, size_n, size_k, num_threads);
+    detail::run_marlin_gemm<decltype(tag)>(a, c, b, scales, zeros, g_idx, size_m, size_n, size_k, num_bits,
+                                           num_threads);
   });
 }
 

@@ -3,9 +3,10 @@ quantized GEMM on Marlin-format weights with the CUDA functions' signatures, so 
 code prepares a layer once and runs it on either device (format:
 ``mllm_kernel/include/mllm_kernel/marlin.hpp``; body: ``mllm_kernel/cpu/marlin_gemm.hpp``).
 
-The CPU GEMM takes 4-bit weights (``uint4b8``, GPTQ; ``uint4`` with zero points, AWQ) with
-channel-wise, grouped or act-order scales, and float16, bfloat16 or float32 activations; the
-repacks take 4 and 8 bits like CUDA's. Any M (the speed is tuned for decode, M of a few rows).
+The CPU GEMM takes the CUDA one's weight types (``uint4b8``, GPTQ 4-bit; ``uint4`` with zero
+points, AWQ; ``uint8b128``, GPTQ 8-bit) with channel-wise, grouped or act-order scales, and
+float16, bfloat16 or float32 activations; the repacks take 4 and 8 bits like CUDA's. Any M (the
+speed is tuned for decode, M of a few rows).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from mllm_kernel.scalar_type import scalar_types
 _OP = "gptq_marlin_gemm"
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 #: Weight types the CPU GEMM takes: type id -> (bits, whether zero points come with it).
-WEIGHT_TYPES = {scalar_types.uint4b8.id: (4, False), scalar_types.uint4.id: (4, True)}
+WEIGHT_TYPES = {scalar_types.uint4b8.id: (4, False), scalar_types.uint4.id: (4, True),
+                scalar_types.uint8b128.id: (8, False)}
 
 _MODULE = jit_module("cpu_marlin", device="cpu", cpp_files=["marlin.cpp"],
                      cpp_wrappers=[("marlin_gemm", "mllm_kernel::cpu::marlin_gemm"),
@@ -43,14 +45,14 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
                      size_n: int, size_k: int, is_k_full: bool = True, use_atomic_add: bool = False,
                      use_fp32_reduce: bool = False, is_zp_float: bool = False) -> torch.Tensor:
     """``c[size_m, size_n] = a @ dequant(b_q_weight)`` on CPU tensors; returns c (allocated when
-    None). The arguments mean what they mean for ``mllm_kernel.cuda.jit.gptq_marlin_gemm``,
-    with 4-bit weights only (``uint4b8``, or ``uint4`` with ``b_zeros``) and float32
-    activations allowed too. ``workspace``, ``is_k_full``, ``use_atomic_add`` and
+    None). The arguments mean what they mean for ``mllm_kernel.cuda.jit.gptq_marlin_gemm``
+    (``uint4b8``, ``uint4`` with ``b_zeros``, ``uint8b128``), with float32 activations allowed
+    too. ``workspace``, ``is_k_full``, ``use_atomic_add`` and
     ``use_fp32_reduce`` are accepted and not needed (sums are float32)."""
-    a, c, zeros, _ = marlin_gemm_operands(_OP, a, c, global_scale, b_zeros, perm, b_q_type_id, size_m, size_n, size_k,
-                                          is_zp_float, DTYPES, "cpu", WEIGHT_TYPES)
+    a, c, zeros, bits = marlin_gemm_operands(_OP, a, c, global_scale, b_zeros, perm, b_q_type_id, size_m, size_n,
+                                             size_k, is_zp_float, DTYPES, "cpu", WEIGHT_TYPES)
     g_idx = g_idx if g_idx is not None and g_idx.numel() > 0 else torch.empty(0, dtype=torch.int32)
-    _GEMM[None](a, c, b_q_weight, b_scales, zeros, g_idx, size_m, size_n, size_k, num_threads())
+    _GEMM[None](a, c, b_q_weight, b_scales, zeros, g_idx, size_m, size_n, size_k, bits, num_threads())
     return c
 
 

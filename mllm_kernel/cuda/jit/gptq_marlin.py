@@ -137,7 +137,7 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
     the GPU has it (docs/pdl.md); the kernel then prefetches its first weights into L2 while the
     previous kernel finishes.
 
-    CPU tensors go to ``mllm_kernel.cpu.jit.gptq_marlin_gemm`` (4-bit weights; float32
+    CPU tensors go to ``mllm_kernel.cpu.jit.gptq_marlin_gemm`` (the same weight types; float32
     activations too), so one call serves a layer on either device.
     """
     if isinstance(a, torch.Tensor) and a.device.type == "cpu":

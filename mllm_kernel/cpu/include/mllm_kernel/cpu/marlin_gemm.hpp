@@ -1,14 +1,16 @@
-// Per-target body of the CPU weight-only GEMM on Marlin-format 4-bit weights (format:
+// Per-target body of the CPU weight-only GEMM on Marlin-format 4- and 8-bit weights (format:
 // mllm_kernel/marlin.hpp), the CPU side of gptq_marlin_gemm:
 //
 //   c[m, n] = sum_k a[m, k] * (q[k, n] - zero[g, n]) * scale[g, n],   g the group of row k
 //
 // The repacked words are read in their stored order, never unpacked into a matrix: within a
-// 16 x 64 tile, word w (of 128) holds 8 values of columns 16 (w % 4) + w / 16 and that + 8, at
-// rows 2 q, 2 q + 1, 2 q + 8, 2 q + 9 with q = w % 16 / 4. A vector of words therefore meets a
-// fixed pattern of rows, and each of its 8 nibbles is one multiply-add with the activation
-// pattern for that nibble's row: sum_k a[k] * q[k, n] accumulates per (word, half of the word)
-// in float32, and the zero point and scale come in once a group, when the group ends:
+// 16 x 64 tile, a 4-bit word w (of 128) holds 8 values of columns 16 (w % 4) + w / 16 and
+// that + 8, at rows 2 q, 2 q + 1, 2 q + 8, 2 q + 9 with q = w % 16 / 4; an 8-bit word w (of 256)
+// holds 4 values of column 16 (w % 8 / 2) + w / 32 + 8 (w % 2), at those rows with
+// q = w % 32 / 8. A vector of words therefore meets a fixed pattern of rows, and each of its
+// values is one multiply-add with the activation pattern for that value's row:
+// sum_k a[k] * q[k, n] accumulates per word (and half of a 4-bit word) in float32, and the zero
+// point and scale come in once a group, when the group ends:
 //   total[n] += scale[g, n] * (sum over the group of a * q - zero[g, n] * sum over the group of a)
 // (each column's 4 words, one per q, are added then). Groups are runs of K rows with one group
 // id (g_idx, or consecutive rows of group_size); a group that changes inside a 16-row block
@@ -57,17 +59,31 @@ namespace mllm_kernel::cpu::HWY_NAMESPACE {
 using D4 = hn::FixedTag<float, 4>;  // one group's column sums, four at a time
 #endif
 
-/// Words of a repacked tile, and the period of their row pattern.
-inline constexpr int kMarlinTileWords = 128;
-inline constexpr int kMarlinPatternWords = 16;
+/// A tile's partial sums: a 4-bit tile's 128 words x 2 halves, an 8-bit tile's 256 words.
+inline constexpr int kMarlinTileSums = 256;
+
+/// What differs between the weight widths: words a tile, values a word, the period (in words) of
+/// the words' row pattern, the row (in a 16-row block, for q = 0) of each value of a word, and
+/// the sum (half) it goes to.
+template <int kBits>
+struct MarlinWidth {
+  static constexpr int kWords = marlin::tile_words(kBits);
+  static constexpr int kValues = 32 / kBits;
+  static constexpr int kPatternWords = kWords / 8;
+  static constexpr int row(int value) {
+    const int r = marlin::interleaved(kBits, value) % 4;  // rows 2q, 2q + 1, 2q + 8, 2q + 9
+    return r % 2 + r / 2 * 8;
+  }
+};
 /// How many 16-row blocks ahead the weights are prefetched.
 inline constexpr std::int64_t kMarlinPrefetchBlocks = 2;
 
-/// body(v0, ..., v7): the 8 nibbles of each word of a vector, as floats. Nibble s is converted in
-/// place, as (word & 0xf << 4 s), which is its value times 2^(4 s) exactly, so no shift is needed
-/// (the top nibble, which would read as negative, is shifted down instead).
-template <class Body>
-HWY_INLINE void MarlinNibbles(DF df, const std::int32_t* HWY_RESTRICT words, const Body& body) {
+/// body(v0, ..., v7): the 8 nibbles of each word of a vector, as floats (kBits 4), or body(v0,
+/// ..., v3): its 4 bytes (kBits 8). Value s is converted in place, as (word & mask << kBits s),
+/// which is its value times 2^(kBits s) exactly, so no shift is needed (the top one, which would
+/// read as negative, is shifted down instead).
+template <int kBits, class Body>
+HWY_INLINE void MarlinValues(DF df, const std::int32_t* HWY_RESTRICT words, const Body& body) {
   const hn::RebindToUnsigned<DF> du;
   const hn::RebindToSigned<DF> di;
   const auto w = hn::BitCast(du, hn::LoadU(di, words));
@@ -75,67 +91,103 @@ HWY_INLINE void MarlinNibbles(DF df, const std::int32_t* HWY_RESTRICT words, con
     return hn::ConvertTo(df, hn::BitCast(di, hn::And(w, hn::Set(du, mask))));
   };
   // Vectors are passed as arguments, not kept in a struct: SVE's vectors are sizeless.
-  body(value(0xfu), value(0xf0u), value(0xf00u), value(0xf000u), value(0xf0000u), value(0xf00000u),
-       value(0xf000000u), hn::ConvertTo(df, hn::BitCast(di, hn::ShiftRight<28>(w))));
-}
-
-/// Adds the products of kBlocks (1 or 2) consecutive 16-row blocks of a tile into `sums` for
-/// `rows` rows of a: block i's words at words[i], row r's sums at sums + r * sums_stride ([2][128],
-/// the low and high half of each word). patterns[i] + r * 8 * period holds row r's activations as
-/// nibble s of each word position of block i meets them, scaled by 2^(-4 s) to match
-/// MarlinNibbles (unscaled for the top nibble): the products are exact as with converted values.
-/// Two blocks a pass load and store the sums once for both.
-template <int kBlocks>
-HWY_INLINE void MarlinTileBlocks(DF df, const std::int32_t* const* words, int rows, const float* const* patterns,
-                                 std::size_t period, float* HWY_RESTRICT sums, std::size_t sums_stride) {
-  const std::size_t lanes = hn::Lanes(df);
-  for (std::size_t o = 0; o < kMarlinTileWords; o += lanes) {
-    // The rows of a, with the nibbles of block 0 (a*) and, for two blocks, of block 1 (b*).
-    const auto pass = [&](VF a0, VF a1, VF a2, VF a3, VF a4, VF a5, VF a6, VF a7, VF b0, VF b1, VF b2, VF b3, VF b4,
-                          VF b5, VF b6, VF b7) HWY_ATTR {
-      for (int r = 0; r < rows; ++r) {
-        float* s = sums + r * sums_stride;
-        // Nibble s holds value 0, 2, 4, 6, 1, 3, 5, 7 of the word: value v is in half v / 4. Two
-        // chains a half, so that no multiply-add waits on the one before it for long.
-        VF lo = hn::LoadU(df, s + o), hi = hn::LoadU(df, s + kMarlinTileWords + o);
-        VF lo2 = hn::Zero(df), hi2 = hn::Zero(df);
-        const auto add = [&](VF v0, VF v1, VF v2, VF v3, VF v4, VF v5, VF v6, VF v7, const float* x) HWY_ATTR {
-          lo = hn::MulAdd(v0, hn::LoadU(df, x), lo);
-          lo2 = hn::MulAdd(v1, hn::LoadU(df, x + period), lo2);
-          hi = hn::MulAdd(v2, hn::LoadU(df, x + 2 * period), hi);
-          hi2 = hn::MulAdd(v3, hn::LoadU(df, x + 3 * period), hi2);
-          lo = hn::MulAdd(v4, hn::LoadU(df, x + 4 * period), lo);
-          lo2 = hn::MulAdd(v5, hn::LoadU(df, x + 5 * period), lo2);
-          hi = hn::MulAdd(v6, hn::LoadU(df, x + 6 * period), hi);
-          hi2 = hn::MulAdd(v7, hn::LoadU(df, x + 7 * period), hi2);
-        };
-        add(a0, a1, a2, a3, a4, a5, a6, a7, patterns[0] + r * 8 * period + o % period);
-        if constexpr (kBlocks == 2) add(b0, b1, b2, b3, b4, b5, b6, b7, patterns[1] + r * 8 * period + o % period);
-        hn::StoreU(hn::Add(lo, lo2), df, s + o);
-        hn::StoreU(hn::Add(hi, hi2), df, s + kMarlinTileWords + o);
-      }
-    };
-    MarlinNibbles(df, words[0] + o, [&](VF a0, VF a1, VF a2, VF a3, VF a4, VF a5, VF a6, VF a7) HWY_ATTR {
-      if constexpr (kBlocks == 2) {
-        MarlinNibbles(df, words[1] + o, [&](VF b0, VF b1, VF b2, VF b3, VF b4, VF b5, VF b6, VF b7) HWY_ATTR {
-          pass(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7);
-        });
-      } else {
-        pass(a0, a1, a2, a3, a4, a5, a6, a7, a0, a1, a2, a3, a4, a5, a6, a7);  // the b* go unused
-      }
-    });
+  if constexpr (kBits == 4) {
+    body(value(0xfu), value(0xf0u), value(0xf00u), value(0xf000u), value(0xf0000u), value(0xf00000u),
+         value(0xf000000u), hn::ConvertTo(df, hn::BitCast(di, hn::ShiftRight<28>(w))));
+  } else {
+    body(value(0xffu), value(0xff00u), value(0xff0000u), hn::ConvertTo(df, hn::BitCast(di, hn::ShiftRight<24>(w))));
   }
 }
 
-/// c[rows, tiles] for Marlin-format 4-bit weights over the 16-row blocks [block_begin,
+/// Adds the products of kBlocks (1 or 2) consecutive 16-row blocks of a tile into `sums` for
+/// `rows` rows of a: block i's words at words[i], row r's sums at sums + r * sums_stride (4 bits:
+/// [2][128], the low and high half of each word; 8 bits: [256], one a word). patterns[i] +
+/// r * kValues * period holds row r's activations as value s of each word position of block i
+/// meets them, scaled by 2^(-kBits s) to match MarlinValues (unscaled for the top value): the
+/// products are exact as with converted values. Two blocks a pass load and store the sums once
+/// for both.
+template <int kBits, int kBlocks>
+HWY_INLINE void MarlinTileBlocks(DF df, const std::int32_t* const* words, int rows, const float* const* patterns,
+                                 std::size_t period, float* HWY_RESTRICT sums, std::size_t sums_stride) {
+  using W = MarlinWidth<kBits>;
+  const std::size_t lanes = hn::Lanes(df);
+  const std::size_t row_patterns = W::kValues * period;
+  for (std::size_t o = 0; o < static_cast<std::size_t>(W::kWords); o += lanes) {
+    if constexpr (kBits == 4) {
+      // The rows of a, with the nibbles of block 0 (a*) and, for two blocks, of block 1 (b*).
+      const auto pass = [&](VF a0, VF a1, VF a2, VF a3, VF a4, VF a5, VF a6, VF a7, VF b0, VF b1, VF b2, VF b3, VF b4,
+                            VF b5, VF b6, VF b7) HWY_ATTR {
+        for (int r = 0; r < rows; ++r) {
+          float* s = sums + r * sums_stride;
+          // Nibble s holds value 0, 2, 4, 6, 1, 3, 5, 7 of the word: value v is in half v / 4.
+          // Two chains a half, so that no multiply-add waits on the one before it for long.
+          VF lo = hn::LoadU(df, s + o), hi = hn::LoadU(df, s + W::kWords + o);
+          VF lo2 = hn::Zero(df), hi2 = hn::Zero(df);
+          const auto add = [&](VF v0, VF v1, VF v2, VF v3, VF v4, VF v5, VF v6, VF v7, const float* x) HWY_ATTR {
+            lo = hn::MulAdd(v0, hn::LoadU(df, x), lo);
+            lo2 = hn::MulAdd(v1, hn::LoadU(df, x + period), lo2);
+            hi = hn::MulAdd(v2, hn::LoadU(df, x + 2 * period), hi);
+            hi2 = hn::MulAdd(v3, hn::LoadU(df, x + 3 * period), hi2);
+            lo = hn::MulAdd(v4, hn::LoadU(df, x + 4 * period), lo);
+            lo2 = hn::MulAdd(v5, hn::LoadU(df, x + 5 * period), lo2);
+            hi = hn::MulAdd(v6, hn::LoadU(df, x + 6 * period), hi);
+            hi2 = hn::MulAdd(v7, hn::LoadU(df, x + 7 * period), hi2);
+          };
+          add(a0, a1, a2, a3, a4, a5, a6, a7, patterns[0] + r * row_patterns + o % period);
+          if constexpr (kBlocks == 2) add(b0, b1, b2, b3, b4, b5, b6, b7, patterns[1] + r * row_patterns + o % period);
+          hn::StoreU(hn::Add(lo, lo2), df, s + o);
+          hn::StoreU(hn::Add(hi, hi2), df, s + W::kWords + o);
+        }
+      };
+      MarlinValues<4>(df, words[0] + o, [&](VF a0, VF a1, VF a2, VF a3, VF a4, VF a5, VF a6, VF a7) HWY_ATTR {
+        if constexpr (kBlocks == 2) {
+          MarlinValues<4>(df, words[1] + o, [&](VF b0, VF b1, VF b2, VF b3, VF b4, VF b5, VF b6, VF b7) HWY_ATTR {
+            pass(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7);
+          });
+        } else {
+          pass(a0, a1, a2, a3, a4, a5, a6, a7, a0, a1, a2, a3, a4, a5, a6, a7);  // the b* go unused
+        }
+      });
+    } else {
+      // An 8-bit word is one column: its 4 bytes go to one sum, in two chains.
+      const auto pass = [&](VF a0, VF a1, VF a2, VF a3, VF b0, VF b1, VF b2, VF b3) HWY_ATTR {
+        for (int r = 0; r < rows; ++r) {
+          float* s = sums + r * sums_stride;
+          VF sum = hn::LoadU(df, s + o), sum2 = hn::Zero(df);
+          const auto add = [&](VF v0, VF v1, VF v2, VF v3, const float* x) HWY_ATTR {
+            sum = hn::MulAdd(v0, hn::LoadU(df, x), sum);
+            sum2 = hn::MulAdd(v1, hn::LoadU(df, x + period), sum2);
+            sum = hn::MulAdd(v2, hn::LoadU(df, x + 2 * period), sum);
+            sum2 = hn::MulAdd(v3, hn::LoadU(df, x + 3 * period), sum2);
+          };
+          add(a0, a1, a2, a3, patterns[0] + r * row_patterns + o % period);
+          if constexpr (kBlocks == 2) add(b0, b1, b2, b3, patterns[1] + r * row_patterns + o % period);
+          hn::StoreU(hn::Add(sum, sum2), df, s + o);
+        }
+      };
+      MarlinValues<8>(df, words[0] + o, [&](VF a0, VF a1, VF a2, VF a3) HWY_ATTR {
+        if constexpr (kBlocks == 2) {
+          MarlinValues<8>(df, words[1] + o,
+                          [&](VF b0, VF b1, VF b2, VF b3) HWY_ATTR { pass(a0, a1, a2, a3, b0, b1, b2, b3); });
+        } else {
+          pass(a0, a1, a2, a3, a0, a1, a2, a3);  // the b* go unused
+        }
+      });
+    }
+  }
+}
+
+/// c[rows, tiles] for Marlin-format kBits-bit weights over the 16-row blocks [block_begin,
 /// block_end) of K; see the top of this file. With `partial` (float32 [M, N]) the sums of those
 /// blocks go there instead of to c, for a caller that splits K and adds the parts.
-template <typename T>
-void MarlinGemm(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::int64_t tile_end,
-                std::int64_t block_begin, std::int64_t block_end, float* partial) {
+template <typename T, int kBits>
+void MarlinGemmBits(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::int64_t tile_end,
+                    std::int64_t block_begin, std::int64_t block_end, float* partial) {
+  using W = MarlinWidth<kBits>;
   const DF df;
-  const std::size_t period = std::max<std::size_t>(kMarlinPatternWords, hn::Lanes(df));
-  const std::int64_t row_words = p.n * marlin::kTileK * 4 / 32;
+  const std::size_t period = std::max<std::size_t>(W::kPatternWords, hn::Lanes(df));
+  const std::size_t row_patterns = W::kValues * period;
+  const std::int64_t row_words = p.n * marlin::kTileK * kBits / 32;
   const bool channelwise = p.groups == 1;
   const T* scales = static_cast<const T*>(p.scales);
   // Scratch sized to this call (rows of a, tiles of a panel), carved from a per-thread buffer
@@ -143,10 +195,10 @@ void MarlinGemm(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::i
   const std::size_t lanes = hn::Lanes(df);
   const std::size_t max_rows = static_cast<std::size_t>(std::min<std::int64_t>(kMarlinRows, p.m));
   const std::size_t panel_tiles = static_cast<std::size_t>(std::min(kMarlinPanelTiles, tile_end - tile_begin));
-  const std::size_t sums_stride = panel_tiles * 2 * kMarlinTileWords, totals_stride = panel_tiles * marlin::kTileN;
+  const std::size_t sums_stride = panel_tiles * kMarlinTileSums, totals_stride = panel_tiles * marlin::kTileN;
   const std::size_t staged_stride = static_cast<std::size_t>(p.k) + lanes;  // a vector to spare
   const auto whole = [&](std::size_t n) { return (n + lanes - 1) / lanes * lanes; };  // keeps vectors aligned
-  const std::size_t sizes[] = {whole(max_rows * staged_stride), whole(2 * max_rows * 8 * period),
+  const std::size_t sizes[] = {whole(max_rows * staged_stride), whole(2 * max_rows * row_patterns),
                                whole(max_rows * sums_stride), whole(max_rows * totals_stride),
                                whole(totals_stride + lanes), whole(totals_stride)};
   std::size_t total_size = 0;
@@ -166,8 +218,6 @@ void MarlinGemm(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::i
   float* panel_zeros = panel_scales + sizes[4];
   float group_sum[kMarlinRows];  // sum of each row of a over the group's rows so far
   std::int64_t ids[marlin::kTileK];
-  // Nibble s of a word: its row pattern (0..3: rows 2q, 2q + 1, 2q + 8, 2q + 9) and scale.
-  constexpr int kNibbleRow[8] = {0, 2, 0, 2, 1, 3, 1, 3};
 
   for (std::int64_t m0 = 0; m0 < p.m; m0 += kMarlinRows) {
     const int rows = static_cast<int>(std::min<std::int64_t>(kMarlinRows, p.m - m0));
@@ -186,9 +236,11 @@ void MarlinGemm(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::i
       std::fill_n(group_sum, kMarlinRows, 0.0f);
       // Adds the group's sums into the totals with its zero points and scales, and clears them.
       // Totals are kept in the permuted order of a grouped scale row (column c of a tile at
-      // 8 (c % 8) + c / 8): for the 16 words 16 u .. 16 u + 15 of a half h, summing the 4 words
-      // of each column (q = 0..3, stride 4) gives columns 16 j + u + 8 h for j = 0..3, whose
-      // scales sit at 8 u + 2 j + h: the two halves' sums, interleaved, meet 8 consecutive scales.
+      // 8 (c % 8) + c / 8). 4 bits: for the 16 words 16 u .. 16 u + 15 of a half h, summing the
+      // 4 words of each column (q = 0..3, stride 4) gives columns 16 j + u + 8 h for j = 0..3,
+      // whose scales sit at 8 u + 2 j + h: the two halves' sums, interleaved, meet 8 consecutive
+      // scales. 8 bits: the 32 words 32 u .. 32 u + 31 hold columns 16 j + u + 8 h at word
+      // 32 u + 8 q + 2 j + h, so summing the four runs of 8 (q = 0..3) meets them in scale order.
       const auto close_group = [&]() {
         if (group < 0) return;
         const std::size_t width = static_cast<std::size_t>(tiles) * marlin::kTileN;
@@ -208,33 +260,48 @@ void MarlinGemm(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::i
           // Zero point words follow the grouped order: 8 positions a word, interleaved.
           const std::uint32_t word =
               p.zeros != nullptr ? static_cast<std::uint32_t>(p.zeros[group * (p.n / 8) + panel * 8 + i / 8]) : 0u;
-          panel_zeros[i] = p.zeros != nullptr ? static_cast<float>(word >> (4 * marlin::slot_of(4, i % 8)) & 0xfu) : 8.0f;
+          panel_zeros[i] = p.zeros != nullptr ? static_cast<float>(word >> (4 * marlin::slot_of(4, i % 8)) & 0xfu)
+                                              : static_cast<float>(1 << (kBits - 1));
         }
         for (int r = 0; r < rows; ++r) {
           for (int t = 0; t < tiles; ++t) {
-            const float* g = sums + r * sums_stride + t * 2 * kMarlinTileWords;
+            const float* g = sums + r * sums_stride + t * kMarlinTileSums;
             float* total = totals + r * totals_stride + t * marlin::kTileN;
             const float* scale = panel_scales + t * marlin::kTileN;
             const float* zero = panel_zeros + t * marlin::kTileN;
 #if HWY_TARGET == HWY_SCALAR
             for (int u = 0; u < 8; ++u) {
               for (int i = 0; i < 8; ++i) {  // position 8 u + i = 2 j + h
-                const float* w = g + (i % 2) * kMarlinTileWords + 16 * u + i / 2;
                 const int at = 8 * u + i;
-                total[at] += scale[at] * (w[0] + w[4] + w[8] + w[12] - zero[at] * group_sum[r]);
+                if constexpr (kBits == 4) {
+                  const float* w = g + (i % 2) * W::kWords + 16 * u + i / 2;
+                  total[at] += scale[at] * (w[0] + w[4] + w[8] + w[12] - zero[at] * group_sum[r]);
+                } else {
+                  const float* w = g + 32 * u + i;
+                  total[at] += scale[at] * (w[0] + w[8] + w[16] + w[24] - zero[at] * group_sum[r]);
+                }
               }
             }
 #else
             const D4 d4;
             const auto gs = hn::Set(d4, group_sum[r]);
             for (int u = 0; u < 8; ++u) {
-              const float* g0 = g + 16 * u;
-              const float* g1 = g0 + kMarlinTileWords;
-              const auto h0 = hn::Add(hn::Add(hn::LoadU(d4, g0), hn::LoadU(d4, g0 + 4)),
-                                      hn::Add(hn::LoadU(d4, g0 + 8), hn::LoadU(d4, g0 + 12)));
-              const auto h1 = hn::Add(hn::Add(hn::LoadU(d4, g1), hn::LoadU(d4, g1 + 4)),
-                                      hn::Add(hn::LoadU(d4, g1 + 8), hn::LoadU(d4, g1 + 12)));
-              const auto dot_lo = hn::InterleaveLower(d4, h0, h1), dot_hi = hn::InterleaveUpper(d4, h0, h1);
+              auto dot_lo = hn::Zero(d4), dot_hi = dot_lo;  // positions 8 u .. 8 u + 3, 8 u + 4 .. 8 u + 7
+              if constexpr (kBits == 4) {
+                const float* g0 = g + 16 * u;
+                const float* g1 = g0 + W::kWords;
+                const auto h0 = hn::Add(hn::Add(hn::LoadU(d4, g0), hn::LoadU(d4, g0 + 4)),
+                                        hn::Add(hn::LoadU(d4, g0 + 8), hn::LoadU(d4, g0 + 12)));
+                const auto h1 = hn::Add(hn::Add(hn::LoadU(d4, g1), hn::LoadU(d4, g1 + 4)),
+                                        hn::Add(hn::LoadU(d4, g1 + 8), hn::LoadU(d4, g1 + 12)));
+                dot_lo = hn::InterleaveLower(d4, h0, h1), dot_hi = hn::InterleaveUpper(d4, h0, h1);
+              } else {
+                const float* g0 = g + 32 * u;
+                dot_lo = hn::Add(hn::Add(hn::LoadU(d4, g0), hn::LoadU(d4, g0 + 8)),
+                                 hn::Add(hn::LoadU(d4, g0 + 16), hn::LoadU(d4, g0 + 24)));
+                dot_hi = hn::Add(hn::Add(hn::LoadU(d4, g0 + 4), hn::LoadU(d4, g0 + 12)),
+                                 hn::Add(hn::LoadU(d4, g0 + 20), hn::LoadU(d4, g0 + 28)));
+              }
               const int at = 8 * u;
               const auto lo = hn::NegMulAdd(hn::LoadU(d4, zero + at), gs, dot_lo);
               const auto hi = hn::NegMulAdd(hn::LoadU(d4, zero + at + 4), gs, dot_hi);
@@ -244,7 +311,7 @@ void MarlinGemm(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::i
             }
 #endif
           }
-          std::fill_n(sums + r * sums_stride, tiles * 2 * kMarlinTileWords, 0.0f);
+          std::fill_n(sums + r * sums_stride, tiles * kMarlinTileSums, 0.0f);
         }
         std::fill_n(group_sum, kMarlinRows, 0.0f);
       };
@@ -258,36 +325,39 @@ void MarlinGemm(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::i
             x[i] = i >= start && i < end ? xs[i] : 0.0f;
             group_sum[r] += x[i];
           }
-          float* pattern = patterns + (set * max_rows + r) * 8 * period;
-          for (int s = 0; s < 8; ++s) {
-            // Exact (a power of two); the top nibble is shifted down instead (MarlinNibbles).
-            const float scale = s == 7 ? 1.0f : 1.0f / static_cast<float>(1u << (4 * s));
-            const int row = kNibbleRow[s] % 2 + kNibbleRow[s] / 2 * 8;
-            for (int i = 0; i < kMarlinPatternWords; ++i) pattern[s * period + i] = x[2 * (i / 4) + row] * scale;
-            for (std::size_t i = kMarlinPatternWords; i < period; ++i) pattern[s * period + i] = pattern[s * period + i % kMarlinPatternWords];
+          float* pattern = patterns + (set * max_rows + r) * row_patterns;
+          for (int s = 0; s < W::kValues; ++s) {
+            // Exact (a power of two); the top value is shifted down instead (MarlinValues).
+            const float scale = s == W::kValues - 1 ? 1.0f : 1.0f / static_cast<float>(1u << (kBits * s));
+            const int row = W::row(s);
+            // Word i of the pattern meets rows 2 q + row, q = i / (kPatternWords / 4).
+            for (int i = 0; i < W::kPatternWords; ++i) {
+              pattern[s * period + i] = x[2 * (i / (W::kPatternWords / 4)) + row] * scale;
+            }
+            for (std::size_t i = W::kPatternWords; i < period; ++i) pattern[s * period + i] = pattern[s * period + i % W::kPatternWords];
           }
         }
       };
       // Accumulates `count` (1 or 2) blocks from `block` over the panel, their patterns built.
       const auto add_blocks = [&](std::int64_t block, int count) {
-        const std::int32_t* first = p.b + block * row_words + panel * kMarlinTileWords;
-        const float* pattern_sets[2] = {patterns, patterns + max_rows * 8 * period};
+        const std::int32_t* first = p.b + block * row_words + panel * W::kWords;
+        const float* pattern_sets[2] = {patterns, patterns + max_rows * row_patterns};
         // Each tile's slice a few blocks ahead is fetched as the tile goes, spread evenly so the
         // prefetches never queue up (the hardware prefetchers alone fall behind here).
         const bool prefetch = block + count - 1 + kMarlinPrefetchBlocks < block_end;
         for (int t = 0; t < tiles; ++t) {
-          const std::int32_t* words[2] = {first + t * kMarlinTileWords, first + row_words + t * kMarlinTileWords};
+          const std::int32_t* words[2] = {first + t * W::kWords, first + row_words + t * W::kWords};
           if (prefetch) {
             for (int i = 0; i < count; ++i) {
               const auto* ahead = reinterpret_cast<const char*>(words[i] + kMarlinPrefetchBlocks * row_words);
-              for (int line = 0; line < kMarlinTileWords * 4; line += 64) hwy::Prefetch(ahead + line);
+              for (int line = 0; line < W::kWords * 4; line += 64) hwy::Prefetch(ahead + line);
             }
           }
-          float* tile_sums = sums + t * 2 * kMarlinTileWords;
+          float* tile_sums = sums + t * kMarlinTileSums;
           if (count == 2) {
-            MarlinTileBlocks<2>(df, words, rows, pattern_sets, period, tile_sums, sums_stride);
+            MarlinTileBlocks<kBits, 2>(df, words, rows, pattern_sets, period, tile_sums, sums_stride);
           } else {
-            MarlinTileBlocks<1>(df, words, rows, pattern_sets, period, tile_sums, sums_stride);
+            MarlinTileBlocks<kBits, 1>(df, words, rows, pattern_sets, period, tile_sums, sums_stride);
           }
         }
       };
@@ -339,6 +409,17 @@ void MarlinGemm(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::i
                      [&](std::size_t i, std::size_t count) HWY_ATTR { Store(df, hn::LoadU(df, natural + i), c + i, count); });
       }
     }
+  }
+}
+
+/// MarlinGemmBits for the weights' width (p.bits, 4 or 8).
+template <typename T>
+void MarlinGemm(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::int64_t tile_end,
+                std::int64_t block_begin, std::int64_t block_end, float* partial) {
+  if (p.bits == 8) {
+    MarlinGemmBits<T, 8>(p, tile_begin, tile_end, block_begin, block_end, partial);
+  } else {
+    MarlinGemmBits<T, 4>(p, tile_begin, tile_end, block_begin, block_end, partial);
   }
 }
 
