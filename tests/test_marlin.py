@@ -244,15 +244,38 @@ def test_gptq_marlin_gemm(kind, group_size, act_order, dtype, m):
 
 @cuda
 @pytest.mark.parametrize("m,n,k", [(1, 64, 16), (3, 64, 48), (16, 4096, 4096), (5, 14336, 1024), (200, 576, 2048),
-                                   (255, 192, 256), (256, 192, 256), (300, 64, 48)])
+                                   (255, 192, 256), (256, 192, 256), (300, 64, 48), (300, 192, 1040)])
 def test_gptq_marlin_gemm_shapes(m, n, k):
     dtype = torch.bfloat16
-    prep = _prepare("gptq4", k, n, -1 if k < 128 else 128, False, dtype, seed=k)
+    prep = _prepare("gptq4", k, n, 128 if k % 128 == 0 else -1, False, dtype, seed=k)
     a = torch.randn(m, k, device="cuda").to(dtype)
     c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
     out = _run(prep, a, n, k, c=c)
     assert out.data_ptr() == c.data_ptr()
     _check(out, a, prep["w_ref"], dtype)
+
+
+@cuda
+@pytest.mark.parametrize("kind,group_size,act_order,dtype", [("gptq4", 80, False, torch.bfloat16),
+                                                            ("awq", 80, False, torch.float16),
+                                                            ("gptq8", -1, False, torch.bfloat16),
+                                                            ("gptq4", 208, True, torch.float16),
+                                                            ("gptq8", 208, True, torch.bfloat16)])
+def test_marlin_dequant_is_the_rounded_product(kind, group_size, act_order, dtype):
+    """The large-M path's dequantization: (q - zero) * scale rounded once to the activation
+    dtype, bit for bit, over K of 65 steps (blocks of 8 steps and a short last one); with
+    act-order, K in the repacked (perm) order."""
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    k, n = 1040, 192
+    prep = _prepare(kind, k, n, group_size, act_order, dtype, seed=3)
+    empty = torch.empty(0, dtype=torch.int32, device="cuda")
+    out = torch.full((n, k), float("nan"), dtype=dtype, device="cuda")
+    gptq_marlin._DEQUANT[(dtype, 8 if kind == "gptq8" else 4)](
+        prep["q"], prep["s"], prep["zeros"] if prep["zeros"] is not None else empty,
+        prep["g_idx"] if prep["g_idx"] is not None else empty, out, n, k)
+    w = prep["w_ref"][prep["perm"].long().cpu()] if act_order else prep["w_ref"]
+    assert torch.equal(out.cpu(), w.t().to(dtype))
 
 
 @cuda
@@ -379,7 +402,7 @@ def test_repack_bad_inputs():
         gptq_marlin_repack(q, None, 256, 64, 4)
 
 
-# --- CPU: the same functions on CPU tensors (4-bit GEMM; repacks of 4 and 8 bits) -------------------
+# --- CPU: the same functions on CPU tensors (4- and 8-bit GEMM and repacks) -------------------------
 @pytest.mark.parametrize("bits", [4, 8])
 @pytest.mark.parametrize("act_order", [False, True])
 def test_cpu_gptq_marlin_repack_matches_the_published_layout(bits, act_order):
@@ -438,23 +461,27 @@ def test_cpu_gptq_marlin_gemm_shapes(kind, m, n, k):
     _check(out, a, prep["w_ref"], dtype)
 
 
-def test_cpu_gptq_marlin_gemm_groups_split_inside_a_block():
+@pytest.mark.parametrize("bits", [4, 8])
+def test_cpu_gptq_marlin_gemm_groups_split_inside_a_block(bits):
     """Act-order groups of unequal sizes meet inside 16-row blocks: each run is scaled by its own group."""
     from mllm_kernel.cpu.jit import gptq_marlin_gemm, gptq_marlin_repack
 
     k, n, m = 96, 128, 3
+    per_word, bias = 32 // bits, 1 << (bits - 1)
     g = torch.Generator().manual_seed(7)
     g_idx = torch.sort(torch.randint(0, 5, (k,), generator=g, dtype=torch.int32)).values
-    values = torch.randint(0, 16, (k, n), generator=g, dtype=torch.int32)
+    values = torch.randint(0, 1 << bits, (k, n), generator=g, dtype=torch.int64)
     scales = torch.rand(5, n, generator=g) + 0.5
-    w_ref = (values.double() - 8) * scales.double()[g_idx.long()]
-    qweight = torch.zeros(k // 8, n, dtype=torch.int32)
-    for i in range(8):
-        qweight |= values[i::8] << (4 * i)
-    q = gptq_marlin_repack(qweight, None, k, n, 4)
+    w_ref = (values.double() - bias) * scales.double()[g_idx.long()]
+    qweight = torch.zeros(k // per_word, n, dtype=torch.int64)
+    for i in range(per_word):
+        qweight |= values[i::per_word] << (bits * i)
+    qweight = (qweight - (qweight >> 31 << 32)).to(torch.int32)  # the low 32 bits, as int32
+    q = gptq_marlin_repack(qweight, None, k, n, bits)
     a = torch.randn(m, k, generator=g)
+    type_id = scalar_types.uint8b128.id if bits == 8 else scalar_types.uint4b8.id
     out = gptq_marlin_gemm(a, None, q, marlin.marlin_permute_scales(scales, k, n, 16), None, None, g_idx, None, None,
-                           scalar_types.uint4b8.id, m, n, k)
+                           type_id, m, n, k)
     torch.testing.assert_close(out.double(), a.double() @ w_ref, rtol=1e-5, atol=1e-4)
 
 
@@ -476,9 +503,12 @@ def test_cpu_gptq_marlin_gemm_strided_a_and_threads():
 
 @pytest.mark.parametrize("kind", ["gptq4", "awq", "gptq8"])
 @pytest.mark.parametrize("m", [1, 3])
-def test_cpu_gptq_marlin_gemm_decode_splits_k_over_threads(kind, m):
+def test_cpu_gptq_marlin_gemm_decode_splits_k_over_threads(kind, m, monkeypatch):
     """Up to 4 rows, K is split across threads (each streams its run of whole rows of the
     weights) and the parts are added after."""
+    from mllm_kernel.cpu.jit import _threads
+
+    monkeypatch.setattr(_threads, "_ENV_THREADS", None)  # the thread count follows torch's
     k, n = 1024, 512
     prep = _prepare(kind, k, n, 128, False, torch.float32, seed=m, device="cpu")
     a = torch.randn(m, k)

@@ -62,7 +62,7 @@ void run_marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_
     });
     return;
   }
-  // A tile streams K / 16 blocks of 128 bits-wide words for every 4 rows of a.
+  // A tile streams K / 16 blocks of 128 x bits bytes for every 4 rows of a.
   parallel_for(tiles, p.k * 8 * p.bits * host::div_ceil(p.m, std::int64_t{kMarlinRows}), num_threads,
                [&](std::int64_t begin, std::int64_t end) { fn(p, begin, end, 0, blocks, nullptr); });
 }

@@ -9,7 +9,7 @@
 // and each 8-column half of it, the four B-fragment values of column t / 4 at rows
 // 2(t % 4), +1, +8, +9. Inside a word the values are interleaved for the dequantizer:
 // 4-bit words hold their 8 values in the order 0, 2, 4, 6, 1, 3, 5, 7 (nibble q holds value
-// kInterleave4[q]), 8-bit words hold 4 as 0, 2, 1, 3.
+// interleaved(4, q)), 8-bit words hold 4 as 0, 2, 1, 3.
 //
 // Scales [groups, N] come permuted within each run of 64 columns (column c of the run at
 // (c % 8) * 8 + c / 8) when there are several groups, within each run of 32 (column c at

@@ -18,7 +18,7 @@
 // code sorts them) cost one pass a block.
 //
 // A call computes a range of 64-column tiles over a range of 16-row blocks, for up to 4 rows of
-// a at a time (the nibbles are converted once for them), in panels of up to 128 tiles whose sums
+// a at a time (the values are converted once for them), in panels of up to 128 tiles whose sums
 // (1 KiB a tile and row) stay in L2 while the panel's slice of every block streams past. Two
 // blocks of one group go through the sums in one pass. The caller splits K across threads for
 // decode (each thread then streams one contiguous run of whole rows; marlin.cpp adds the parts)
