@@ -467,16 +467,13 @@ def test_cpu_gptq_marlin_gemm_groups_split_inside_a_block(bits):
     from mllm_kernel.cpu.jit import gptq_marlin_gemm, gptq_marlin_repack
 
     k, n, m = 96, 128, 3
-    per_word, bias = 32 // bits, 1 << (bits - 1)
+    bias = 1 << (bits - 1)
     g = torch.Generator().manual_seed(7)
     g_idx = torch.sort(torch.randint(0, 5, (k,), generator=g, dtype=torch.int32)).values
     values = torch.randint(0, 1 << bits, (k, n), generator=g, dtype=torch.int64)
     scales = torch.rand(5, n, generator=g) + 0.5
     w_ref = (values.double() - bias) * scales.double()[g_idx.long()]
-    qweight = torch.zeros(k // per_word, n, dtype=torch.int64)
-    for i in range(per_word):
-        qweight |= values[i::per_word] << (bits * i)
-    qweight = (qweight - (qweight >> 31 << 32)).to(torch.int32)  # the low 32 bits, as int32
+    qweight = marlin.pack_columns(values.t(), bits).t().contiguous()  # GPTQ packs along K
     q = gptq_marlin_repack(qweight, None, k, n, bits)
     a = torch.randn(m, k, generator=g)
     type_id = scalar_types.uint8b128.id if bits == 8 else scalar_types.uint4b8.id
