@@ -83,11 +83,19 @@ def output_blocks(m: int, n: int) -> int:
     return -(-n // BLOCK_N) * -(-m // (16 * m_tiles_for(m)))
 
 
-def splits_for(m: int, n: int, k: int, sm_count: int) -> int:
-    """K splits: enough blocks for two an SM up to 16 rows (the 16-row tile's registers allow
-    two), one an SM above, each split keeping at least four pipeline stages: below that, the
-    pipeline's fill and the fix-up outweigh the parallelism (measured on the H100)."""
-    target = sm_count * (2 if m_tiles_for(m) == 1 else 1)
+def blocks_per_sm(m: int, bits: int) -> int:
+    """Blocks of the kernel an SM holds at once: two of the 16-row tile with 4-bit weights; one
+    with 8-bit weights (a stage of their tiles is twice the bytes, and four stages fill most of
+    the SM's shared memory) or larger tiles (registers)."""
+    return 2 if m_tiles_for(m) == 1 and bits == 4 else 1
+
+
+def splits_for(m: int, n: int, k: int, sm_count: int, bits: int = 4) -> int:
+    """K splits: enough blocks for one wave (``blocks_per_sm`` an SM), each split keeping at least
+    four pipeline stages: below that, the pipeline's fill and the fix-up outweigh the
+    parallelism (measured on the H100). A second wave costs more than it gains: 8-bit weights
+    at M = 1 split for two blocks an SM ran 12-23% slower than for one."""
+    target = sm_count * blocks_per_sm(m, bits)
     return max(1, min(target // output_blocks(m, n), k // 16 // (4 * STAGE_STEPS)))
 
 
@@ -158,7 +166,7 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
         _DEQUANT[(a.dtype, bits)](b_q_weight, b_scales, zeros, g_idx, weight, size_n, size_k)
         return torch.mm(a, weight.t(), out=c)
     sm_count = _sm_count(a.device.index)
-    splits = splits_for(size_m, size_n, size_k, sm_count) if size_m > 0 else 1
+    splits = splits_for(size_m, size_n, size_k, sm_count, bits) if size_m > 0 else 1
     if splits > 1:
         partials = torch.empty(splits * size_m * size_n, dtype=torch.float32, device=a.device)
         usable = (workspace is not None and workspace.dtype == torch.int32 and workspace.device == a.device
