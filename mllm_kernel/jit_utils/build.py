@@ -39,9 +39,9 @@ VERBOSE_ENV = "MLLM_KERNEL_VERBOSE"
 CXX_FLAGS = ("-std=c++20", "-O3", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wno-unused-function")
 NVCC_FLAGS = ("-std=c++20", "--expt-relaxed-constexpr", "-Xcompiler=-fPIC,-fvisibility=hidden", "-diag-suppress=20012")
 #: nvcc's -O sets the host compiler's level only (device code is optimised fully either way). A
-#: kernel's host side is argument checks and launches, calling into the host runtime (built at
-#: -O3): at -O1 with small functions inlined, its compile, the last step of a CUDA build, takes
-#: two thirds of the time.
+#: kernel's host side is argument checks and launches, calling into the host runtime: at -O1
+#: with small functions inlined, its compile, the last step of a CUDA build, takes two thirds of
+#: the time.
 HOST_OPT_FLAGS = ("-O1", "-Xcompiler=-finline-small-functions")
 #: For modules built against CUTLASS, whose host side sets a GEMM up on every call: full host
 #: optimisation, and -DNDEBUG: CUTLASS's device-side asserts put a function call inside the

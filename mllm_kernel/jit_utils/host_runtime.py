@@ -27,6 +27,11 @@ from mllm_kernel.jit_utils.paths import CPU_INCLUDE_DIR, INCLUDE_DIR, PACKAGE_DI
 #: module's own units) on a machine with the cores, they keep the runtime off a first call's
 #: critical path.
 SOURCES = (PACKAGE_DIR / "csrc" / "host_runtime.cpp", PACKAGE_DIR / "csrc" / "thread_pool.cpp")
+#: Its optimisation (after the usual -O3, so these win): a first call on a machine with the cores
+#: builds the runtime beside the module, and at -O3 the runtime took longer than the module; at
+#: -O1 with small functions inlined it compiles in half the time, and a kernel call's checks
+#: measured no slower (CPU rmsnorm on a [1, 64] tensor, about 3.7 us a call either way).
+OPT_FLAGS = ("-O1", "-finline-small-functions")
 #: The headers that declare its functions, besides the header library's .hpp files.
 HEADERS = (CPU_INCLUDE_DIR / "mllm_kernel" / "cpu" / "thread_pool.hpp",)
 
@@ -49,7 +54,7 @@ def soname() -> str:
 
 def build_spec() -> BuildSpec:
     """The runtime's build: plain C++ for every CPU (no -march), named by its soname."""
-    return BuildSpec(name="host_runtime", device="cpu", args=(),
+    return BuildSpec(name="host_runtime", device="cpu", args=(), extra_cflags=OPT_FLAGS,
                      units=tuple(TranslationUnit("cpp", (source,), ()) for source in SOURCES),
                      extra_ldflags=(f"-Wl,-soname,{soname()}",), cpu_target=toolchain.PORTABLE_CPU_TARGET)
 

@@ -1,9 +1,11 @@
 // CUDA per-tensor quantization to float8_e4m3fn with one scale for the whole tensor, one module
 // per input type T (fp32_t, fp16_t, bf16_t) and mode (a first call compiles one mode's kernels):
-//   per_tensor_quant_fp8<T, kStatic>(out, scale, workspace, input, enable_pdl)
+//   per_tensor_quant_fp8<T, kStatic>(out, scale, workspace, barrier, input, enable_pdl)
 // scale is float32 [1]: computed as amax / 448 (dynamic, kStatic false) or read (static).
 // workspace is float32 [W], the one-launch dynamic kernel's per-block partial maxima (one a
-// block; with fewer, dynamic quantization takes the two passes); unread when static.
+// block; with fewer, dynamic quantization takes the two passes); barrier is int32 [1], that
+// kernel's grid barrier counter (mllm_kernel/grid_barrier.cuh: zero when allocated, and shared
+// by every call on the device); both unread when static.
 //   q = x / scale in fp32, IEEE division (not x * (1 / scale)); e4m3 of q, round to nearest
 //   even, saturated to +-448 (NaN stays NaN); a zero scale writes zeros.
 // enable_pdl: launch with programmatic dependent launch (sm_90+; each kernel waits for the
@@ -17,7 +19,9 @@
 
 #include <mllm_kernel/atomic.cuh>
 #include <mllm_kernel/cache_hint.cuh>
+#include <mllm_kernel/cluster.cuh>
 #include <mllm_kernel/cta.cuh>
+#include <mllm_kernel/grid_barrier.cuh>
 #include <mllm_kernel/impl/quant.cuh>
 #include <mllm_kernel/quantize.cuh>
 #include <mllm_kernel/runtime.cuh>
@@ -28,7 +32,6 @@
 #include <mllm_kernel/vec.cuh>
 #include <mllm_kernel/warp.cuh>
 
-#include <cooperative_groups.h>
 #include <dlpack/dlpack.h>
 #include <mllm_kernel/tensor_view.hpp>
 
@@ -171,10 +174,10 @@ __global__ void __launch_bounds__(kThreads) resident_tensor_quant_kernel(const _
   if constexpr (kBlocks > 1) {
     __shared__ float block_amax, cluster_amax;
     if (threadIdx.x == 0) block_amax = amax;
-    cooperative_groups::this_cluster().sync();  // every block's amax is written
+    cluster::sync();  // every block's amax is written
     if (threadIdx.x < kWarpThreads) {
       float m = 0.0f;
-      if (threadIdx.x < kBlocks) m = *cooperative_groups::this_cluster().map_shared_rank(&block_amax, threadIdx.x);
+      if (threadIdx.x < kBlocks) m = cluster::load_shared(&block_amax, threadIdx.x);
       m = warp::reduce_max(m);
       if (threadIdx.x == 0) cluster_amax = m;
     }
@@ -194,7 +197,7 @@ __global__ void __launch_bounds__(kThreads) resident_tensor_quant_kernel(const _
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // No block leaves while another may still read its shared memory.
-  if constexpr (kBlocks > 1) cooperative_groups::this_cluster().sync();
+  if constexpr (kBlocks > 1) cluster::sync();
 #endif
 }
 
@@ -249,7 +252,7 @@ __global__ void __launch_bounds__(kBlock) tensor_quant_kernel(const __grid_const
 // of block b taking vector b * kStashThreads + t of each. Pass 1 reduces the amax through
 // registers, copies this thread's vectors of the first `stash_tiles` tiles into shared memory (30
 // MB over an H100) and marks the last `keep_tiles` evict_last. Each block writes its amax to
-// `partials`, a grid barrier, and every block reduces them (no memset, no atomics). Pass 2
+// `partials`, a grid barrier (on `barrier`), and every block reduces them (no memset). Pass 2
 // re-reads the other tiles, backwards so that the L2-kept ones come first, then quantizes the
 // stash (H100, [16384, 4096] bf16: 104 us against 116 us for the two kernels). Two blocks of
 // 1024 threads an SM, as the amax kernel: one 1024-thread block an SM, copying the stash with
@@ -260,8 +263,8 @@ constexpr int kStashBlocksPerSM = 2;
 
 template <typename T, int kVec>
 __global__ void __launch_bounds__(kStashThreads, kStashBlocksPerSM)
-    stash_tensor_quant_kernel(const __grid_constant__ QuantParams<T, fp8_e4m3_t> p, float* partials, int stash_tiles,
-                              int keep_tiles) {
+    stash_tensor_quant_kernel(const __grid_constant__ QuantParams<T, fp8_e4m3_t> p, float* partials,
+                              std::uint32_t* barrier, int stash_tiles, int keep_tiles) {
   using namespace mllm_kernel::device;
   using Vec = AlignedVector<T, kVec>;
   extern __shared__ __align__(16) unsigned char stash_bytes[];
@@ -295,7 +298,7 @@ __global__ void __launch_bounds__(kStashThreads, kStashBlocksPerSM)
   }
   amax = cta::reduce_max(amax, scratch);
   if (threadIdx.x == 0) partials[blockIdx.x] = amax;
-  cooperative_groups::this_grid().sync();  // also a fence: every block's partial is visible
+  grid_barrier(barrier);  // also a fence: every block's partial is visible
   float m = 0.0f;
   for (int b = threadIdx.x; b < static_cast<int>(gridDim.x); b += kStashThreads) m = fmaxf(m, __ldcg(&partials[b]));
   const float scale = cta::reduce_max(m, scratch) / QuantFormat<fp8_e4m3_t>::kMax;
@@ -397,20 +400,28 @@ StashGeometry stash_geometry(int device_id) {
   return geometry;
 }
 
+/// The stash kernel's scratch: `num_partials` floats for the blocks' maxima, the grid barrier's
+/// counter.
+struct StashScratch {
+  float* partials;
+  std::int64_t num_partials;
+  std::uint32_t* barrier;
+};
+
 /// Dynamic per-tensor quantization in one cooperative launch (stash_tensor_quant_kernel) on
-/// sm_90+, for contiguous 16-byte vectors, `partials` holding `num_partials` floats. Returns
-/// false, launching nothing, where the device cannot hold the grid or `partials` one float per
-/// block.
+/// sm_90+, for contiguous 16-byte vectors. Returns false, launching nothing, where the device
+/// cannot hold the grid or the scratch one float per block.
 template <typename T, int kVec>
-bool launch_stash(const QuantParams<T, fp8_e4m3_t>& p, float* partials, std::int64_t num_partials, DLDevice device) {
+bool launch_stash(const QuantParams<T, fp8_e4m3_t>& p, const StashScratch& scratch, DLDevice device) {
   using namespace mllm_kernel::host;
   static_assert(sizeof(T) * kVec == 16, "the stash kernel reads 16-byte vectors");
   if (runtime::get_cc_major(device.device_id) < 9) return false;
   const StashGeometry g = stash_geometry<T, kVec>(device.device_id);
-  if (!g.fits || g.blocks > num_partials) return false;
+  if (!g.fits || g.blocks > scratch.num_partials) return false;
   LaunchKernel(static_cast<unsigned>(g.blocks), kStashThreads, device, g.smem)
       .enable_pdl(p.pdl)
-      .enable_cooperative()(stash_tensor_quant_kernel<T, kVec>, p, partials, g.stash_tiles, g.keep_tiles);
+      .enable_cooperative()(stash_tensor_quant_kernel<T, kVec>, p, scratch.partials, scratch.barrier, g.stash_tiles,
+                            g.keep_tiles);
   return true;
 }
 
@@ -439,8 +450,7 @@ constexpr std::int64_t kStashTensorVecs = 1LL << 17;
 /// Dynamic quantization: the amax, then the quantization, by the fastest strategy the input
 /// allows (see the file comment).
 template <typename T, int kVec>
-void launch_dynamic(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool flat, float* partials,
-                    std::int64_t num_partials) {
+void launch_dynamic(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool flat, const StashScratch& scratch) {
   using namespace mllm_kernel::host;
   const std::int64_t total = p.rows * (p.hidden / kVec);
   if (total <= kSmallTensorVecs) {
@@ -458,16 +468,16 @@ void launch_dynamic(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool f
     return;
   }
   if constexpr (sizeof(T) * kVec == 16) {
-    if (flat && total >= kStashTensorVecs && launch_stash<T, kVec>(p, partials, num_partials, device)) return;
+    if (flat && total >= kStashTensorVecs && launch_stash<T, kVec>(p, scratch, device)) return;
   }
   // One load in flight a thread in the amax pass and one vector a thread after it: more loads a
   // thread made both passes slower (H100: 117 against 122 us at 16384 tokens).
   launch_two_pass<T, kVec, 1, 1>(p, device, flat);
 }
 
-/// `partials` (`num_partials` floats) is the dynamic path's scratch; unused when static.
+/// `scratch` is the dynamic path's; unused when static.
 template <typename T, int kVec, bool kStatic>
-void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, float* partials, std::int64_t num_partials) {
+void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, const StashScratch& scratch) {
   using namespace mllm_kernel::host;
   static_assert(kVec >= 2, "one-element rows take launch_tensor_scalar");
   const std::int64_t total = p.rows * (p.hidden / kVec);
@@ -483,7 +493,7 @@ void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, float* 
     if (total < kStaticPairVecs) return launch_static<T, kVec, 2>(p, device, flat);
     return launch_static<T, kVec, 1>(p, device, flat);
   } else {
-    launch_dynamic<T, kVec>(p, device, flat, partials, num_partials);
+    launch_dynamic<T, kVec>(p, device, flat, scratch);
   }
 }
 
@@ -514,7 +524,7 @@ void launch_tensor_scalar(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device) 
 /// (kStatic false): scale = amax / 448 is computed into `scale`. Static: `scale` is read.
 template <typename T, bool kStatic>
 void per_tensor_quant_fp8(mllm_kernel::TensorView out, mllm_kernel::TensorView scale, mllm_kernel::TensorView workspace,
-                          mllm_kernel::TensorView input, bool enable_pdl) {
+                          mllm_kernel::TensorView barrier, mllm_kernel::TensorView input, bool enable_pdl) {
   using namespace mllm_kernel::host;
   DLDevice device;
   auto p = check_tensor<T>(out, scale, input, &device);
@@ -523,10 +533,12 @@ void per_tensor_quant_fp8(mllm_kernel::TensorView out, mllm_kernel::TensorView s
   SymbolicDevice input_device;
   input_device.bind(device, "input");
   (void)TensorMatcher({W}).with_dtype<float>().with_device<kDLCUDA>(input_device).verify(workspace, "workspace");
-  auto* partials = static_cast<float*>(workspace.data_ptr());
+  (void)TensorMatcher({1}).with_dtype<std::int32_t>().with_device<kDLCUDA>(input_device).verify(barrier, "barrier");
+  const StashScratch scratch{static_cast<float*>(workspace.data_ptr()), W.unwrap(),
+                             static_cast<std::uint32_t*>(barrier.data_ptr())};
   constexpr int kVec = mllm_kernel::device::kVecElems<T>;
   if (can_vectorize(p, kVec)) {
-    launch_tensor<T, kVec, kStatic>(p, device, partials, W.unwrap());
+    launch_tensor<T, kVec, kStatic>(p, device, scratch);
   } else {
     launch_tensor_scalar<T, kStatic>(p, device);
   }

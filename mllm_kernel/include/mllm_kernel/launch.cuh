@@ -73,10 +73,10 @@ class DeviceGuard {
 /// memory above 48 KB raises the kernel's limit first. `enable_pdl(true)` launches with
 /// programmatic stream serialization on sm_90 and newer (ignored below). `enable_cooperative()`
 /// makes it a cooperative launch: every block resident at once (a grid barrier such as
-/// cooperative_groups' grid sync is then safe), or the launch fails with an error.
+/// grid_barrier.cuh's is then safe), or the launch fails with an error.
 /// `cluster_blocks(n)` groups every n consecutive blocks along x into a thread block cluster
 /// (sm_90+, a ValueError below; n up to 8 on every sm_90 GPU): a cluster's blocks run at once
-/// and read each other's shared memory (cooperative_groups::this_cluster()).
+/// and read each other's shared memory (cluster.cuh).
 class LaunchKernel {
  public:
   LaunchKernel(dim3 grid, dim3 block, DLDevice device, std::size_t dynamic_smem = 0,
