@@ -318,25 +318,42 @@ def test_marlin_kernel_over_any_split_of_k(kind, group_size, act_order, m):
 
 
 def test_marlin_splits_fill_one_wave():
-    """splits_for: the K splits of a small-M call fill the SMs once with the blocks each holds
-    (two of the 4-bit 16-row tile, one of the 8-bit one), never into a second wave, and each
-    split keeps four pipeline stages; at Llama-3-8B's shapes on 132 SMs these are the splits
-    that measured fastest on the H100 for 8-bit weights."""
+    """splits_for: the K splits of a small-M call fill the SMs once with the blocks each holds,
+    never into a second wave, and each split keeps four pipeline stages; at Llama-3-8B's shapes
+    on 132 SMs holding one block each (8-bit weights on an H100) these are the splits that
+    measured fastest there."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     sms = 132
     for m in (1, 8, 16, 17, 64):
-        for bits in (4, 8):
+        for per_sm in (1, 2):
             for n, k in ((4096, 4096), (14336, 4096), (4096, 14336), (6144, 4096), (256, 1024), (128, 64)):
-                splits = gptq_marlin.splits_for(m, n, k, sms, bits)
-                blocks = gptq_marlin.output_blocks(m, n)
+                splits = gptq_marlin.splits_for(m, n, k, sms, per_sm)
                 assert 1 <= splits <= max(1, k // 16 // (4 * gptq_marlin.STAGE_STEPS))
-                assert splits == 1 or splits * blocks <= sms * gptq_marlin.blocks_per_sm(m, bits)
-    assert gptq_marlin.blocks_per_sm(16, 4) == 2 and gptq_marlin.blocks_per_sm(16, 8) == 1
-    assert gptq_marlin.blocks_per_sm(17, 4) == 1
-    picks = {(n, k): gptq_marlin.splits_for(1, n, k, sms, 8) for n, k in ((4096, 4096), (14336, 4096), (4096, 14336),
-                                                                         (6144, 4096))}
+                assert splits == 1 or splits * gptq_marlin.output_blocks(m, n) <= sms * per_sm
+    picks = {(n, k): gptq_marlin.splits_for(1, n, k, sms, 1) for n, k in ((4096, 4096), (14336, 4096), (4096, 14336),
+                                                                        (6144, 4096))}
     assert picks == {(4096, 4096): 8, (14336, 4096): 2, (4096, 14336): 8, (6144, 4096): 5}
+
+
+@cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+def test_marlin_blocks_per_sm_is_the_kernels_occupancy(dtype):
+    """The split rule's blocks an SM: what the occupancy calculator gives for the kernel a call
+    launches (the swapped, plain and act-order 16-row kernels, the larger tiles), at least one;
+    on an H100 (228 KB of shared memory an SM), two of the 4-bit 16-row kernels without
+    act-order and one of every other (8-bit stages, act-order's registers, larger tiles)."""
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    a = torch.empty(1, 16, dtype=dtype, device="cuda")
+    got = {(bits, m, act): gptq_marlin.kernel_blocks_per_sm(a, bits, m, act)
+           for bits in (4, 8) for m in (1, 16, 64) for act in (False, True)}
+    assert all(v >= 1 for v in got.values()), got
+    if torch.cuda.get_device_capability() == (9, 0):
+        assert {key for key, v in got.items() if v == 2} == {(4, 1, False), (4, 16, False)}, got
+        assert set(got.values()) == {1, 2}, got
+    with pytest.raises(ValueError, match="m_tiles must be 1, 2 or 4, got 3"):
+        gptq_marlin._BLOCKS_PER_SM[(dtype, 4)](a.device.index, 40, 3, False)
 
 
 @cuda

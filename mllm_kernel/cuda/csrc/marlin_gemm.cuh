@@ -24,6 +24,7 @@
 #include <mllm_kernel/async_copy.cuh>
 #include <mllm_kernel/marlin.hpp>
 #include <mllm_kernel/mma.cuh>
+#include <mllm_kernel/runtime.cuh>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/type.cuh>
 #include <mllm_kernel/utils.cuh>
@@ -469,22 +470,47 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
   });
 }
 
+/// The kernel marlin_gemm launches: the act-order one, the swapped one (up to kSwapRows rows on
+/// the 16-row tile), or the plain one.
+template <typename T, int kBits, int kMTiles>
+auto marlin_kernel_for(std::int64_t m, bool act_order) {
+  using Kernel = void (*)(const MarlinGemmParams, const MarlinSplit);
+  if (act_order) return static_cast<Kernel>(marlin_gemm_kernel<T, kBits, kMTiles, true, false>);
+  // (the template's kMTiles == 1 keeps the larger tiles from instantiating a swapped kernel)
+  if (kMTiles == 1 && m <= kSwapRows) return static_cast<Kernel>(marlin_gemm_kernel<T, kBits, kMTiles, false, kMTiles == 1>);
+  return static_cast<Kernel>(marlin_gemm_kernel<T, kBits, kMTiles, false, false>);
+}
+
 template <typename T, int kBits, int kMTiles>
 void launch_marlin(const MarlinGemmParams& p, const MarlinSplit& split, bool act_order, DLDevice device) {
   using namespace mllm_kernel::host;
   const dim3 grid(static_cast<unsigned>(div_ceil(p.n, kBlockN)), static_cast<unsigned>(div_ceil(p.m, kMTiles * 16)),
                   static_cast<unsigned>(split.splits));
   constexpr int kSmem = MarlinSmem<kBits, kMTiles>::kBytes;
-  LaunchKernel launch(grid, kThreads, device, kSmem);
-  launch.enable_pdl(split.pdl);
-  if (act_order) {
-    launch(marlin_gemm_kernel<T, kBits, kMTiles, true, false>, p, split);
-  } else if (kMTiles == 1 && p.m <= kSwapRows) {
-    // (the template's kMTiles == 1 keeps the larger tiles from instantiating a swapped kernel)
-    launch(marlin_gemm_kernel<T, kBits, kMTiles, false, kMTiles == 1>, p, split);
-  } else {
-    launch(marlin_gemm_kernel<T, kBits, kMTiles, false, false>, p, split);
-  }
+  LaunchKernel(grid, kThreads, device, kSmem).enable_pdl(split.pdl)(marlin_kernel_for<T, kBits, kMTiles>(p.m, act_order),
+                                                                    p, split);
+}
+
+template <typename T, int kBits, int kMTiles>
+std::int64_t kernel_blocks_per_sm(std::int64_t m, bool act_order) {
+  using namespace mllm_kernel::host;
+  const auto kernel = marlin_kernel_for<T, kBits, kMTiles>(m, act_order);
+  constexpr int kSmem = MarlinSmem<kBits, kMTiles>::kBytes;
+  RuntimeDeviceCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  return runtime::get_blocks_per_sm(kernel, kThreads, kSmem);
+}
+
+/// Blocks of the kernel marlin_gemm launches for size_m rows on m_tiles-row tiles (act-order
+/// or not) that one SM of GPU device_id holds at once, as its registers and shared memory
+/// allow: the caller splits K for one wave of them.
+template <typename T, int kBits>
+std::int64_t marlin_blocks_per_sm(std::int64_t device_id, std::int64_t size_m, std::int64_t m_tiles, bool act_order) {
+  using namespace mllm_kernel::host;
+  RuntimeCheck(m_tiles == 1 || m_tiles == 2 || m_tiles == 4, "m_tiles must be 1, 2 or 4, got ", m_tiles);
+  mllm_kernel::host::detail::DeviceGuard guard(static_cast<int>(device_id));
+  if (m_tiles == 1) return kernel_blocks_per_sm<T, kBits, 1>(size_m, act_order);
+  if (m_tiles == 2) return kernel_blocks_per_sm<T, kBits, 2>(size_m, act_order);
+  return kernel_blocks_per_sm<T, kBits, 4>(size_m, act_order);
 }
 
 /// partials: float32 [splits * M * N] (empty when splits is 1); locks: int32, at least one per

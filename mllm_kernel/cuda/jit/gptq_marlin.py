@@ -36,12 +36,14 @@ def _declare(dtype: torch.dtype, bits: int):
     args = make_cpp_args(dtype, bits)
     return jit_module("marlin_gemm", args=args, device="cuda", cuda_files=["marlin_gemm.cuh", "marlin_dequant.cuh"],
                       cuda_wrappers=[("marlin_gemm", f"marlin_gemm<{args}>"),
-                                     ("marlin_dequant", f"marlin_dequant<{args}>")])
+                                     ("marlin_dequant", f"marlin_dequant<{args}>"),
+                                     ("marlin_blocks_per_sm", f"marlin_blocks_per_sm<{args}>")])
 
 
 _MODULES = {(dtype, bits): _declare(dtype, bits) for dtype in HALF_DTYPES for bits in (4, 8)}
 _GEMM = KernelTable(_OP, _MODULES, arg="a", export="marlin_gemm")
 _DEQUANT = KernelTable(_OP, _MODULES, arg="a", export="marlin_dequant")
+_BLOCKS_PER_SM = KernelTable(_OP, _MODULES, arg="a", export="marlin_blocks_per_sm")
 
 
 def precompile(*, wait: bool = True):
@@ -71,6 +73,8 @@ def _empty(device: torch.device) -> torch.Tensor:
 BLOCK_N = 256
 #: 16-row steps of K in one pipeline stage (kStageRows there).
 STAGE_STEPS = 8
+#: Rows up to which the kernel swaps its MMA operands (kSwapRows there; not with act-order).
+SWAP_ROWS = 8
 
 
 def m_tiles_for(m: int) -> int:
@@ -83,20 +87,29 @@ def output_blocks(m: int, n: int) -> int:
     return -(-n // BLOCK_N) * -(-m // (16 * m_tiles_for(m)))
 
 
-def blocks_per_sm(m: int, bits: int) -> int:
-    """Blocks of the kernel an SM holds at once: two of the 16-row tile with 4-bit weights; one
-    with 8-bit weights (a stage of their tiles is twice the bytes, and four stages fill most of
-    the SM's shared memory) or larger tiles (registers)."""
-    return 2 if m_tiles_for(m) == 1 and bits == 4 else 1
-
-
-def splits_for(m: int, n: int, k: int, sm_count: int, bits: int = 4) -> int:
-    """K splits: enough blocks for one wave (``blocks_per_sm`` an SM), each split keeping at least
-    four pipeline stages: below that, the pipeline's fill and the fix-up outweigh the
-    parallelism (measured on the H100). A second wave costs more than it gains: 8-bit weights
-    at M = 1 split for two blocks an SM ran 12-23% slower than for one."""
-    target = sm_count * blocks_per_sm(m, bits)
+def splits_for(m: int, n: int, k: int, sm_count: int, blocks_per_sm: int) -> int:
+    """K splits: enough blocks for one wave (``blocks_per_sm``: what the kernel's registers and
+    shared memory let an SM hold, ``kernel_blocks_per_sm``), each split keeping at least four
+    pipeline stages: below that, the pipeline's fill and the fix-up outweigh the parallelism
+    (measured on the H100). A second wave costs more than it gains: 8-bit weights at M = 1,
+    which an H100 SM holds one block of, split for two blocks an SM ran 12-23% slower."""
+    target = sm_count * max(1, blocks_per_sm)
     return max(1, min(target // output_blocks(m, n), k // 16 // (4 * STAGE_STEPS)))
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel_blocks_per_sm(device: torch.device, dtype: torch.dtype, bits: int, m_tiles: int, act_order: bool,
+                          swapped: bool) -> int:
+    rows = 1 if swapped else 16 * m_tiles
+    return int(_BLOCKS_PER_SM[(dtype, bits)](device.index, rows, m_tiles, act_order))
+
+
+def kernel_blocks_per_sm(a: torch.Tensor, bits: int, m: int, act_order: bool) -> int:
+    """Blocks of the kernel a call of m rows launches that an SM of a's GPU holds at once (the
+    module asks the CUDA occupancy calculator; cached per kernel and GPU)."""
+    m_tiles = m_tiles_for(m)
+    swapped = m_tiles == 1 and m <= SWAP_ROWS and not act_order
+    return _kernel_blocks_per_sm(a.device, a.dtype, bits, m_tiles, act_order, swapped)
 
 
 #: Rows of a from which the weights are dequantized into a dense matrix for cuBLAS (an N x K
@@ -166,7 +179,11 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
         _DEQUANT[(a.dtype, bits)](b_q_weight, b_scales, zeros, g_idx, weight, size_n, size_k)
         return torch.mm(a, weight.t(), out=c)
     sm_count = _sm_count(a.device.index)
-    splits = splits_for(size_m, size_n, size_k, sm_count, bits) if size_m > 0 else 1
+    # The kernel's act-order test: g_idx given, and more than one group of scales.
+    act_order = (g_idx.numel() > 0 and isinstance(b_scales, torch.Tensor) and b_scales.dim() == 2
+                 and b_scales.size(0) > 1)
+    per_sm = kernel_blocks_per_sm(a, bits, size_m, act_order) if size_m > 0 else 1
+    splits = splits_for(size_m, size_n, size_k, sm_count, per_sm) if size_m > 0 else 1
     if splits > 1:
         partials = torch.empty(splits * size_m * size_n, dtype=torch.float32, device=a.device)
         usable = (workspace is not None and workspace.dtype == torch.int32 and workspace.device == a.device
