@@ -9,6 +9,8 @@ points, sorted g_idx for act-order).
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -280,7 +282,7 @@ def test_marlin_dequant_is_the_rounded_product(kind, group_size, act_order, dtyp
 
 @cuda
 @pytest.mark.parametrize("kind,group_size,act_order", [("gptq4", 80, False), ("awq", 80, False), ("awq", -1, False),
-                                                      ("gptq8", 208, True), ("gptq8", -1, False)])
+                                                      ("gptq4", 208, True), ("gptq8", 208, True), ("gptq8", -1, False)])
 @pytest.mark.parametrize("m", [1, 8, 12, 20, 70])
 def test_marlin_kernel_over_any_split_of_k(kind, group_size, act_order, m):
     """The kernel's module function over splits of K from none to one 16-row step a block
@@ -341,8 +343,8 @@ def test_marlin_splits_fill_one_wave():
 def test_marlin_blocks_per_sm_is_the_kernels_occupancy(dtype):
     """The split rule's blocks an SM: what the occupancy calculator gives for the kernel a call
     launches (the swapped, plain and act-order 16-row kernels, the larger tiles), at least one;
-    on an H100 (228 KB of shared memory an SM), two of the 4-bit 16-row kernels without
-    act-order and one of every other (8-bit stages, act-order's registers, larger tiles)."""
+    on an H100 (228 KB of shared memory an SM), two of the 4-bit 16-row kernels and one of
+    every other (8-bit stages, the larger tiles' registers)."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     a = torch.empty(1, 16, dtype=dtype, device="cuda")
@@ -350,10 +352,45 @@ def test_marlin_blocks_per_sm_is_the_kernels_occupancy(dtype):
            for bits in (4, 8) for m in (1, 16, 64) for act in (False, True)}
     assert all(v >= 1 for v in got.values()), got
     if torch.cuda.get_device_capability() == (9, 0):
-        assert {key for key, v in got.items() if v == 2} == {(4, 1, False), (4, 16, False)}, got
+        assert {key for key, v in got.items() if v == 2} == {(4, 1, False), (4, 16, False), (4, 1, True),
+                                                             (4, 16, True)}, got
         assert set(got.values()) == {1, 2}, got
     with pytest.raises(ValueError, match="m_tiles must be 1, 2 or 4, got 3"):
         gptq_marlin._BLOCKS_PER_SM[(dtype, 4)](a.device.index, 40, 3, False)
+
+
+@cuda
+@pytest.mark.parametrize("m", [1, 12, 40])
+def test_marlin_act_order_takes_g_idx_in_any_order(m):
+    """Act-order reads each row's group from g_idx: with a g_idx the caller did not sort (groups
+    change inside steps, so the kernel reads the scales row by row there), the product is the one
+    of the weights dequantized by the same g_idx (the dense path's dequantization), whatever
+    the split of K."""
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    k, n, dtype, group = 512, 256, torch.bfloat16, 64
+    prep = _prepare("gptq4", k, n, group, True, dtype, seed=7)
+    g_idx = torch.randint(0, k // group, (k,), generator=torch.Generator().manual_seed(m), dtype=torch.int32).cuda()
+    g_idx[:64] = 3  # a run of whole steps in one group as well
+    empty = torch.empty(0, dtype=torch.int32, device="cuda")
+    weight = torch.empty(n, k, dtype=dtype, device="cuda")
+    gptq_marlin._DEQUANT[(dtype, 4)](prep["q"], prep["s"], empty, g_idx, weight, n, k)
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    module = gptq_marlin._GEMM[(dtype, 4)]
+    m_tiles, blocks = gptq_marlin.m_tiles_for(m), gptq_marlin.output_blocks(m, n)
+    locks = torch.zeros(blocks, dtype=torch.int32, device="cuda")
+    for splits in (1, 3):
+        c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+        partials = torch.full((splits * m * n,) if splits > 1 else (0,), float("nan"), device="cuda")
+        module(a, c, prep["q"], prep["s"], empty, g_idx, partials, locks, m, n, k, m_tiles, splits, True)
+        _check(c, a, weight.t().double().cpu(), dtype)
+    # The kernel reads g_idx 16 bytes at a time: a misaligned one is refused there, and copied by
+    # the public function.
+    shifted = torch.empty(k + 4, dtype=torch.int32, device="cuda")[1:k + 1]
+    shifted.copy_(prep["g_idx"])
+    with pytest.raises(ValueError, match=re.escape("b_scales, b_zeros and g_idx must start 16-byte aligned")):
+        module(a, c, prep["q"], prep["s"], empty, shifted, partials, locks, m, n, k, m_tiles, 3, True)
+    assert torch.equal(_run(dict(prep, g_idx=shifted), a, n, k), _run(prep, a, n, k))
 
 
 @cuda

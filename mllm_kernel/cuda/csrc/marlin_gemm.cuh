@@ -96,11 +96,9 @@ __device__ __forceinline__ GroupParams<T, kBits> load_group_params(const MarlinG
   return g;
 }
 
-/// Group of K row k.
-__device__ __forceinline__ std::int64_t group_of(const MarlinGemmParams& p, std::int64_t k, bool act_order) {
-  if (!act_order) return k / p.group_size;
-  const std::int64_t g = __ldg(p.g_idx + k);
-  return g < 0 ? 0 : (g >= p.groups ? p.groups - 1 : g);  // out-of-range ids read a valid row
+/// An act-order group id as a row of the scales: out-of-range ids read a valid row.
+__device__ __forceinline__ int valid_group(const MarlinGemmParams& p, int g) {
+  return g < 0 ? 0 : (g >= p.groups ? static_cast<int>(p.groups) - 1 : g);
 }
 
 template <typename T, int kBits, int kMTiles, bool kActOrder, bool kSwap>
@@ -156,6 +154,8 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
   // g_group is the group of that step's row and g_next the row where the next group starts.
   constexpr int kSlotVecs = Smem::kScaleVecs + Smem::kZeroVecs;
   constexpr int kGIters = (kStageRows * kSlotVecs + kThreads - 1) / kThreads;
+  constexpr int kGidxVecs = kStageRows * marlin::kTileK / 4;  // act-order: the stage's rows' g_idx
+  static_assert(kGidxVecs <= Smem::kGroupVecs && kGidxVecs <= kThreads);
   const int slot_vecs = Smem::kScaleVecs + (p.zeros != nullptr ? Smem::kZeroVecs : 0);
   int g_group[kGIters], g_next[kGIters];
   int g_src[kGIters];  // offset of the vector in group 0, in scale or zero-point elements
@@ -202,6 +202,16 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
         cp_async16(stage_a + Smem::kAVecs + i, scales + (g_group[it] * p.n + g_src[it]));
       } else {
         cp_async16(stage_a + Smem::kAVecs + i, p.zeros + (g_group[it] * (p.n * kBits / 32) + g_src[it]));
+      }
+    }
+    if constexpr (kActOrder) {
+      // Act-order: the group ids (g_idx) of the stage's rows, in the slots plain groups' scales
+      // take otherwise.
+      if (threadIdx.x < kGidxVecs) {
+        const bool valid = stage_row + static_cast<int>(threadIdx.x) / 4 < rows;
+        const std::int32_t* src =
+            p.g_idx + (static_cast<std::int64_t>(row_begin + stage_row) * marlin::kTileK + threadIdx.x * 4);
+        cp_async16_or_zero(stage_a + Smem::kAVecs + threadIdx.x, valid ? src : p.g_idx, valid);
       }
     }
   };
@@ -270,6 +280,8 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
   if (!kActOrder && channelwise && tile_ok) use_group(load_group_params<T, kBits>(p, 0, tile, lane, false), false);
   // The compute side's group: the step where the next one starts (the first step always reads).
   int next_group = row_begin / max(group_steps, 1) * group_steps;
+  // Act-order: the group whose scales are in scale_lo/hi for every row of a step (-1: none).
+  int act_group = -1;
 
   // The B fragment of 8-column block xb of a step, rows (2t, 2t + 1) in lo and (2t + 8, 2t + 9)
   // in hi: q - zero, scaled when `scaled`.
@@ -322,24 +334,40 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
       const std::uint32_t(&fa)[kMTiles][4] = frag_a[x % 2];
       const std::uint32_t(&q)[kLaneWords] = frag_q[x % 2];
       if constexpr (kActOrder) {
-        const std::int64_t k0 = static_cast<std::int64_t>(row) * marlin::kTileK + 2 * (lane % 4);
-        GroupParams<T, kBits> g[4];
+        // The lane's rows of the step: 2t, 2t + 1, 2t + 8 and 2t + 9. When the step's 16 rows
+        // share a group (every step with g_idx sorted by the caller's perm and the whole of K),
+        // its scales are read once and kept while the group lasts; otherwise row by row.
+        const int* step_groups = reinterpret_cast<const int*>(stage + Smem::kBVecs + Smem::kAVecs) +
+                                 r * marlin::kTileK + 2 * (lane % 4);
+        int groups[4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          g[e] = load_group_params<T, kBits>(p, group_of(p, k0 + e % 2 + e / 2 * 8, true), tile, lane, true);
-        }
-#pragma unroll
-        for (int xb = 0; xb < 8; ++xb) {
-          T sub[4];
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int slot = marlin::slot_of(kBits, xb);
-            sub[e] = p.zeros ? from_float<T>(kBase4<T> + static_cast<float>(g[e].zeros >> (kBits * slot) & 0xfu)) : bias;
+        for (int e = 0; e < 4; ++e) groups[e] = valid_group(p, step_groups[e % 2 + e / 2 * 8]);
+        const int first = __shfl_sync(0xffffffffu, groups[0], 0);
+        const bool one = groups[0] == first && groups[1] == first && groups[2] == first && groups[3] == first;
+        if (__all_sync(0xffffffffu, one)) {
+          if (first != act_group) {
+            act_group = first;
+            use_group(load_group_params<T, kBits>(p, first, tile, lane, true), true);
           }
-          sub_lo[xb] = pair_of<T>(sub[0], sub[1]);
-          sub_hi[xb] = pair_of<T>(sub[2], sub[3]);
-          scale_lo[xb] = pair_of<T>(g[0].scale[xb], g[1].scale[xb]);
-          scale_hi[xb] = pair_of<T>(g[2].scale[xb], g[3].scale[xb]);
+        } else {
+          act_group = -1;
+          GroupParams<T, kBits> g[4];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) g[e] = load_group_params<T, kBits>(p, groups[e], tile, lane, true);
+#pragma unroll
+          for (int xb = 0; xb < 8; ++xb) {
+            T sub[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int slot = marlin::slot_of(kBits, xb);
+              sub[e] = p.zeros ? from_float<T>(kBase4<T> + static_cast<float>(g[e].zeros >> (kBits * slot) & 0xfu))
+                               : bias;
+            }
+            sub_lo[xb] = pair_of<T>(sub[0], sub[1]);
+            sub_hi[xb] = pair_of<T>(sub[2], sub[3]);
+            scale_lo[xb] = pair_of<T>(g[0].scale[xb], g[1].scale[xb]);
+            scale_hi[xb] = pair_of<T>(g[2].scale[xb], g[3].scale[xb]);
+          }
         }
       } else if (!channelwise && row >= next_group) {
         // A new group (a warp-uniform test): read it from the stage slot where it starts, or
@@ -528,8 +556,9 @@ void marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kern
   RuntimeCheck(m_tiles == 1 || m_tiles == 2 || m_tiles == 4, "m_tiles must be 1, 2 or 4, got ", m_tiles);
   RuntimeCheck(p.lda % 8 == 0 && reinterpret_cast<std::uintptr_t>(p.a) % 16 == 0,
                "a: rows must start 16-byte aligned (row stride a multiple of 8), got row stride ", p.lda);
-  RuntimeCheck(reinterpret_cast<std::uintptr_t>(p.scales) % 16 == 0 && reinterpret_cast<std::uintptr_t>(p.zeros) % 16 == 0,
-               "b_scales and b_zeros must start 16-byte aligned");
+  RuntimeCheck(reinterpret_cast<std::uintptr_t>(p.scales) % 16 == 0 && reinterpret_cast<std::uintptr_t>(p.zeros) % 16 == 0 &&
+                   reinterpret_cast<std::uintptr_t>(p.g_idx) % 16 == 0,
+               "b_scales, b_zeros and g_idx must start 16-byte aligned");
   if (p.m == 0) return;
   const std::int64_t steps = size_k / marlin::kTileK;
   RuntimeCheck(splits >= 1 && splits <= steps, "splits must be in [1, ", steps, "], got ", splits);

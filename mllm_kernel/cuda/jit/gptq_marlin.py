@@ -170,7 +170,7 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
                                              size_k, is_zp_float, HALF_DTYPES, "cuda", WEIGHT_TYPES)
     if isinstance(b_scales, torch.Tensor):  # anything else is left for the kernel's checks to name
         b_scales = _aligned16(b_scales)
-    zeros, g_idx = _aligned16(zeros), _empty_or(g_idx, a.device)
+    zeros, g_idx = _aligned16(zeros), _aligned16(_empty_or(g_idx, a.device))
     if size_m >= DENSE_MIN_M and _dense_ok(a, c, size_m, size_n, size_k):
         # Compute-bound: the weights dequantized once into an [N, K] matrix of a's dtype (with
         # group scales the values the kernel below feeds its tensor cores above 8 rows), then
