@@ -60,6 +60,16 @@ __global__ void __launch_bounds__(kDequantThreads)
     row_group[threadIdx.x] = static_cast<std::int32_t>(group);
   }
   __syncthreads();
+  // Whether each step's 16 rows share one group: always without g_idx, and with a sorted g_idx
+  // (the caller's perm) every step inside a group. Such a step reads its scales once.
+  __shared__ bool step_shared[kDequantSteps];
+  if (threadIdx.x < steps) {
+    const std::int32_t* rows = row_group + threadIdx.x * marlin_dq::kTileK;
+    bool shared = true;
+#pragma unroll
+    for (int r = 1; r < marlin_dq::kTileK; ++r) shared &= rows[r] == rows[0];
+    step_shared[threadIdx.x] = shared;
+  }
   const auto scale_of = [&](std::int64_t group, std::int64_t n) {
     return cast<float>(
         scales[group * p.n + (channelwise ? marlin_dq::channel_scale_pos(n) : marlin_dq::grouped_scale_pos(n))]);
@@ -70,32 +80,31 @@ __global__ void __launch_bounds__(kDequantThreads)
         __ldg(p.zeros + group * (p.n * kBits / 32) + marlin_dq::zero_point_word(kBits, n)));
     return static_cast<float>(z >> (kBits * marlin_dq::zero_point_slot(kBits, n)) & kMask);
   };
-  // Without g_idx, each step's scales and zero points for the tile's columns, read once.
+  // Each step's scales and zero points for the tile's columns (its first row's group), read once.
   __shared__ float step_scale[kDequantSteps][marlin_dq::kTileN], step_zero[kDequantSteps][marlin_dq::kTileN];
   const std::int64_t n0 = tile_n * marlin_dq::kTileN;
-  if (!per_row) {
-    for (int i = threadIdx.x; i < steps * marlin_dq::kTileN; i += kDequantThreads) {
-      const int j = i / marlin_dq::kTileN, n = i % marlin_dq::kTileN;
-      const std::int64_t group = row_group[j * marlin_dq::kTileK];
-      step_scale[j][n] = scale_of(group, n0 + n);
-      step_zero[j][n] = zero_of(group, n0 + n);
-    }
-    __syncthreads();
+  for (int i = threadIdx.x; i < steps * marlin_dq::kTileN; i += kDequantThreads) {
+    const int j = i / marlin_dq::kTileN, n = i % marlin_dq::kTileN;
+    const std::int64_t group = row_group[j * marlin_dq::kTileK];
+    step_scale[j][n] = scale_of(group, n0 + n);
+    step_zero[j][n] = zero_of(group, n0 + n);
   }
+  __syncthreads();
   for (int i = threadIdx.x; i < steps * kWords; i += kDequantThreads) {
     const int j = i / kWords, w = i % kWords;
     const auto word = static_cast<std::uint32_t>(__ldg(words + j * row_words + w));
+    const bool by_row = per_row && !step_shared[j];  // the step's rows span groups
     // A word's values lie in column `first` and, for 4 bits, first + 8 (first is at most 55).
     const int first = marlin_dq::weight_coord(kBits, w, 0).n;
     const int second = kBits == 4 ? first + 8 : first;
-    const float scale0 = per_row ? 0.0f : step_scale[j][first], zero0 = per_row ? 0.0f : step_zero[j][first];
-    const float scale1 = per_row ? 0.0f : step_scale[j][second], zero1 = per_row ? 0.0f : step_zero[j][second];
+    const float scale0 = step_scale[j][first], zero0 = step_zero[j][first];
+    const float scale1 = step_scale[j][second], zero1 = step_zero[j][second];
 #pragma unroll
     for (int slot = 0; slot < kPerWord; ++slot) {
       const marlin_dq::TileCoord at = marlin_dq::weight_coord(kBits, w, slot);
       const int col = j * marlin_dq::kTileK + at.k;
       float scale = at.n == first ? scale0 : scale1, zero = at.n == first ? zero0 : zero1;
-      if (per_row) {  // out-of-range ids read a valid row (clamped above)
+      if (by_row) {  // out-of-range ids read a valid row (clamped above)
         scale = scale_of(row_group[col], n0 + at.n);
         zero = zero_of(row_group[col], n0 + at.n);
       }
