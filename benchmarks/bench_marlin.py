@@ -96,7 +96,7 @@ def run_cuda() -> list[dict]:
                 x, None, q8, s, None, None, None, None, workspace, scalar_types.uint8b128.id, m, n, k), sets)
             # GPTQ act-order: g_idx sorted by the perm the repack took, a's columns gathered by it.
             g_idx = (torch.arange(k, device="cuda") // GROUP).to(torch.int32)
-            perm = torch.randperm(k, device="cuda", generator=torch.Generator(device="cuda").manual_seed(k))
+            perm = torch.randperm(k, device="cuda", generator=torch.Generator(device="cuda").manual_seed(k)).int()
             row["act_us"] = _us(lambda x, w, q4, q8, s, z: gptq_marlin_gemm(
                 x, None, q4, s, None, None, g_idx, perm, workspace, scalar_types.uint4b8.id, m, n, k), sets)
             del sets

@@ -358,11 +358,11 @@ def marlin_weight_type(op: str, b_q_type_id: object, supported: dict) -> tuple[i
 def marlin_gemm_operands(op: str, a: object, c: torch.Tensor | None, global_scale: torch.Tensor | None,
                          b_zeros: torch.Tensor | None, perm: torch.Tensor | None, b_q_type_id: object, size_m: object,
                          size_n: object, size_k: object, is_zp_float: bool, dtypes: tuple, device_type: str,
-                         weight_types: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+                         weight_types: dict, gather=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
     """The checks and preparation ``gptq_marlin_gemm`` shares across devices: returns (a, c,
-    zeros, bits) with a's columns gathered in ``perm`` order for act-order (and its rows made
-    contiguous and 16-byte aligned otherwise), c allocated when None, zeros an empty int32
-    tensor when absent."""
+    zeros, bits) with a's columns gathered in ``perm`` order for act-order (``gather(a, perm)``
+    when given, else ``index_select``; and its rows made contiguous and 16-byte aligned
+    otherwise), c allocated when None, zeros an empty int32 tensor when absent."""
     from mllm_kernel.scalar_type import ScalarType
 
     bits, needs_zeros = marlin_weight_type(op, b_q_type_id, weight_types)
@@ -389,7 +389,7 @@ def marlin_gemm_operands(op: str, a: object, c: torch.Tensor | None, global_scal
     if perm is not None and perm.numel() > 0:
         if a.dim() != 2 or a.shape[1] != size_k:
             raise ValueError(f"{op}: a: must be [{size_m}, {size_k}], got shape {list(a.shape)}")
-        a = a.index_select(1, perm)
+        a = gather(a, perm) if gather is not None else a.index_select(1, perm)
     elif a.dim() == 2 and (a.stride(1) != 1 or a.stride(0) % 8 or a.data_ptr() % 16):
         a = a.contiguous() if not a.is_contiguous() else a.clone()
     if c is None:

@@ -394,6 +394,48 @@ def test_marlin_act_order_takes_g_idx_in_any_order(m):
 
 
 @cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("m,k,pad", [(1, 16, 0), (3, 4104, 8), (300, 14336, 0), (2, 32768, 0), (2, 32776, 0)])
+def test_gather_columns_is_index_select(dtype, m, k, pad):
+    """Act-order's gather of the activations' columns: a[:, perm] bit for bit, rows padded or
+    not, the output poisoned first; past GATHER_MAX_K (and for misaligned rows) it is
+    index_select itself."""
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    g = torch.Generator().manual_seed(m + k)
+    a = torch.randn(m, k + pad, generator=g).to(dtype).cuda()[:, :k]
+    perm = torch.randperm(k, generator=g).to(torch.int32).cuda()
+    torch.cuda.empty_cache()
+    torch.full((m * k * 2,), float("nan"), dtype=dtype, device="cuda")  # poison what the allocator hands out next
+    assert torch.equal(gptq_marlin.gather_columns(a, perm), a.index_select(1, perm))
+    shifted = torch.empty(m * k + 1, dtype=dtype, device="cuda")[1:].view(m, k)
+    shifted.copy_(a)
+    assert torch.equal(gptq_marlin.gather_columns(shifted, perm), a.index_select(1, perm))
+
+
+@cuda
+def test_column_gather_module_function():
+    """The kernel clamps indices to the row (a wrapper never passes such), and refuses what it
+    cannot read 16 bytes at a time."""
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    function = gptq_marlin._GATHER[torch.bfloat16]
+    a = torch.randn(4, 64, device="cuda").to(torch.bfloat16)
+    index = torch.arange(64, dtype=torch.int32, device="cuda").flip(0)
+    index[0], index[1] = -5, 64
+    out = torch.full_like(a, float("nan"))
+    function(a, index, out, True)
+    assert torch.equal(out, a[:, index.clamp(0, 63).long()])
+    with pytest.raises(ValueError, match=re.escape("index: dtype must be int32, got int64")):
+        function(a, index.long(), out, True)
+    with pytest.raises(ValueError, match=re.escape("K must be a multiple of 8, got 60")):
+        function(a[:, :60], index[:60], out[:, :60].contiguous(), True)
+    wide = torch.randn(4, 68, device="cuda").to(torch.bfloat16)[:, :64]  # rows 136 bytes apart
+    with pytest.raises(ValueError, match=re.escape("a's rows, index and out must start 16-byte aligned")):
+        function(wide, index, out, True)
+
+
+@cuda
 def test_gptq_marlin_gemm_strided_a_and_workspace_left_zero():
     dtype = torch.float16
     k, n, m = 256, 128, 9

@@ -41,6 +41,11 @@ def _declare(dtype: torch.dtype, bits: int):
 
 
 _MODULES = {(dtype, bits): _declare(dtype, bits) for dtype in HALF_DTYPES for bits in (4, 8)}
+# GPTQ act-order's gather of the activations' columns (its own module: only act-order calls build it).
+_GATHER = KernelTable(_OP, {dtype: jit_module("column_gather", args=make_cpp_args(dtype), device="cuda",
+                                              cuda_files=["column_gather.cuh"],
+                                              cuda_wrappers=[("column_gather", f"column_gather<{make_cpp_args(dtype)}>")])
+                            for dtype in HALF_DTYPES}, arg="a", export="column_gather")
 _GEMM = KernelTable(_OP, _MODULES, arg="a", export="marlin_gemm")
 _DEQUANT = KernelTable(_OP, _MODULES, arg="a", export="marlin_dequant")
 _BLOCKS_PER_SM = KernelTable(_OP, _MODULES, arg="a", export="marlin_blocks_per_sm")
@@ -48,7 +53,7 @@ _BLOCKS_PER_SM = KernelTable(_OP, _MODULES, arg="a", export="marlin_blocks_per_s
 
 def precompile(*, wait: bool = True):
     """Builds (or loads) the modules now; see ``jit_utils.precompile``."""
-    return jit_precompile(_GEMM, wait=wait)
+    return jit_precompile(_GEMM, _GATHER, wait=wait)
 
 
 @functools.lru_cache(maxsize=None)
@@ -127,6 +132,24 @@ def _empty_or(t: torch.Tensor | None, device: torch.device) -> torch.Tensor:
     return t if t is not None and t.numel() > 0 else _empty(device)
 
 
+#: The longest K whose rows column_gather takes (a row of a's dtype in a block's shared memory, 64 KB:
+#: every sm_80+ GPU's block has that); index_select beyond.
+GATHER_MAX_K = 32768
+
+
+def gather_columns(a: torch.Tensor, perm: torch.Tensor, *, enable_pdl: bool | None = None) -> torch.Tensor:
+    """``a[:, perm]`` (act-order's gather, ``perm`` int32): one block a row, which reads the row
+    into shared memory and writes it out in ``perm`` order, both coalesced (``index_select``
+    reads a 32-byte sector for each element); ``index_select`` where the row does not fit."""
+    k = a.shape[1] if a.dim() == 2 else 0
+    if (a.dim() != 2 or a.stride(1) != 1 or a.stride(0) % 8 or a.data_ptr() % 16 or k % 8 or k > GATHER_MAX_K
+            or perm.dtype != torch.int32 or not perm.is_contiguous()):
+        return a.index_select(1, perm)
+    out = torch.empty(a.shape, dtype=a.dtype, device=a.device)
+    _GATHER[a.dtype](a, _aligned16(perm), out, True if enable_pdl is None else enable_pdl)
+    return out
+
+
 def _aligned16(t: torch.Tensor) -> torch.Tensor:
     """t, or a copy when it does not start 16-byte aligned (the kernel reads 16 bytes at once)."""
     return t.clone(memory_format=torch.contiguous_format) if t.data_ptr() % 16 else t
@@ -166,8 +189,9 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
 
         return cpu_gemm(a, c, b_q_weight, b_scales, global_scale, b_zeros, g_idx, perm, workspace, b_q_type_id,
                         size_m, size_n, size_k, is_k_full, use_atomic_add, use_fp32_reduce, is_zp_float)
-    a, c, zeros, bits = marlin_gemm_operands(_OP, a, c, global_scale, b_zeros, perm, b_q_type_id, size_m, size_n,
-                                             size_k, is_zp_float, HALF_DTYPES, "cuda", WEIGHT_TYPES)
+    a, c, zeros, bits = marlin_gemm_operands(
+        _OP, a, c, global_scale, b_zeros, perm, b_q_type_id, size_m, size_n, size_k, is_zp_float, HALF_DTYPES, "cuda",
+        WEIGHT_TYPES, gather=lambda x, p: gather_columns(x, p, enable_pdl=enable_pdl))
     if isinstance(b_scales, torch.Tensor):  # anything else is left for the kernel's checks to name
         b_scales = _aligned16(b_scales)
     zeros, g_idx = _aligned16(zeros), _aligned16(_empty_or(g_idx, a.device))
