@@ -272,30 +272,34 @@ def test_per_tensor_dynamic_without_room_for_partials_takes_two_passes():
     x = _data(1024, 4096, dtype=torch.bfloat16, seed=12)
     module = find_module("per_tensor_quant_fp8", ("bf16_t", "false"), "cuda").load()
     out, scale = _poisoned(x.shape, FP8), torch.full((1,), float("nan"), device="cuda")
-    barrier = torch.zeros(1, dtype=torch.int32, device="cuda")
-    module.per_tensor_quant_fp8(out, scale, torch.empty(1, device="cuda"), barrier, x, True)
+    module.per_tensor_quant_fp8(out, scale, torch.empty(1, device="cuda"), x, True)
     ref_q, ref_s = _ref_tensor(x)
     _assert_scales(scale, ref_s)
     _assert_same(out, ref_q)
-    assert int(barrier) == 0
 
 
 def test_per_tensor_dynamic_grid_barrier_is_left_for_the_next_call():
-    """The one-launch kernel's grid barrier: every call leaves the shared counter's low bits at
-    zero and flips its top bit, so call after call gets the right scale from the same counter
-    (bad counter tensors: test_bad_workspace_of_the_module_function)."""
-    from mllm_kernel.cuda.jit import quant
-
-    x = _data(1024, 4096, dtype=torch.bfloat16, seed=13)  # 4M elements: the one-launch kernel
-    ref_q, ref_s = _ref_tensor(x)
-    counter = quant._grid_barrier(x.device)
-    before = int(counter)
-    for call in range(5):
+    """The one-launch kernel's grid barrier counter is the module's and is never reset: call
+    after call (odd and even, so the counter's top bit both ways), each with other data, gets its
+    own scale, also when a CUDA graph replays a captured call between them."""
+    xs = [_data(1024, 4096, dtype=torch.bfloat16, seed=13 + i) * (i + 1) for i in range(5)]  # 4M elements each
+    for x in xs:
         q, scale = per_tensor_quant_fp8(x, out=_poisoned(x.shape, FP8))
+        ref_q, ref_s = _ref_tensor(x)
         _assert_scales(scale, ref_s)
         _assert_same(q, ref_q)
-        now = int(counter) & 0xFFFFFFFF
-        assert now & 0x7FFFFFFF == 0 and now == (before & 0xFFFFFFFF) ^ (0x80000000 * ((call + 1) % 2)), call
+    out = _poisoned(xs[0].shape, FP8)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        _, captured = per_tensor_quant_fp8(xs[0], out=out)
+    for x in xs[1:3]:
+        graph.replay()
+        q, scale = per_tensor_quant_fp8(x, out=_poisoned(x.shape, FP8))
+        _assert_scales(scale, _ref_tensor(x)[1])
+        _assert_same(q, _ref_tensor(x)[0])
+    torch.cuda.synchronize()
+    _assert_scales(captured, _ref_tensor(xs[0])[1])
+    _assert_same(out, _ref_tensor(xs[0])[0])
 
 
 @pytest.mark.parametrize("where", ["first", "middle", "last"])
@@ -507,13 +511,7 @@ def test_bad_workspace_of_the_module_function():
     x = _data(4, 256, dtype=torch.bfloat16)
     module = find_module("per_tensor_quant_fp8", ("bf16_t", "false"), "cuda").load()
     out, scale = torch.empty(x.shape, dtype=FP8, device="cuda"), torch.empty(1, device="cuda")
-    barrier = torch.zeros(1, dtype=torch.int32, device="cuda")
     _raises(re.escape("workspace: dtype must be float32, got float16"), module.per_tensor_quant_fp8, out, scale,
-            torch.empty(8, dtype=torch.float16, device="cuda"), barrier, x, True)
+            torch.empty(8, dtype=torch.float16, device="cuda"), x, True)
     _raises(re.escape("workspace: device must be cuda, got cpu"), module.per_tensor_quant_fp8, out,
-            scale, torch.empty(8), barrier, x, True)
-    workspace = torch.empty(8, device="cuda")
-    _raises(re.escape("barrier: dtype must be int32, got float32"), module.per_tensor_quant_fp8, out, scale,
-            workspace, torch.zeros(1, device="cuda"), x, True)
-    _raises(re.escape("barrier: dim 0 must be 1, got 2"), module.per_tensor_quant_fp8, out, scale, workspace,
-            torch.zeros(2, dtype=torch.int32, device="cuda"), x, True)
+            scale, torch.empty(8), x, True)

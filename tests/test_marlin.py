@@ -342,15 +342,16 @@ def test_marlin_splits_fill_one_wave():
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 def test_marlin_blocks_per_sm_is_the_kernels_occupancy(dtype):
     """The split rule's blocks an SM: what the occupancy calculator gives for the kernel a call
-    launches (the swapped, plain and act-order 16-row kernels, the larger tiles), at least one;
-    on an H100 (228 KB of shared memory an SM), two of the 4-bit 16-row kernels and one of
-    every other (8-bit stages, the larger tiles' registers)."""
+    launches (the swapped, plain and act-order 16-row kernels, the larger tiles; 0 where a
+    GPU's blocks lack the kernel's shared memory); on an H100 (228 KB of shared memory an SM),
+    two of the 4-bit 16-row kernels and one of every other (8-bit stages, the larger tiles'
+    registers)."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     a = torch.empty(1, 16, dtype=dtype, device="cuda")
     got = {(bits, m, act): gptq_marlin.kernel_blocks_per_sm(a, bits, m, act)
            for bits in (4, 8) for m in (1, 16, 64) for act in (False, True)}
-    assert all(v >= 1 for v in got.values()), got
+    assert all(isinstance(v, int) and v >= 0 for v in got.values()), got
     if torch.cuda.get_device_capability() == (9, 0):
         assert {key for key, v in got.items() if v == 2} == {(4, 1, False), (4, 16, False), (4, 1, True),
                                                              (4, 16, True)}, got

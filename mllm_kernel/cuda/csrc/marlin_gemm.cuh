@@ -11,7 +11,8 @@
 // 512-byte (4-bit) slice of a repacked tile: one 16-byte shared-memory load a lane, which
 // dequantizes straight into m16n8k16 B fragments, read one step ahead of their use. Weights,
 // activations and each group's scales and zero points stream through a 4-stage cp.async
-// pipeline of 8 steps a stage, so the inner loop never waits on global memory; the two K-halves
+// pipeline of 8 steps a stage, so the inner loop never waits on global memory (with act-order
+// the rows' g_idx stream instead, and a group's scales are read when a step reaches it); the two K-halves
 // are summed through shared memory at the end. Up to 8 rows of a with plain groups (kSwap), the
 // operands swap: the dequantized weights are the MMA's A operand and a its B operand, which
 // halves the MMAs, and the weights stay exact integers, scaled once per group in float32.
@@ -62,7 +63,8 @@ struct MarlinSmem {
   static constexpr int kARowVecs = kStageRows * marlin::kTileK / 8;  // one row of a stage's A
   static constexpr int kAVecs = kMTiles * 16 * kARowVecs;
   // A group's scales (and zero points) for the block's columns, one slot a 16-row step; only
-  // the slots where a group starts (and slot 0) are filled.
+  // the slots where a group starts (and slot 0) are filled. Act-order kernels keep the stage's
+  // g_idx there instead.
   static constexpr int kScaleVecs = kWarpsN * marlin::kTileN * 2 / 16;
   static constexpr int kZeroVecs = kWarpsN * marlin::kTileN * kBits / 32 / 4;
   static constexpr int kGroupVecs = kStageRows * (kScaleVecs + kZeroVecs);
@@ -515,6 +517,9 @@ void launch_marlin(const MarlinGemmParams& p, const MarlinSplit& split, bool act
   const dim3 grid(static_cast<unsigned>(div_ceil(p.n, kBlockN)), static_cast<unsigned>(div_ceil(p.m, kMTiles * 16)),
                   static_cast<unsigned>(split.splits));
   constexpr int kSmem = MarlinSmem<kBits, kMTiles>::kBytes;
+  const int available = runtime::get_available_dynamic_smem_per_block(device.device_id);
+  RuntimeCheck(kSmem <= available, "the kernel for ", kBits, "-bit weights on ", kMTiles * 16, "-row tiles needs ",
+               kSmem, " bytes of shared memory a block; this GPU's blocks have ", available);
   LaunchKernel(grid, kThreads, device, kSmem).enable_pdl(split.pdl)(marlin_kernel_for<T, kBits, kMTiles>(p.m, act_order),
                                                                     p, split);
 }
@@ -524,6 +529,7 @@ std::int64_t kernel_blocks_per_sm(std::int64_t m, bool act_order) {
   using namespace mllm_kernel::host;
   const auto kernel = marlin_kernel_for<T, kBits, kMTiles>(m, act_order);
   constexpr int kSmem = MarlinSmem<kBits, kMTiles>::kBytes;
+  if (kSmem > runtime::get_available_dynamic_smem_per_block()) return 0;  // marlin_gemm names it
   RuntimeDeviceCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   return runtime::get_blocks_per_sm(kernel, kThreads, kSmem);
 }

@@ -1,11 +1,9 @@
 // CUDA per-tensor quantization to float8_e4m3fn with one scale for the whole tensor, one module
 // per input type T (fp32_t, fp16_t, bf16_t) and mode (a first call compiles one mode's kernels):
-//   per_tensor_quant_fp8<T, kStatic>(out, scale, workspace, barrier, input, enable_pdl)
+//   per_tensor_quant_fp8<T, kStatic>(out, scale, workspace, input, enable_pdl)
 // scale is float32 [1]: computed as amax / 448 (dynamic, kStatic false) or read (static).
 // workspace is float32 [W], the one-launch dynamic kernel's per-block partial maxima (one a
-// block; with fewer, dynamic quantization takes the two passes); barrier is int32 [1], that
-// kernel's grid barrier counter (mllm_kernel/grid_barrier.cuh: zero when allocated, and shared
-// by every call on the device); both unread when static.
+// block; with fewer, dynamic quantization takes the two passes); unread when static.
 //   q = x / scale in fp32, IEEE division (not x * (1 / scale)); e4m3 of q, round to nearest
 //   even, saturated to +-448 (NaN stays NaN); a zero scale writes zeros.
 // enable_pdl: launch with programmatic dependent launch (sm_90+; each kernel waits for the
@@ -252,19 +250,24 @@ __global__ void __launch_bounds__(kBlock) tensor_quant_kernel(const __grid_const
 // of block b taking vector b * kStashThreads + t of each. Pass 1 reduces the amax through
 // registers, copies this thread's vectors of the first `stash_tiles` tiles into shared memory (30
 // MB over an H100) and marks the last `keep_tiles` evict_last. Each block writes its amax to
-// `partials`, a grid barrier (on `barrier`), and every block reduces them (no memset). Pass 2
-// re-reads the other tiles, backwards so that the L2-kept ones come first, then quantizes the
+// `partials`, a grid barrier, and every block reduces them (no memset). Pass 2 re-reads the
+// other tiles, backwards so that the L2-kept ones come first, then quantizes the
 // stash (H100, [16384, 4096] bf16: 104 us against 116 us for the two kernels). Two blocks of
 // 1024 threads an SM, as the amax kernel: one 1024-thread block an SM, copying the stash with
 // cp.async, keeping tiles in registers as well, or sharing pass 2 out from counters was no
 // faster.
 constexpr int kStashThreads = 1024;
 constexpr int kStashBlocksPerSM = 2;
+/// The stash kernel's grid barrier counter (grid_barrier.cuh), one a device: zero when the module
+/// loads, and never a call's to set up, so a call captured into a CUDA graph needs nothing
+/// before it. Launches share it safely: each fills every SM, so one starts only as the last
+/// finishes.
+__device__ std::uint32_t stash_barrier = 0;
 
 template <typename T, int kVec>
 __global__ void __launch_bounds__(kStashThreads, kStashBlocksPerSM)
-    stash_tensor_quant_kernel(const __grid_constant__ QuantParams<T, fp8_e4m3_t> p, float* partials,
-                              std::uint32_t* barrier, int stash_tiles, int keep_tiles) {
+    stash_tensor_quant_kernel(const __grid_constant__ QuantParams<T, fp8_e4m3_t> p, float* partials, int stash_tiles,
+                              int keep_tiles) {
   using namespace mllm_kernel::device;
   using Vec = AlignedVector<T, kVec>;
   extern __shared__ __align__(16) unsigned char stash_bytes[];
@@ -298,7 +301,7 @@ __global__ void __launch_bounds__(kStashThreads, kStashBlocksPerSM)
   }
   amax = cta::reduce_max(amax, scratch);
   if (threadIdx.x == 0) partials[blockIdx.x] = amax;
-  grid_barrier(barrier);  // also a fence: every block's partial is visible
+  grid_barrier(&stash_barrier);  // also a fence: every block's partial is visible
   float m = 0.0f;
   for (int b = threadIdx.x; b < static_cast<int>(gridDim.x); b += kStashThreads) m = fmaxf(m, __ldcg(&partials[b]));
   const float scale = cta::reduce_max(m, scratch) / QuantFormat<fp8_e4m3_t>::kMax;
@@ -400,12 +403,10 @@ StashGeometry stash_geometry(int device_id) {
   return geometry;
 }
 
-/// The stash kernel's scratch: `num_partials` floats for the blocks' maxima, the grid barrier's
-/// counter.
+/// The stash kernel's scratch: `num_partials` floats for the blocks' maxima.
 struct StashScratch {
   float* partials;
   std::int64_t num_partials;
-  std::uint32_t* barrier;
 };
 
 /// Dynamic per-tensor quantization in one cooperative launch (stash_tensor_quant_kernel) on
@@ -420,8 +421,7 @@ bool launch_stash(const QuantParams<T, fp8_e4m3_t>& p, const StashScratch& scrat
   if (!g.fits || g.blocks > scratch.num_partials) return false;
   LaunchKernel(static_cast<unsigned>(g.blocks), kStashThreads, device, g.smem)
       .enable_pdl(p.pdl)
-      .enable_cooperative()(stash_tensor_quant_kernel<T, kVec>, p, scratch.partials, scratch.barrier, g.stash_tiles,
-                            g.keep_tiles);
+      .enable_cooperative()(stash_tensor_quant_kernel<T, kVec>, p, scratch.partials, g.stash_tiles, g.keep_tiles);
   return true;
 }
 
@@ -524,7 +524,7 @@ void launch_tensor_scalar(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device) 
 /// (kStatic false): scale = amax / 448 is computed into `scale`. Static: `scale` is read.
 template <typename T, bool kStatic>
 void per_tensor_quant_fp8(mllm_kernel::TensorView out, mllm_kernel::TensorView scale, mllm_kernel::TensorView workspace,
-                          mllm_kernel::TensorView barrier, mllm_kernel::TensorView input, bool enable_pdl) {
+                          mllm_kernel::TensorView input, bool enable_pdl) {
   using namespace mllm_kernel::host;
   DLDevice device;
   auto p = check_tensor<T>(out, scale, input, &device);
@@ -533,9 +533,7 @@ void per_tensor_quant_fp8(mllm_kernel::TensorView out, mllm_kernel::TensorView s
   SymbolicDevice input_device;
   input_device.bind(device, "input");
   (void)TensorMatcher({W}).with_dtype<float>().with_device<kDLCUDA>(input_device).verify(workspace, "workspace");
-  (void)TensorMatcher({1}).with_dtype<std::int32_t>().with_device<kDLCUDA>(input_device).verify(barrier, "barrier");
-  const StashScratch scratch{static_cast<float*>(workspace.data_ptr()), W.unwrap(),
-                             static_cast<std::uint32_t*>(barrier.data_ptr())};
+  const StashScratch scratch{static_cast<float*>(workspace.data_ptr()), W.unwrap()};
   constexpr int kVec = mllm_kernel::device::kVecElems<T>;
   if (can_vectorize(p, kVec)) {
     launch_tensor<T, kVec, kStatic>(p, device, scratch);

@@ -22,8 +22,6 @@ A zero scale (an all-zero row with eps = 0, or a static scale of 0) gives zeros.
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
 from mllm_kernel.jit_utils import KernelTable, jit_module, make_cpp_args
@@ -82,13 +80,6 @@ def _check_group_size(op: str, group_size: object, hidden: int) -> int:
     return group_size
 
 
-@functools.lru_cache(maxsize=None)
-def _grid_barrier(device: torch.device) -> torch.Tensor:
-    """The one-launch dynamic kernel's grid barrier counter on ``device``: zeroed once, left in a
-    state the next launch can use (csrc/quant_per_tensor.cuh), so every call shares it."""
-    return torch.zeros(1, dtype=torch.int32, device=device)
-
-
 def _out(op: str, input: torch.Tensor, out: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor:
     if out is None:
         return torch.empty(input.shape, dtype=dtype, device=input.device)
@@ -120,7 +111,7 @@ def per_tensor_quant_fp8(
         # One allocation: the scale, then the one-launch kernel's per-block partial maxima.
         buffer = torch.empty(1 + _PARTIALS, dtype=torch.float32, device=input.device)
         scale, workspace = buffer[:1], buffer[1:]
-    function(out, scale, workspace, _grid_barrier(input.device), input, resolve_pdl(enable_pdl))
+    function(out, scale, workspace, input, resolve_pdl(enable_pdl))
     return out, scale
 
 

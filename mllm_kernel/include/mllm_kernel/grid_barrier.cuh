@@ -1,14 +1,15 @@
 // A barrier across every block of a cooperative launch (all blocks resident at once:
 // `LaunchKernel(...).enable_cooperative()`), on a 32-bit counter in global memory:
 //
-//   grid_barrier(counter);   // every thread of every block calls it
+//   __device__ std::uint32_t my_barrier = 0;   // the module's: zero when it loads
+//   grid_barrier(&my_barrier);                 // every thread of every block calls it
 //
-// The counter must be zero when first used (allocated zeroed) and is then never reset: each
-// block adds 1, except block 0, which adds 2^31 - (blocks - 1), so the arrivals sum to 2^31.
-// The top bit therefore flips exactly when the last block arrives, and the low bits return to
-// zero for the next launch. A block waits for the flip it did not cause itself. Launches that
-// share a counter stay apart: the next launch's blocks can only all arrive once every block of
-// the previous one has left.
+// The counter must be zero when first used and is then never reset: each block adds 1, except
+// block 0, which adds 2^31 - (blocks - 1), so the arrivals sum to 2^31. The top bit therefore
+// flips exactly when the last block arrives, and the low bits return to zero for the next
+// launch; each block waits until the top bit differs from what its own add found. Two launches
+// may share a counter only if they can never be resident at once (a grid that fills every SM,
+// as a cooperative launch sized by the occupancy does): arrivals of both would mix.
 #pragma once
 
 #include <mllm_kernel/host_device.hpp>
