@@ -295,11 +295,13 @@ def test_per_tensor_dynamic_grid_barrier_is_left_for_the_next_call():
     for x in xs[1:3]:
         graph.replay()
         q, scale = per_tensor_quant_fp8(x, out=_poisoned(x.shape, FP8))
-        _assert_scales(scale, _ref_tensor(x)[1])
-        _assert_same(q, _ref_tensor(x)[0])
+        ref_q, ref_s = _ref_tensor(x)
+        _assert_scales(scale, ref_s)
+        _assert_same(q, ref_q)
     torch.cuda.synchronize()
-    _assert_scales(captured, _ref_tensor(xs[0])[1])
-    _assert_same(out, _ref_tensor(xs[0])[0])
+    ref_q, ref_s = _ref_tensor(xs[0])
+    _assert_scales(captured, ref_s)
+    _assert_same(out, ref_q)
 
 
 @pytest.mark.parametrize("where", ["first", "middle", "last"])

@@ -534,17 +534,30 @@ std::int64_t kernel_blocks_per_sm(std::int64_t m, bool act_order) {
   return runtime::get_blocks_per_sm(kernel, kThreads, kSmem);
 }
 
+/// The kernel templates are instantiated for 16-row tiles 1, 2 and 4 at a time only.
+inline void check_m_tiles(std::int64_t m_tiles) {
+  mllm_kernel::host::RuntimeCheck(m_tiles == 1 || m_tiles == 2 || m_tiles == 4, "m_tiles must be 1, 2 or 4, got ",
+                                  m_tiles);
+}
+
+/// f(std::integral_constant<int, kMTiles>) for the run-time m_tiles (checked).
+template <typename F>
+auto with_m_tiles(std::int64_t m_tiles, F&& f) {
+  check_m_tiles(m_tiles);
+  if (m_tiles == 1) return f(std::integral_constant<int, 1>{});
+  if (m_tiles == 2) return f(std::integral_constant<int, 2>{});
+  return f(std::integral_constant<int, 4>{});
+}
+
 /// Blocks of the kernel marlin_gemm launches for size_m rows on m_tiles-row tiles (act-order
 /// or not) that one SM of GPU device_id holds at once, as its registers and shared memory
 /// allow: the caller splits K for one wave of them.
 template <typename T, int kBits>
 std::int64_t marlin_blocks_per_sm(std::int64_t device_id, std::int64_t size_m, std::int64_t m_tiles, bool act_order) {
-  using namespace mllm_kernel::host;
-  RuntimeCheck(m_tiles == 1 || m_tiles == 2 || m_tiles == 4, "m_tiles must be 1, 2 or 4, got ", m_tiles);
   mllm_kernel::host::detail::DeviceGuard guard(static_cast<int>(device_id));
-  if (m_tiles == 1) return kernel_blocks_per_sm<T, kBits, 1>(size_m, act_order);
-  if (m_tiles == 2) return kernel_blocks_per_sm<T, kBits, 2>(size_m, act_order);
-  return kernel_blocks_per_sm<T, kBits, 4>(size_m, act_order);
+  return with_m_tiles(m_tiles, [&](auto tiles) {
+    return kernel_blocks_per_sm<T, kBits, decltype(tiles)::value>(size_m, act_order);
+  });
 }
 
 /// partials: float32 [splits * M * N] (empty when splits is 1); locks: int32, at least one per
@@ -559,7 +572,7 @@ void marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kern
   const MarlinGemmParams p =
       check_marlin_gemm<kDLCUDA, T>(a, c, b, scales, zeros, g_idx, kBits, size_m, size_n, size_k);
   RuntimeCheck(p.zeros == nullptr || kBits == 4, "zero points are supported for 4-bit weights only");
-  RuntimeCheck(m_tiles == 1 || m_tiles == 2 || m_tiles == 4, "m_tiles must be 1, 2 or 4, got ", m_tiles);
+  check_m_tiles(m_tiles);
   RuntimeCheck(p.lda % 8 == 0 && reinterpret_cast<std::uintptr_t>(p.a) % 16 == 0,
                "a: rows must start 16-byte aligned (row stride a multiple of 8), got row stride ", p.lda);
   RuntimeCheck(reinterpret_cast<std::uintptr_t>(p.scales) % 16 == 0 && reinterpret_cast<std::uintptr_t>(p.zeros) % 16 == 0 &&
@@ -584,13 +597,8 @@ void marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kern
     split.locks = static_cast<std::int32_t*>(locks.data_ptr());
   }
   const bool act_order = p.g_idx != nullptr && p.groups > 1;
-  if (m_tiles == 1) {
-    launch_marlin<T, kBits, 1>(p, split, act_order, a.device());
-  } else if (m_tiles == 2) {
-    launch_marlin<T, kBits, 2>(p, split, act_order, a.device());
-  } else {
-    launch_marlin<T, kBits, 4>(p, split, act_order, a.device());
-  }
+  with_m_tiles(m_tiles,
+               [&](auto tiles) { launch_marlin<T, kBits, decltype(tiles)::value>(p, split, act_order, a.device()); });
 }
 
 }  // namespace

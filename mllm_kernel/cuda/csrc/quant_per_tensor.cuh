@@ -403,25 +403,20 @@ StashGeometry stash_geometry(int device_id) {
   return geometry;
 }
 
-/// The stash kernel's scratch: `num_partials` floats for the blocks' maxima.
-struct StashScratch {
-  float* partials;
-  std::int64_t num_partials;
-};
-
 /// Dynamic per-tensor quantization in one cooperative launch (stash_tensor_quant_kernel) on
-/// sm_90+, for contiguous 16-byte vectors. Returns false, launching nothing, where the device
-/// cannot hold the grid or the scratch one float per block.
+/// sm_90+, for contiguous 16-byte vectors, `partials` holding `num_partials` floats. Returns
+/// false, launching nothing, where the device cannot hold the grid or `partials` one float per
+/// block.
 template <typename T, int kVec>
-bool launch_stash(const QuantParams<T, fp8_e4m3_t>& p, const StashScratch& scratch, DLDevice device) {
+bool launch_stash(const QuantParams<T, fp8_e4m3_t>& p, float* partials, std::int64_t num_partials, DLDevice device) {
   using namespace mllm_kernel::host;
   static_assert(sizeof(T) * kVec == 16, "the stash kernel reads 16-byte vectors");
   if (runtime::get_cc_major(device.device_id) < 9) return false;
   const StashGeometry g = stash_geometry<T, kVec>(device.device_id);
-  if (!g.fits || g.blocks > scratch.num_partials) return false;
+  if (!g.fits || g.blocks > num_partials) return false;
   LaunchKernel(static_cast<unsigned>(g.blocks), kStashThreads, device, g.smem)
       .enable_pdl(p.pdl)
-      .enable_cooperative()(stash_tensor_quant_kernel<T, kVec>, p, scratch.partials, g.stash_tiles, g.keep_tiles);
+      .enable_cooperative()(stash_tensor_quant_kernel<T, kVec>, p, partials, g.stash_tiles, g.keep_tiles);
   return true;
 }
 
@@ -450,7 +445,8 @@ constexpr std::int64_t kStashTensorVecs = 1LL << 17;
 /// Dynamic quantization: the amax, then the quantization, by the fastest strategy the input
 /// allows (see the file comment).
 template <typename T, int kVec>
-void launch_dynamic(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool flat, const StashScratch& scratch) {
+void launch_dynamic(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool flat, float* partials,
+                    std::int64_t num_partials) {
   using namespace mllm_kernel::host;
   const std::int64_t total = p.rows * (p.hidden / kVec);
   if (total <= kSmallTensorVecs) {
@@ -468,16 +464,16 @@ void launch_dynamic(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, bool f
     return;
   }
   if constexpr (sizeof(T) * kVec == 16) {
-    if (flat && total >= kStashTensorVecs && launch_stash<T, kVec>(p, scratch, device)) return;
+    if (flat && total >= kStashTensorVecs && launch_stash<T, kVec>(p, partials, num_partials, device)) return;
   }
   // One load in flight a thread in the amax pass and one vector a thread after it: more loads a
   // thread made both passes slower (H100: 117 against 122 us at 16384 tokens).
   launch_two_pass<T, kVec, 1, 1>(p, device, flat);
 }
 
-/// `scratch` is the dynamic path's; unused when static.
+/// `partials` (`num_partials` floats) is the dynamic path's scratch; unused when static.
 template <typename T, int kVec, bool kStatic>
-void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, const StashScratch& scratch) {
+void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, float* partials, std::int64_t num_partials) {
   using namespace mllm_kernel::host;
   static_assert(kVec >= 2, "one-element rows take launch_tensor_scalar");
   const std::int64_t total = p.rows * (p.hidden / kVec);
@@ -493,7 +489,7 @@ void launch_tensor(const QuantParams<T, fp8_e4m3_t>& p, DLDevice device, const S
     if (total < kStaticPairVecs) return launch_static<T, kVec, 2>(p, device, flat);
     return launch_static<T, kVec, 1>(p, device, flat);
   } else {
-    launch_dynamic<T, kVec>(p, device, flat, scratch);
+    launch_dynamic<T, kVec>(p, device, flat, partials, num_partials);
   }
 }
 
@@ -533,10 +529,10 @@ void per_tensor_quant_fp8(mllm_kernel::TensorView out, mllm_kernel::TensorView s
   SymbolicDevice input_device;
   input_device.bind(device, "input");
   (void)TensorMatcher({W}).with_dtype<float>().with_device<kDLCUDA>(input_device).verify(workspace, "workspace");
-  const StashScratch scratch{static_cast<float*>(workspace.data_ptr()), W.unwrap()};
+  auto* partials = static_cast<float*>(workspace.data_ptr());
   constexpr int kVec = mllm_kernel::device::kVecElems<T>;
   if (can_vectorize(p, kVec)) {
-    launch_tensor<T, kVec, kStatic>(p, device, scratch);
+    launch_tensor<T, kVec, kStatic>(p, device, partials, W.unwrap());
   } else {
     launch_tensor_scalar<T, kStatic>(p, device);
   }

@@ -40,12 +40,16 @@ def _declare(dtype: torch.dtype, bits: int):
                                      ("marlin_blocks_per_sm", f"marlin_blocks_per_sm<{args}>")])
 
 
+def _declare_gather(dtype: torch.dtype):
+    """GPTQ act-order's gather of the activations' columns: its own module, which only
+    act-order calls build."""
+    args = make_cpp_args(dtype)
+    return jit_module("column_gather", args=args, device="cuda", cuda_files=["column_gather.cuh"],
+                      cuda_wrappers=[("column_gather", f"column_gather<{args}>")])
+
+
 _MODULES = {(dtype, bits): _declare(dtype, bits) for dtype in HALF_DTYPES for bits in (4, 8)}
-# GPTQ act-order's gather of the activations' columns (its own module: only act-order calls build it).
-_GATHER = KernelTable(_OP, {dtype: jit_module("column_gather", args=make_cpp_args(dtype), device="cuda",
-                                              cuda_files=["column_gather.cuh"],
-                                              cuda_wrappers=[("column_gather", f"column_gather<{make_cpp_args(dtype)}>")])
-                            for dtype in HALF_DTYPES}, arg="a", export="column_gather")
+_GATHER = KernelTable(_OP, {dtype: _declare_gather(dtype) for dtype in HALF_DTYPES}, arg="a", export="column_gather")
 _GEMM = KernelTable(_OP, _MODULES, arg="a", export="marlin_gemm")
 _DEQUANT = KernelTable(_OP, _MODULES, arg="a", export="marlin_dequant")
 _BLOCKS_PER_SM = KernelTable(_OP, _MODULES, arg="a", export="marlin_blocks_per_sm")
@@ -202,12 +206,13 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
         weight = torch.empty((size_n, size_k), dtype=a.dtype, device=a.device)
         _DEQUANT[(a.dtype, bits)](b_q_weight, b_scales, zeros, g_idx, weight, size_n, size_k)
         return torch.mm(a, weight.t(), out=c)
-    sm_count = _sm_count(a.device.index)
-    # The kernel's act-order test: g_idx given, and more than one group of scales.
-    act_order = (g_idx.numel() > 0 and isinstance(b_scales, torch.Tensor) and b_scales.dim() == 2
-                 and b_scales.size(0) > 1)
-    per_sm = kernel_blocks_per_sm(a, bits, size_m, act_order) if size_m > 0 else 1
-    splits = splits_for(size_m, size_n, size_k, sm_count, per_sm) if size_m > 0 else 1
+    splits = 1
+    if size_m > 0:
+        # The kernel's act-order test: g_idx given, and more than one group of scales.
+        act_order = (g_idx.numel() > 0 and isinstance(b_scales, torch.Tensor) and b_scales.dim() == 2
+                     and b_scales.size(0) > 1)
+        splits = splits_for(size_m, size_n, size_k, _sm_count(a.device.index),
+                            kernel_blocks_per_sm(a, bits, size_m, act_order))
     if splits > 1:
         partials = torch.empty(splits * size_m * size_n, dtype=torch.float32, device=a.device)
         usable = (workspace is not None and workspace.dtype == torch.int32 and workspace.device == a.device
