@@ -149,13 +149,13 @@ template __global__ void probe<bf16_t>(bf16_t*, const bf16_t*, float*);
 def test_marlin_gemm_builds_for_ampere_and_orin(tmp_path):
     """The weight-only GEMM (fp16 activations, 8-bit weights: the variant the JIT test above
     does not build) compiles for sm_80 (A100) and sm_87 (Jetson Orin), and every 4-bit kernel
-    fits the 163 KB of shared memory a block has there."""
+    and the 8-bit 16-row one fit the 163 KB of shared memory a block has there."""
     from mllm_kernel.jit_utils.paths import CUDA_CSRC_DIR
 
     source = tmp_path / "marlin.cu"
     source.write_text('#include "marlin_gemm.cuh"\nvoid* probe = (void*)&marlin_gemm<fp16_t, 8>;\n'
                       "static_assert(MarlinSmem<4, 4>::kBytes <= 163 * 1024 && MarlinSmem<4, 2>::kBytes <= 163 * 1024 &&\n"
-                      "              MarlinSmem<4, 1>::kBytes <= 163 * 1024);\n")
+                      "              MarlinSmem<4, 1>::kBytes <= 163 * 1024 && MarlinSmem<8, 1>::kBytes <= 163 * 1024);\n")
     includes, _ = toolchain.tvm_ffi_paths()
     command = [toolchain.find_nvcc(), "-std=c++20", "-c", str(source), "-o", str(tmp_path / "marlin.o"),
                "--expt-relaxed-constexpr", f"-I{CUDA_CSRC_DIR}", f"-I{INCLUDE_DIR}", *(f"-I{d}" for d in includes),

@@ -452,6 +452,70 @@ def test_gptq_marlin_gemm_strided_a_and_workspace_left_zero():
 
 
 @cuda
+@pytest.mark.parametrize("workspace", [None, "small", "float"])
+def test_gptq_marlin_gemm_split_k_without_a_usable_workspace(workspace):
+    # K = 4096 over 4 x 256 columns is split at M = 1; the split-K counters then come from the
+    # module when the caller's workspace is absent, too small or not int32.
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    dtype = torch.bfloat16
+    k, n = 4096, 1024
+    prep = _prepare("gptq4", k, n, 128, False, dtype, seed=11)
+    assert gptq_marlin.splits_for(1, n, k, torch.cuda.get_device_properties(0).multi_processor_count, 2) > 1
+    ws = {None: None, "small": torch.zeros(1, dtype=torch.int32, device="cuda"),
+          "float": torch.zeros(4096, dtype=torch.float32, device="cuda")}[workspace]
+    for _ in range(2):  # the counters are left zero for the next call
+        a = torch.randn(1, k, device="cuda").to(dtype)
+        _check(_run(prep, a, n, k, workspace=ws), a, prep["w_ref"], dtype)
+
+
+@cuda
+@pytest.mark.parametrize("largest", [2, 1, 0])
+@pytest.mark.parametrize("kind,m", [("gptq8", 70), ("awq", 40), ("gptq4", 3)])
+def test_gptq_marlin_gemm_on_gpus_whose_blocks_lack_the_tiles_shared_memory(monkeypatch, kind, m, largest):
+    """Where a GPU's blocks lack a tile's shared memory (the occupancy calculator then counts 0
+    blocks an SM: 8-bit weights' larger tiles on sm_80/87, every tile on sm_86/89), a call runs
+    on the largest tile that fits, or dequantizes and multiplies with cuBLAS when none does;
+    simulated here by counting 0 for the tiles above ``largest``."""
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    real = gptq_marlin._kernel_blocks_per_sm.__wrapped__
+    monkeypatch.setattr(gptq_marlin, "_kernel_blocks_per_sm",
+                        lambda device, dtype, bits, m_tiles, *rest: 0 if m_tiles > largest else
+                        real(device, dtype, bits, m_tiles, *rest))
+    launched = []
+    for name in ("_GEMM", "_DEQUANT"):
+        table = getattr(gptq_marlin, name)
+        monkeypatch.setattr(gptq_marlin, name, _Spy(table, name, launched))
+    dtype, k, n = torch.float16, 1024, 768
+    prep = _prepare(kind, k, n, 64, False, dtype, seed=m)
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+    _check(_run(prep, a, n, k, c=c), a, prep["w_ref"], dtype)
+    want = min(largest, gptq_marlin.m_tiles_for(m)) if largest else 0
+    if want:
+        assert launched == [("_GEMM", want)]
+    else:
+        assert launched == [("_DEQUANT", None)]
+
+
+class _Spy:
+    """A kernel table whose calls are recorded as (its name, the m_tiles argument of a GEMM)."""
+
+    def __init__(self, table, name, calls):
+        self.table, self.name, self.calls = table, name, calls
+
+    def __getitem__(self, key):
+        function = self.table[key]
+
+        def call(*args):
+            self.calls.append((self.name, args[11] if self.name == "_GEMM" else None))
+            return function(*args)
+
+        return call
+
+
+@cuda
 @pytest.mark.parametrize("m", [4, 300])  # the Marlin kernel; dequantization and cuBLAS
 def test_gptq_marlin_gemm_is_deterministic_and_graph_safe(m):
     dtype = torch.bfloat16

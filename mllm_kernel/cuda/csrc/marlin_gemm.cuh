@@ -66,7 +66,10 @@ struct MarlinSmem {
   // the slots where a group starts (and slot 0) are filled. Act-order kernels keep the stage's
   // g_idx there instead.
   static constexpr int kScaleVecs = kWarpsN * marlin::kTileN * 2 / 16;
-  static constexpr int kZeroVecs = kWarpsN * marlin::kTileN * kBits / 32 / 4;
+  // Zero points come with 4-bit weights only (marlin_gemm refuses them otherwise): 8-bit
+  // kernels keep no slots for them, which lets their 16-row tile fit the 163 KB a block has on
+  // sm_80 and sm_87.
+  static constexpr int kZeroVecs = kBits == 4 ? kWarpsN * marlin::kTileN * kBits / 32 / 4 : 0;
   static constexpr int kGroupVecs = kStageRows * (kScaleVecs + kZeroVecs);
   static constexpr int kStageVecs = kBVecs + kAVecs + kGroupVecs;
   static constexpr int kPipelineBytes = kStages * kStageVecs * 16;
@@ -168,7 +171,7 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
     const bool scale = g_vec < Smem::kScaleVecs;
     const int z = g_vec - Smem::kScaleVecs;
     g_ok[it] = !kActOrder && !channelwise && g_slot < kStageRows && g_vec < slot_vecs &&
-               (scale ? tile0 + g_vec / (Smem::kScaleVecs / kWarpsN) : tile0 + z / (Smem::kZeroVecs / kWarpsN)) < n_tiles;
+               (scale ? tile0 + g_vec / (Smem::kScaleVecs / kWarpsN) : tile0 + z / max(Smem::kZeroVecs / kWarpsN, 1)) < n_tiles;
     g_src[it] = scale ? tile0 * marlin::kTileN + g_vec * 8 : tile0 * marlin::kTileN * kBits / 32 + z * 4;
     g_group[it] = g_ok[it] ? (row_begin + g_slot) / group_steps : 0;
     g_next[it] = (g_group[it] + 1) * group_steps;

@@ -91,19 +91,20 @@ def m_tiles_for(m: int) -> int:
     return 1 if m <= 16 else 2 if m <= 32 else 4
 
 
-def output_blocks(m: int, n: int) -> int:
-    """Blocks that cover the [m, n] output (each needs one split-K counter when K is split)."""
-    return -(-n // BLOCK_N) * -(-m // (16 * m_tiles_for(m)))
+def output_blocks(m: int, n: int, m_tiles: int | None = None) -> int:
+    """Blocks that cover the [m, n] output on ``m_tiles``-tile blocks (``m_tiles_for(m)`` by
+    default); each needs one split-K counter when K is split."""
+    return -(-n // BLOCK_N) * -(-m // (16 * (m_tiles or m_tiles_for(m))))
 
 
-def splits_for(m: int, n: int, k: int, sm_count: int, blocks_per_sm: int) -> int:
+def splits_for(m: int, n: int, k: int, sm_count: int, blocks_per_sm: int, m_tiles: int | None = None) -> int:
     """K splits: enough blocks for one wave (``blocks_per_sm``: what the kernel's registers and
     shared memory let an SM hold, ``kernel_blocks_per_sm``), each split keeping at least four
     pipeline stages: below that, the pipeline's fill and the fix-up outweigh the parallelism
     (measured on the H100). A second wave costs more than it gains: 8-bit weights at M = 1,
     which an H100 SM holds one block of, split for two blocks an SM ran 12-23% slower."""
     target = sm_count * max(1, blocks_per_sm)
-    return max(1, min(target // output_blocks(m, n), k // 16 // (4 * STAGE_STEPS)))
+    return max(1, min(target // output_blocks(m, n, m_tiles), k // 16 // (4 * STAGE_STEPS)))
 
 
 @functools.lru_cache(maxsize=None)
@@ -113,12 +114,28 @@ def _kernel_blocks_per_sm(device: torch.device, dtype: torch.dtype, bits: int, m
     return int(_BLOCKS_PER_SM[(dtype, bits)](device.index, rows, m_tiles, act_order))
 
 
-def kernel_blocks_per_sm(a: torch.Tensor, bits: int, m: int, act_order: bool) -> int:
-    """Blocks of the kernel a call of m rows launches that an SM of a's GPU holds at once (the
-    module asks the CUDA occupancy calculator; cached per kernel and GPU)."""
-    m_tiles = m_tiles_for(m)
+def kernel_blocks_per_sm(a: torch.Tensor, bits: int, m: int, act_order: bool, m_tiles: int | None = None) -> int:
+    """Blocks of the kernel a call of m rows launches on ``m_tiles``-tile blocks
+    (``m_tiles_for(m)`` by default) that an SM of a's GPU holds at once: the module asks the
+    CUDA occupancy calculator (cached per kernel and GPU); 0 when the GPU's blocks lack the
+    kernel's shared memory."""
+    m_tiles = m_tiles or m_tiles_for(m)
     swapped = m_tiles == 1 and m <= SWAP_ROWS and not act_order
     return _kernel_blocks_per_sm(a.device, a.dtype, bits, m_tiles, act_order, swapped)
+
+
+def fitting_m_tiles(a: torch.Tensor, bits: int, m: int, act_order: bool) -> tuple[int, int]:
+    """(m_tiles, blocks an SM) of the kernel a call of m rows runs: ``m_tiles_for(m)``, or the
+    largest smaller tile whose kernel's shared memory a block of a's GPU has (8-bit weights
+    on sm_80 and sm_87 take 16-row tiles); (0, 0) when none fits (sm_86 and sm_89, 99 KB a
+    block: the call dequantizes and multiplies with cuBLAS instead)."""
+    m_tiles = m_tiles_for(m)
+    while m_tiles >= 1:
+        per_sm = kernel_blocks_per_sm(a, bits, m, act_order, m_tiles)
+        if per_sm > 0:
+            return m_tiles, per_sm
+        m_tiles //= 2
+    return 0, 0
 
 
 #: Rows of a from which the weights are dequantized into a dense matrix for cuBLAS (an N x K
@@ -199,27 +216,31 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
     if isinstance(b_scales, torch.Tensor):  # anything else is left for the kernel's checks to name
         b_scales = _aligned16(b_scales)
     zeros, g_idx = _aligned16(zeros), _aligned16(_empty_or(g_idx, a.device))
-    if size_m >= DENSE_MIN_M and _dense_ok(a, c, size_m, size_n, size_k):
-        # Compute-bound: the weights dequantized once into an [N, K] matrix of a's dtype (with
-        # group scales the values the kernel below feeds its tensor cores above 8 rows), then
-        # cuBLAS as for a bf16 layer.
-        weight = torch.empty((size_n, size_k), dtype=a.dtype, device=a.device)
-        _DEQUANT[(a.dtype, bits)](b_q_weight, b_scales, zeros, g_idx, weight, size_n, size_k)
-        return torch.mm(a, weight.t(), out=c)
-    splits = 1
-    if size_m > 0:
+    m_tiles, splits = m_tiles_for(size_m), 1
+    fits = True
+    if 0 < size_m < DENSE_MIN_M:
         # The kernel's act-order test: g_idx given, and more than one group of scales.
         act_order = (g_idx.numel() > 0 and isinstance(b_scales, torch.Tensor) and b_scales.dim() == 2
                      and b_scales.size(0) > 1)
-        splits = splits_for(size_m, size_n, size_k, _sm_count(a.device.index),
-                            kernel_blocks_per_sm(a, bits, size_m, act_order))
+        tiles, per_sm = fitting_m_tiles(a, bits, size_m, act_order)
+        fits = tiles > 0
+        if fits:
+            m_tiles = tiles
+            splits = splits_for(size_m, size_n, size_k, _sm_count(a.device.index), per_sm, m_tiles)
+    if (size_m >= DENSE_MIN_M or not fits) and _dense_ok(a, c, size_m, size_n, size_k):
+        # Compute-bound (or no Marlin kernel fits this GPU): the weights dequantized once into an
+        # [N, K] matrix of a's dtype (with group scales the values the kernel below feeds its
+        # tensor cores above 8 rows), then cuBLAS as for a bf16 layer.
+        weight = torch.empty((size_n, size_k), dtype=a.dtype, device=a.device)
+        _DEQUANT[(a.dtype, bits)](b_q_weight, b_scales, zeros, g_idx, weight, size_n, size_k)
+        return torch.mm(a, weight.t(), out=c)
     if splits > 1:
         partials = torch.empty(splits * size_m * size_n, dtype=torch.float32, device=a.device)
         usable = (workspace is not None and workspace.dtype == torch.int32 and workspace.device == a.device
-                  and workspace.is_contiguous() and workspace.numel() >= output_blocks(size_m, size_n))
-        locks = workspace.reshape(-1) if usable else _locks(a.device, sm_count)
+                  and workspace.is_contiguous() and workspace.numel() >= output_blocks(size_m, size_n, m_tiles))
+        locks = workspace.reshape(-1) if usable else _locks(a.device, _sm_count(a.device.index))
     else:
         partials = locks = _empty(a.device)
     _GEMM[(a.dtype, bits)](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
-                           m_tiles_for(size_m), splits, True if enable_pdl is None else enable_pdl)
+                           m_tiles, splits, True if enable_pdl is None else enable_pdl)
     return c
