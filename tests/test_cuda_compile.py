@@ -146,20 +146,27 @@ template __global__ void probe<bf16_t>(bf16_t*, const bf16_t*, float*);
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_marlin_gemm_builds_for_ampere_and_orin(tmp_path):
+def test_marlin_gemm_builds_for_ampere_ada_and_orin(tmp_path):
     """The weight-only GEMM (fp16 activations, 8-bit weights: the variant the JIT test above
-    does not build) compiles for sm_80 (A100) and sm_87 (Jetson Orin), and every 4-bit kernel
-    and the 8-bit 16-row one fit the 163 KB of shared memory a block has there."""
+    does not build) compiles for sm_80 (A100), sm_86 (three pipeline stages) and sm_87 (Jetson
+    Orin); every 4-bit tile and the 8-bit 16-row one fit the 163 KB of shared memory a block has
+    on sm_80 and sm_87, and the 4-bit 16- and 32-row tiles the 99 KB of sm_86 and sm_89."""
     from mllm_kernel.jit_utils.paths import CUDA_CSRC_DIR
 
     source = tmp_path / "marlin.cu"
     source.write_text('#include "marlin_gemm.cuh"\nvoid* probe = (void*)&marlin_gemm<fp16_t, 8>;\n'
-                      "static_assert(MarlinSmem<4, 4>::kBytes <= 163 * 1024 && MarlinSmem<4, 2>::kBytes <= 163 * 1024 &&\n"
-                      "              MarlinSmem<4, 1>::kBytes <= 163 * 1024 && MarlinSmem<8, 1>::kBytes <= 163 * 1024);\n")
+                      "constexpr int kAmpere = 163 * 1024, kAda = 99 * 1024;\n"
+                      "static_assert(MarlinSmem<4, 4>::bytes(marlin_stages(80)) <= kAmpere &&\n"
+                      "              MarlinSmem<4, 2>::bytes(marlin_stages(87)) <= kAmpere &&\n"
+                      "              MarlinSmem<4, 1>::bytes(marlin_stages(80)) <= kAmpere &&\n"
+                      "              MarlinSmem<8, 1>::bytes(marlin_stages(87)) <= kAmpere);\n"
+                      "static_assert(MarlinSmem<4, 1>::bytes(marlin_stages(86)) <= kAda &&\n"
+                      "              MarlinSmem<4, 2>::bytes(marlin_stages(89)) <= kAda);\n")
     includes, _ = toolchain.tvm_ffi_paths()
     command = [toolchain.find_nvcc(), "-std=c++20", "-c", str(source), "-o", str(tmp_path / "marlin.o"),
                "--expt-relaxed-constexpr", f"-I{CUDA_CSRC_DIR}", f"-I{INCLUDE_DIR}", *(f"-I{d}" for d in includes),
-               "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_87,code=sm_87"]
+               "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_86,code=sm_86",
+               "-gencode=arch=compute_87,code=sm_87"]
     result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 

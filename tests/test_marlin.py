@@ -9,6 +9,7 @@ points, sorted g_idx for act-order).
 
 from __future__ import annotations
 
+import functools
 import re
 
 import pytest
@@ -317,6 +318,49 @@ def test_marlin_kernel_over_any_split_of_k(kind, group_size, act_order, m):
         module(a_in, c, prep["q"], prep["s"], zeros, g_idx, partials, locks[1:], m, n, k, m_tiles, 65, True)
     with pytest.raises(ValueError, match="m_tiles must be 1, 2 or 4, got 3"):
         module(a_in, c, prep["q"], prep["s"], zeros, g_idx, partials, locks, m, n, k, 3, 65, True)
+
+
+@functools.lru_cache(maxsize=None)
+def _three_stage_module(dtype, bits):
+    """The GEMM module built with three pipeline stages, as for GPUs whose blocks have 99 KB."""
+    from mllm_kernel.jit_utils import load_cuda_jit, make_cpp_args
+    from mllm_kernel.jit_utils.paths import CUDA_CSRC_DIR
+
+    args = make_cpp_args(dtype, bits)
+    return load_cuda_jit("marlin_gemm_3_stages", args, cuda_files=[CUDA_CSRC_DIR / "marlin_gemm.cuh"],
+                         extra_cuda_cflags=["-DMLLM_MARLIN_STAGES=3"],
+                         cuda_wrappers=[("marlin_gemm", f"marlin_gemm<{args}>"),
+                                        ("marlin_blocks_per_sm", f"marlin_blocks_per_sm<{args}>")])
+
+
+@cuda
+@pytest.mark.parametrize("kind,group_size,act_order", [("gptq4", 64, False), ("awq", 32, False), ("gptq4", 128, True),
+                                                       ("gptq8", -1, False)])
+@pytest.mark.parametrize("m", [1, 12, 20, 70])
+def test_marlin_kernel_with_three_pipeline_stages(kind, group_size, act_order, m):
+    """The kernels sm_86 and sm_89 run (three pipeline stages, MLLM_MARLIN_STAGES=3 here), on
+    every tile, over splits of K that leave stages short, the output poisoned first; the module
+    sizes their shared memory from the same stage count."""
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    k, n, dtype = 1152, 768, torch.bfloat16  # 72 steps, 9 stages
+    module = _three_stage_module(dtype, 8 if kind == "gptq8" else 4)
+    prep = _prepare(kind, k, n, group_size, act_order, dtype, seed=m)
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    a_in = a[:, prep["perm"].long()].contiguous() if prep["perm"] is not None else a
+    empty = torch.empty(0, dtype=torch.int32, device="cuda")
+    zeros = prep["zeros"] if prep["zeros"] is not None else empty
+    g_idx = prep["g_idx"] if prep["g_idx"] is not None else empty
+    m_tiles, blocks = gptq_marlin.m_tiles_for(m), gptq_marlin.output_blocks(m, n)
+    assert module.marlin_blocks_per_sm(0, m, m_tiles, act_order) >= 1
+    locks = torch.zeros(blocks, dtype=torch.int32, device="cuda")
+    for splits in (1, 3, 13, 72):
+        c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+        partials = torch.full((splits * m * n,) if splits > 1 else (0,), float("nan"), device="cuda")
+        module.marlin_gemm(a_in, c, prep["q"], prep["s"], zeros, g_idx, partials, locks, m, n, k, m_tiles, splits,
+                           True)
+        _check(c, a, prep["w_ref"], dtype)
+        assert int(locks.abs().sum()) == 0, splits
 
 
 def test_marlin_splits_fill_one_wave():

@@ -11,7 +11,7 @@
 // 512-byte (4-bit) slice of a repacked tile: one 16-byte shared-memory load a lane, which
 // dequantizes straight into m16n8k16 B fragments, read one step ahead of their use. Weights,
 // activations and each group's scales and zero points stream through a 4-stage cp.async
-// pipeline of 8 steps a stage, so the inner loop never waits on global memory (with act-order
+// pipeline of 8 steps a stage (3 stages where a block has 99 KB: marlin_stages), so the inner loop never waits on global memory (with act-order
 // the rows' g_idx stream instead, and a group's scales are read when a step reaches it); the two K-halves
 // are summed through shared memory at the end. Up to 8 rows of a with plain groups (kSwap), the
 // operands swap: the dequantized weights are the MMA's A operand and a its B operand, which
@@ -53,7 +53,26 @@ constexpr int kWarpsK = 2;
 constexpr int kBlockN = kWarpsN * marlin::kTileN;
 constexpr int kStageRows = 8;  // 16-row steps of K per pipeline stage
 constexpr int kWarpSteps = kStageRows / kWarpsK;  // steps a warp computes per stage
-constexpr int kStages = 4;
+
+/// Pipeline stages of the kernels built for virtual architecture `arch` (__CUDA_ARCH__ / 10):
+/// four, or three where a block has 99 KB of shared memory (sm_86, sm_89, sm_120, sm_121), which
+/// four stages of the 4-bit 16-row tile (102,416 bytes) overfill. MLLM_MARLIN_STAGES, defined at
+/// build time, sets every architecture's (the tests run three-stage kernels on the GPU they have).
+constexpr int marlin_stages(int arch) {
+#ifdef MLLM_MARLIN_STAGES
+  (void)arch;
+  return MLLM_MARLIN_STAGES;
+#else
+  return arch == 86 || arch == 89 || arch == 120 || arch == 121 ? 3 : 4;
+#endif
+}
+// The kernels' own stage count; the host pass compiles no kernel body, and the launch asks the
+// kernel's binary for its architecture (marlin_smem_bytes).
+#ifdef __CUDA_ARCH__
+constexpr int kStages = marlin_stages(__CUDA_ARCH__ / 10);
+#else
+constexpr int kStages = marlin_stages(0);
+#endif
 constexpr int kSwapRows = 8;  // rows of a the swapped path takes (the MMA's B operand has 8 columns)
 
 template <int kBits, int kMTiles>
@@ -72,9 +91,13 @@ struct MarlinSmem {
   static constexpr int kZeroVecs = kBits == 4 ? kWarpsN * marlin::kTileN * kBits / 32 / 4 : 0;
   static constexpr int kGroupVecs = kStageRows * (kScaleVecs + kZeroVecs);
   static constexpr int kStageVecs = kBVecs + kAVecs + kGroupVecs;
-  static constexpr int kPipelineBytes = kStages * kStageVecs * 16;
   static constexpr int kReduceBytes = kWarpsN * kMTiles * 32 * 32 * 4;
-  static constexpr int kBytes = (kPipelineBytes > kReduceBytes ? kPipelineBytes : kReduceBytes) + 16;
+  /// The dynamic shared memory of a kernel with `stages` pipeline stages (the split-K fix-up's
+  /// flag, 16 bytes of static shared memory, counted in).
+  static constexpr int bytes(int stages) {
+    const int pipeline = stages * kStageVecs * 16;
+    return (pipeline > kReduceBytes ? pipeline : kReduceBytes) + 16;
+  }
 };
 
 /// The scales (8, of this lane's columns in the tile: 16 j + 8 half + lane / 4) and zero-point
@@ -514,27 +537,35 @@ auto marlin_kernel_for(std::int64_t m, bool act_order) {
   return static_cast<Kernel>(marlin_gemm_kernel<T, kBits, kMTiles, false, false>);
 }
 
+/// The dynamic shared memory `kernel` takes on the current device `device_id`: its binary's
+/// stages, as its virtual architecture set them (marlin_stages).
+template <int kBits, int kMTiles, typename Kernel>
+int marlin_smem_bytes(Kernel kernel, int device_id) {
+  return MarlinSmem<kBits, kMTiles>::bytes(
+      marlin_stages(mllm_kernel::host::runtime::get_kernel_virtual_arch(kernel, device_id)));
+}
+
 template <typename T, int kBits, int kMTiles>
 void launch_marlin(const MarlinGemmParams& p, const MarlinSplit& split, bool act_order, DLDevice device) {
   using namespace mllm_kernel::host;
   const dim3 grid(static_cast<unsigned>(div_ceil(p.n, kBlockN)), static_cast<unsigned>(div_ceil(p.m, kMTiles * 16)),
                   static_cast<unsigned>(split.splits));
-  constexpr int kSmem = MarlinSmem<kBits, kMTiles>::kBytes;
+  const auto kernel = marlin_kernel_for<T, kBits, kMTiles>(p.m, act_order);
+  const int smem = marlin_smem_bytes<kBits, kMTiles>(kernel, device.device_id);
   const int available = runtime::get_available_dynamic_smem_per_block(device.device_id);
-  RuntimeCheck(kSmem <= available, "the kernel for ", kBits, "-bit weights on ", kMTiles * 16, "-row tiles needs ",
-               kSmem, " bytes of shared memory a block; this GPU's blocks have ", available);
-  LaunchKernel(grid, kThreads, device, kSmem).enable_pdl(split.pdl)(marlin_kernel_for<T, kBits, kMTiles>(p.m, act_order),
-                                                                    p, split);
+  RuntimeCheck(smem <= available, "the kernel for ", kBits, "-bit weights on ", kMTiles * 16, "-row tiles needs ",
+               smem, " bytes of shared memory a block; this GPU's blocks have ", available);
+  LaunchKernel(grid, kThreads, device, smem).enable_pdl(split.pdl)(kernel, p, split);
 }
 
 template <typename T, int kBits, int kMTiles>
-std::int64_t kernel_blocks_per_sm(std::int64_t m, bool act_order) {
+std::int64_t kernel_blocks_per_sm(std::int64_t m, bool act_order, int device_id) {
   using namespace mllm_kernel::host;
   const auto kernel = marlin_kernel_for<T, kBits, kMTiles>(m, act_order);
-  constexpr int kSmem = MarlinSmem<kBits, kMTiles>::kBytes;
-  if (kSmem > runtime::get_available_dynamic_smem_per_block()) return 0;  // marlin_gemm names it
-  RuntimeDeviceCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  return runtime::get_blocks_per_sm(kernel, kThreads, kSmem);
+  const int smem = marlin_smem_bytes<kBits, kMTiles>(kernel, device_id);
+  if (smem > runtime::get_available_dynamic_smem_per_block(device_id)) return 0;  // marlin_gemm names it
+  RuntimeDeviceCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  return runtime::get_blocks_per_sm(kernel, kThreads, smem);
 }
 
 /// The kernel templates are instantiated for 16-row tiles 1, 2 and 4 at a time only.
@@ -559,7 +590,7 @@ template <typename T, int kBits>
 std::int64_t marlin_blocks_per_sm(std::int64_t device_id, std::int64_t size_m, std::int64_t m_tiles, bool act_order) {
   mllm_kernel::host::detail::DeviceGuard guard(static_cast<int>(device_id));
   return with_m_tiles(m_tiles, [&](auto tiles) {
-    return kernel_blocks_per_sm<T, kBits, decltype(tiles)::value>(size_m, act_order);
+    return kernel_blocks_per_sm<T, kBits, decltype(tiles)::value>(size_m, act_order, static_cast<int>(device_id));
   });
 }
 

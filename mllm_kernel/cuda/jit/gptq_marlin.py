@@ -126,9 +126,10 @@ def kernel_blocks_per_sm(a: torch.Tensor, bits: int, m: int, act_order: bool, m_
 
 def fitting_m_tiles(a: torch.Tensor, bits: int, m: int, act_order: bool) -> tuple[int, int]:
     """(m_tiles, blocks an SM) of the kernel a call of m rows runs: ``m_tiles_for(m)``, or the
-    largest smaller tile whose kernel's shared memory a block of a's GPU has (8-bit weights
-    on sm_80 and sm_87 take 16-row tiles); (0, 0) when none fits (sm_86 and sm_89, 99 KB a
-    block: the call dequantizes and multiplies with cuBLAS instead)."""
+    largest smaller tile whose kernel's shared memory a block of a's GPU has (8-bit weights take
+    16-row tiles on sm_80 and sm_87, 4-bit ones 32-row tiles on sm_86 and sm_89, whose blocks
+    have 99 KB); (0, 0) when none fits (8-bit weights there: the call then dequantizes and
+    multiplies with cuBLAS)."""
     m_tiles = m_tiles_for(m)
     while m_tiles >= 1:
         per_sm = kernel_blocks_per_sm(a, bits, m, act_order, m_tiles)
