@@ -128,8 +128,9 @@ def run_cuda() -> list[dict]:
 
 
 def sweep() -> None:
-    """Every configuration of scaled_mm_sm90 (and, for M >= 1024, every tile order) and of the
-    block-scaled GEMM at every shape, for tuning the ``pick_config`` heuristics."""
+    """Every configuration of scaled_mm_sm90 and of the block-scaled GEMM (and, for M >= 1024,
+    every tile order of their cooperative kernels) at every shape, for tuning the
+    ``pick_config`` and ``pick_order`` heuristics."""
     from mllm_kernel.cuda.jit import fp8_blockwise_scaled_mm_cutlass as blockwise
     from mllm_kernel.cuda.jit import scaled_mm_sm90
 
@@ -151,11 +152,13 @@ def sweep() -> None:
                 picked = scaled_mm_sm90.pick_config(m, n, k).name
                 print(f"  {label}: picked {picked} {times.get((picked, 1, 0), float('nan')):.1f} us; best "
                       + ", ".join(f"{c[0]} sw{c[1]} r{c[2]} {times[c]:.1f}" for c in best), flush=True)
-            times = {name: _us(lambda *t: blockwise.blockwise_scaled_mm(t[4], t[5].t(), t[9], t[10], torch.bfloat16,
-                                                                        m, n, config=config), sets)
-                     for name, config in blockwise.CONFIGS.items()}
+            orders = [(1, 0)] if m < 1024 else [(sw, r) for sw in (1, 4, 8) for r in (0, 1, 2)]
+            times = {(name, sw, r): _us(lambda *t: blockwise.blockwise_scaled_mm(
+                t[4], t[5].t(), t[9], t[10], torch.bfloat16, m, n, config=config, swizzle=sw, raster=r), sets)
+                for name, config in blockwise.CONFIGS.items()
+                for sw, r in (orders if not config.pingpong else [(1, 0)])}
             print(f"  fp8 block-scaled: picked {blockwise.pick_config(m, n, k).name}; "
-                  + ", ".join(f"{name} {us:.1f}" for name, us in sorted(times.items(), key=lambda i: i[1])),
+                  + ", ".join(f"{c[0]} sw{c[1]} r{c[2]} {us:.1f}" for c, us in sorted(times.items(), key=lambda i: i[1])),
                   flush=True)
             del sets
             torch.cuda.empty_cache()

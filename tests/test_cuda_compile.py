@@ -197,7 +197,7 @@ def test_hopper_gemm_wgmma_not_serialized(tmp_path):
 
     from mllm_kernel.cuda.jit import fp8_blockwise_scaled_mm_cutlass as blockwise
 
-    spec = blockwise.MODULES[(torch.bfloat16, "128x128x128_c1x2_coop")].spec("cuda")
+    spec = blockwise.MODULES[(torch.bfloat16, "128x128x128_c1x1_coop")].spec("cuda")
     (unit,) = [u for u in spec.units if u.language == "cuda"]
     source = tmp_path / "blockwise.cu"
     source.write_text(unit.source_text())  # the module's own generated source

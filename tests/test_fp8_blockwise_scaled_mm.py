@@ -87,12 +87,36 @@ def test_every_configuration(name):
         _check(out, a, b, sa, sb, torch.bfloat16)
 
 
-def test_heuristic_picks_ping_pong_for_one_wave_of_tiles():
-    """The ping-pong kernel while its 64 x 128 tiles fit one wave, the cooperative one beyond
-    (where the sweep found each faster at Llama-3-8B's shapes)."""
+@sm90
+@pytest.mark.cuda
+@pytest.mark.parametrize("name", list(blockwise.CONFIGS))
+def test_tile_orders_give_the_same_result(name):
+    """The tile order only moves tiles between SMs: every swizzle and raster gives the default
+    order's result bit for bit; other values are refused."""
+    m, n, k = 1000, 2048, 512
+    a, b, sa, sb = _operands(m, n, k, seed=9, sa_row_major=True)
+    config = blockwise.CONFIGS[name]
+    run = lambda swizzle, raster: blockwise.blockwise_scaled_mm(a, b, sa, sb, torch.bfloat16, m, n,  # noqa: E731
+                                                                config=config, swizzle=swizzle, raster=raster)
+    expected = run(1, 0)
+    _check(expected, a, b, sa, sb, torch.bfloat16)
+    for swizzle, raster in ((4, 2), (8, 1), (2, 2), (1, 1)):
+        assert torch.equal(run(swizzle, raster), expected), (swizzle, raster)
+    with pytest.raises(ValueError, match="swizzle must be 1, 2, 4 or 8, got 3"):
+        run(3, 0)
+    with pytest.raises(ValueError, match="raster must be 0, 1 or 2, got 3"):
+        run(1, 3)
+
+
+def test_heuristic_picks_by_the_number_of_tiles():
+    """The ping-pong kernel while its 64 x 128 tiles fit one wave, the cooperative one beyond,
+    in clusters of two from 1024 tiles of 128 x 128 (where the sweep and the A/B found each
+    faster at Llama-3-8B's shapes)."""
     pick = lambda m, n: blockwise.pick_config(m, n, 4096).name  # noqa: E731
     assert pick(1, 4096) == pick(256, 4096) == pick(64, 14336) == pick(128, 6144) == "64x128x128_c1x1_pingpong"
-    assert pick(257, 4096) == pick(96, 14336) == pick(256, 6144) == pick(8192, 4096) == "128x128x128_c1x2_coop"
+    assert pick(257, 4096) == pick(96, 14336) == pick(256, 6144) == pick(1024, 14336) == "128x128x128_c1x1_coop"
+    assert pick(4096, 4096) == pick(8192, 4096) == pick(8192, 14336) == "128x128x128_c1x2_coop"
+    assert pick(4096 - 128, 4096) == "128x128x128_c1x1_coop"  # 31 x 32 tiles
 
 
 @sm90

@@ -1,12 +1,14 @@
 // FP8 GEMMs with DeepSeek-V3 block scales on Hopper (sm_90a), one module per kernel
 // configuration:
 //   blockwise_scaled_mm_sm90<Out, TileM, TileN, TileK, ClusterM, ClusterN, kPingpong>(
-//       out, mat_a, mat_b, scales_a, scales_b, workspace)
+//       out, mat_a, mat_b, scales_a, scales_b, workspace, swizzle, raster)
 // out [M, N] (Out: fp16_t or bf16_t, rows dense) = sum over K blocks kb of
 // scales_a[m, kb] * scales_b[n / 128, kb] * (mat_a @ mat_b over block kb), with mat_a [M, K]
 // row-major and mat_b [K, N] column-major, both fp8_e4m3_t; float32 scales_a [M, ceil(K/128)]
 // and scales_b [ceil(N/128), ceil(K/128)], both with K blocks contiguous (stride(1) == 1), any
-// row stride. K a multiple of 16, N of 8 (16-byte rows).
+// row stride. K a multiple of 16, N of 8 (16-byte rows). swizzle (1, 2, 4, 8) and raster (0:
+// CUTLASS's heuristic, 1: along M, 2: along N) set the order in which the persistent scheduler
+// hands out tiles, as for scaled_mm_sm90.
 #pragma once
 
 #include "scaled_mm_blockwise_sm90_gemm.cuh"
@@ -29,7 +31,8 @@ using mllm_kernel::fp16_t;
 template <typename Out, int kTileM, int kTileN, int kTileK, int kClusterM, int kClusterN, bool kPingpong>
 void blockwise_scaled_mm_sm90(mllm_kernel::TensorView out, mllm_kernel::TensorView mat_a,
                               mllm_kernel::TensorView mat_b, mllm_kernel::TensorView scales_a,
-                              mllm_kernel::TensorView scales_b, mllm_kernel::TensorView workspace) {
+                              mllm_kernel::TensorView scales_b, mllm_kernel::TensorView workspace,
+                              std::int64_t swizzle, std::int64_t raster) {
   using namespace mllm_kernel::host;
   using namespace mllm_kernel::device::gemm_sm90;
   using namespace mllm_kernel::device::scaled_mm;
@@ -82,6 +85,7 @@ void blockwise_scaled_mm_sm90(mllm_kernel::TensorView out, mllm_kernel::TensorVi
   const DLDevice dl_device = device.unwrap();
   args.hw_info.device_id = dl_device.device_id;
   args.hw_info.sm_count = runtime::get_sm_count(dl_device.device_id);
+  set_tile_order(args.scheduler, swizzle, raster);
   run_cutlass<Adapter>(args, workspace.data_ptr(), workspace_bytes, dl_device);
 }
 

@@ -87,12 +87,7 @@ void scaled_mm_sm90(mllm_kernel::TensorView out, mllm_kernel::TensorView mat_a, 
   const DLDevice dl_device = device.unwrap();
   args.hw_info.device_id = dl_device.device_id;
   args.hw_info.sm_count = runtime::get_sm_count(dl_device.device_id);
-  RuntimeCheck(swizzle == 1 || swizzle == 2 || swizzle == 4 || swizzle == 8, "swizzle must be 1, 2, 4 or 8, got ",
-               swizzle);
-  RuntimeCheck(raster >= 0 && raster <= 2, "raster must be 0, 1 or 2, got ", raster);
-  using Raster = cutlass::gemm::kernel::detail::RasterOrderOptions;
-  args.scheduler.max_swizzle_size = static_cast<int>(swizzle);
-  args.scheduler.raster_order = raster == 1 ? Raster::AlongM : raster == 2 ? Raster::AlongN : Raster::Heuristic;
+  set_tile_order(args.scheduler, swizzle, raster);
 
   run_cutlass<Adapter>(args, workspace.data_ptr(), workspace_bytes, dl_device);
 }

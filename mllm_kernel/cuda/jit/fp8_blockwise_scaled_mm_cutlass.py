@@ -7,20 +7,26 @@ along K (``per_token_group_quant_fp8(x, 128)``), weights per 128 x 128 block. Ea
 partial product is accumulated in float32 and scaled in registers before it joins the sum.
 Runs on Hopper (sm_90).
 
-The kernel configuration (``pick_config``; from a sweep of both on an H100 at Llama-3-8B's
-shapes, M from 16 to 8192, where this rule picked the faster of the two at every point;
-``benchmarks/bench_scaled_mm.py --sweep`` repeats it):
+The kernel configuration (``pick_config``; from sweeps on an H100 at Llama-3-8B's shapes, M from
+16 to 8192, and an interleaved A/B of the two cooperative kernels at M = 1024 and 8192;
+``benchmarks/bench_scaled_mm.py --sweep`` repeats the sweep):
 
 =============================================  ===============================================
 configuration                                  when
 =============================================  ===============================================
 tile 64 x 128 x 128, ping-pong                 its tiles fit one wave (at most ONE_WAVE_TILES):
                                                small M, 64-row tiles waste less padding
-tile 128 x 128 x 128, cluster 1 x 2,           more tiles: the larger tile reads each operand
-cooperative                                    fewer times (each thread holds two accumulators,
-                                               a block's partial sums and the total, which
-                                               leaves no registers for a wider tile)
+tile 128 x 128 x 128, cooperative              up to CLUSTER_TILES tiles (about 8 waves): the
+                                               larger tile reads each operand fewer times (each
+                                               thread holds two accumulators, a block's partial
+                                               sums and the total, which leaves no registers
+                                               for a wider tile); 0-7% faster at M = 1024 than
+                                               in clusters
+the same in clusters of 1 x 2                  more tiles: the pair shares its A tile through
+                                               TMA multicast; 1-9% faster at M = 8192
 =============================================  ===============================================
+
+No tile order (``pick_order``) beat CUTLASS's default at every shape.
 """
 
 from __future__ import annotations
@@ -36,17 +42,22 @@ from mllm_kernel.op_args import blockwise_scaled_mm_operands
 OP = "fp8_blockwise_scaled_mm"
 
 CONFIGS = {c.name: c for c in (Sm90Config((64, 128, 128)),
+                               Sm90Config((128, 128, 128), pingpong=False),
                                Sm90Config((128, 128, 128), cluster=(1, 2), pingpong=False))}
 
 
 #: Tiles an H100 runs in one wave (its SMs): up to this many 64 x 128 tiles, the ping-pong kernel.
 ONE_WAVE_TILES = 132
+#: 128 x 128 tiles from which the cooperative kernel runs in clusters of two.
+CLUSTER_TILES = 1024
 
 
 def pick_config(m: int, n: int, k: int) -> Sm90Config:
     """The configuration for an M x N x K problem (the table in the module docstring)."""
     if -(-m // 64) * -(-n // 128) <= ONE_WAVE_TILES:
         return CONFIGS["64x128x128_c1x1_pingpong"]
+    if -(-m // 128) * -(-n // 128) < CLUSTER_TILES:
+        return CONFIGS["128x128x128_c1x1_coop"]
     return CONFIGS["128x128x128_c1x2_coop"]
 
 
@@ -68,14 +79,23 @@ def precompile(*, wait: bool = True):
     return jit_precompile(*MODULES.values(), wait=wait)
 
 
+def pick_order(m: int, n: int, config: Sm90Config) -> tuple[int, int]:
+    """The tile order (swizzle, raster; csrc/scaled_mm_blockwise_sm90.cuh): CUTLASS's default."""
+    return 1, 0
+
+
 def blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, scales_a: torch.Tensor, scales_b: torch.Tensor,
-                        out_dtype: torch.dtype, m: int, n: int, config: Sm90Config | None = None) -> torch.Tensor:
+                        out_dtype: torch.dtype, m: int, n: int, config: Sm90Config | None = None,
+                        swizzle: int | None = None, raster: int | None = None) -> torch.Tensor:
     """Runs checked operands (scales in the kernel's layouts: ``op_args.blockwise_scaled_mm_operands``)
-    through the kernel of ``config`` (default: ``pick_config``) into a new ``[M, N]`` tensor."""
+    through the kernel of ``config`` (default: ``pick_config``) into a new ``[M, N]`` tensor, its
+    tiles in the order of ``swizzle`` and ``raster`` (default: ``pick_order``)."""
     config = config or pick_config(m, n, a.shape[1])
+    picked_swizzle, picked_raster = pick_order(m, n, config)
     function = MODULES[(out_dtype, config.name)].load().blockwise_scaled_mm
     out = torch.empty((m, n), dtype=out_dtype, device=a.device)
-    function(out, a, b, scales_a, scales_b, scaled_mm_sm90.workspace(a.device))
+    function(out, a, b, scales_a, scales_b, scaled_mm_sm90.workspace(a.device),
+             picked_swizzle if swizzle is None else swizzle, picked_raster if raster is None else raster)
     return out
 
 
