@@ -365,21 +365,29 @@ def test_marlin_kernel_with_three_pipeline_stages(kind, group_size, act_order, m
 
 def test_marlin_splits_fill_one_wave():
     """splits_for: the K splits of a small-M call fill the SMs once with the blocks each holds,
-    never into a second wave, and each split keeps four pipeline stages; at Llama-3-8B's shapes
-    on 132 SMs holding one block each (8-bit weights on an H100) these are the splits that
-    measured fastest there."""
+    never into a second wave; each split keeps four pipeline stages unless that leaves more than
+    half the SMs idle, and then one stage at least. At Llama-3-8B's shapes on 132 SMs holding
+    one block each (8-bit weights on an H100), and at small layers' shapes holding two (4-bit),
+    these are the splits that measured fastest there (or within a few percent)."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     sms = 132
     for m in (1, 8, 16, 17, 64):
         for per_sm in (1, 2):
-            for n, k in ((4096, 4096), (14336, 4096), (4096, 14336), (6144, 4096), (256, 1024), (128, 64)):
+            for n, k in ((4096, 4096), (14336, 4096), (4096, 14336), (6144, 4096), (256, 1024), (128, 64), (896, 896),
+                         (1024, 4096), (4864, 896), (64, 16)):
+                steps, blocks = k // 16, gptq_marlin.output_blocks(m, n)
                 splits = gptq_marlin.splits_for(m, n, k, sms, per_sm)
-                assert 1 <= splits <= max(1, k // 16 // (4 * gptq_marlin.STAGE_STEPS))
-                assert splits == 1 or splits * gptq_marlin.output_blocks(m, n) <= sms * per_sm
+                assert 1 <= splits <= max(1, steps // gptq_marlin.STAGE_STEPS)
+                assert splits == 1 or splits * blocks <= sms * per_sm
+                if splits > max(1, steps // (4 * gptq_marlin.STAGE_STEPS)):  # below four stages a split
+                    assert (splits - 1) * blocks < sms // 2, (m, n, k, per_sm)
     picks = {(n, k): gptq_marlin.splits_for(1, n, k, sms, 1) for n, k in ((4096, 4096), (14336, 4096), (4096, 14336),
                                                                         (6144, 4096))}
     assert picks == {(4096, 4096): 8, (14336, 4096): 2, (4096, 14336): 8, (6144, 4096): 5}
+    small = {(n, k): gptq_marlin.splits_for(1, n, k, sms, 2) for n, k in ((896, 896), (4864, 896), (1536, 1536),
+                                                                        (2048, 2048), (8960, 1536))}
+    assert small == {(896, 896): 7, (4864, 896): 4, (1536, 1536): 11, (2048, 2048): 9, (8960, 1536): 3}
 
 
 @cuda
