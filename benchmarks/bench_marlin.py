@@ -6,7 +6,7 @@ own int4 weight-only kernel in the same run, at Llama-3-8B's linear-layer shapes
 
 Peers: bf16 ``torch.mm``; ``torch._weight_int4pack_mm`` (group 128). Ours: GPTQ 4-bit
 (uint4b8) group 128, AWQ 4-bit (uint4 with zero points) group 128, GPTQ 8-bit (uint8b128)
-group 128. Times: the median of CUDA-graph replays over weight sets rotated so that L2 cannot
+group 128, float8_e4m3fn weights (an FP8 checkpoint run without FP8 tensor cores) group 128. Times: the median of CUDA-graph replays over weight sets rotated so that L2 cannot
 hold them (benchmarks/harness.py). GB/s: the quantized weight bytes over the time.
 """
 
@@ -94,6 +94,8 @@ def run_cuda() -> list[dict]:
                 x, None, q4, s, None, z, None, None, workspace, scalar_types.uint4.id, m, n, k), sets)
             row["w8_us"] = _us(lambda x, w, q4, q8, s, z: gptq_marlin_gemm(
                 x, None, q8, s, None, None, None, None, workspace, scalar_types.uint8b128.id, m, n, k), sets)
+            row["fp8_us"] = _us(lambda x, w, q4, q8, s, z: gptq_marlin_gemm(
+                x, None, q8, s, None, None, None, None, workspace, scalar_types.float8_e4m3fn.id, m, n, k), sets)
             # GPTQ act-order: g_idx sorted by the perm the repack took, a's columns gathered by it.
             g_idx = (torch.arange(k, device="cuda") // GROUP).to(torch.int32)
             perm = torch.randperm(k, device="cuda", generator=torch.Generator(device="cuda").manual_seed(k)).int()
@@ -108,6 +110,7 @@ def run_cuda() -> list[dict]:
             row["w4_vs_bf16"] = row["bf16_us"] / row["w4_us"]
             row["awq_vs_bf16"] = row["bf16_us"] / row["awq_us"]
             row["w8_vs_bf16"] = row["bf16_us"] / row["w8_us"]
+            row["fp8_vs_bf16"] = row["bf16_us"] / row["fp8_us"]
             row["act_vs_bf16"] = row["bf16_us"] / row["act_us"]
             row["w4_gbps"] = n * k / 2 / row["w4_us"] / 1e3
             row["w4_tflops"] = 2 * m * n * k / row["w4_us"] / 1e6
@@ -123,6 +126,7 @@ COLUMNS = [("shape", "N x K", "{}"), ("m", "M", "{}"), ("bf16_us", "bf16 mm µs"
            ("w4_gbps", "W4 weight GB/s", "{:.0f}"), ("w4_tflops", "W4 TFLOP/s", "{:.0f}"),
            ("awq_us", "AWQ W4 µs", "{:.1f}"), ("awq_vs_bf16", "AWQ vs bf16", "{:.2f}x"),
            ("w8_us", "GPTQ W8 µs", "{:.1f}"), ("w8_vs_bf16", "W8 vs bf16", "{:.2f}x"),
+           ("fp8_us", "FP8 W8 µs", "{:.1f}"), ("fp8_vs_bf16", "FP8 vs bf16", "{:.2f}x"),
            ("act_us", "GPTQ W4 act-order µs", "{:.1f}"), ("act_vs_bf16", "act-order vs bf16", "{:.2f}x")]
 NOTE = ("bf16 activations and output, group size 128; act-order: GPTQ desc_act weights, g_idx sorted by the "
         "repack's perm and the activations' columns gathered by it in the call. Peers in the same run: torch.mm (bf16 weights) and "

@@ -12,14 +12,19 @@ zero points are permuted here, on any device (the layout: ``include/mllm_kernel/
     z = marlin.awq_to_marlin_zero_points(qzeros, k // group_size, n, 4)
     y = gptq_marlin_gemm(x, None, q, s, None, z, None, None, marlin.marlin_make_workspace(x.device),
                          scalar_types.uint4.id, x.shape[0], n, k)
+
+float8_e4m3fn weights (an FP8 checkpoint on a GPU without FP8 tensor cores) go through
+``gptq_marlin_repack(pack_fp8_to_int32(weight), None, k, n, 8)``; their scales, permuted, then
+take the exponent bias the kernel leaves in (``fp8_fused_exponent_bias_into_scales``).
 """
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["awq_to_marlin_zero_points", "marlin_make_empty_g_idx", "marlin_make_workspace", "marlin_permute_scales",
-           "marlin_sort_g_idx", "marlin_zero_points", "pack_columns", "scale_perm", "scale_perm_single", "to_int32_bits"]
+__all__ = ["awq_to_marlin_zero_points", "fp8_fused_exponent_bias_into_scales", "marlin_make_empty_g_idx",
+           "marlin_make_workspace", "marlin_permute_scales", "marlin_sort_g_idx", "marlin_zero_points", "pack_columns",
+           "pack_fp8_to_int32", "scale_perm", "scale_perm_single", "to_int32_bits"]
 
 #: Slot q of a packed word holds value INTERLEAVE[bits][q] of its run (the dequantizer's order).
 INTERLEAVE = {4: (0, 2, 4, 6, 1, 3, 5, 7), 8: (0, 2, 1, 3)}
@@ -107,3 +112,29 @@ def marlin_make_workspace(device: torch.device | str, max_blocks_per_sm: int = 1
 
 def marlin_make_empty_g_idx(device: torch.device | str) -> torch.Tensor:
     return torch.empty(0, dtype=torch.int32, device=device)
+
+
+def pack_fp8_to_int32(weight: torch.Tensor, size_k_first: bool = True) -> torch.Tensor:
+    """A float8_e4m3fn weight (``[K, N]``, or ``[N, K]`` with ``size_k_first=False``) packed as
+    GPTQ packs 8-bit values: ``[K / 4, N]`` int32 (or ``[N, K / 4]``), four consecutive rows of
+    K a word, the lowest first; ``gptq_marlin_repack(..., num_bits=8)`` takes the ``[K / 4, N]``
+    form."""
+    if weight.dtype != torch.float8_e4m3fn or weight.dim() != 2:
+        raise ValueError(f"pack_fp8_to_int32: weight must be a 2-D float8_e4m3fn tensor, got {weight.dtype} "
+                         f"of shape {list(weight.shape)}")
+    rows_n = (weight.t() if size_k_first else weight).contiguous()  # [N, K]: K contiguous
+    if rows_n.shape[1] % 4:
+        raise ValueError(f"pack_fp8_to_int32: K must be a multiple of 4, got {rows_n.shape[1]}")
+    words = rows_n.view(torch.uint8).view(torch.int32)  # little-endian: row 4 j + i in byte i
+    return words.t().contiguous() if size_k_first else words
+
+
+def fp8_fused_exponent_bias_into_scales(scales: torch.Tensor) -> torch.Tensor:
+    """Scales for float8_e4m3fn weights times the power of two the GEMM leaves out: it moves a
+    float8 value's bits under a 16-bit float's sign without rebiasing the exponent, which is the
+    value times 2^-(2^(e-1) - 2^3) for a target exponent of e bits: 2^-8 for float16 scales,
+    2^-120 for bfloat16. Other dtypes are returned as they are."""
+    exponent_bits = {torch.float16: 5, torch.bfloat16: 8}.get(scales.dtype)
+    if exponent_bits is None:
+        return scales
+    return scales * 2.0 ** (2 ** (exponent_bits - 1) - 2 ** 3)

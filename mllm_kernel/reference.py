@@ -71,6 +71,21 @@ def quantize_gptq(w: torch.Tensor, num_bits: int, group_size: int, act_order: bo
     return {"qweight": qweight, "scales": scales, "g_idx": g_idx, "w_ref": q * s_rows}
 
 
+def quantize_fp8(w: torch.Tensor, group_size: int) -> dict[str, torch.Tensor]:
+    """float8_e4m3fn quantization of ``w`` ``[K, N]`` as FP8 checkpoints store it: ``weight``
+    ``[K, N]`` float8_e4m3fn and ``scales`` ``[groups, N]`` in w's dtype (each group's largest
+    magnitude maps to 448, float8's largest), with ``w_ref = float(weight) * scale`` in float64.
+    group_size -1: one group (channel-wise)."""
+    k, n = w.shape
+    group_size = k if group_size == -1 else group_size
+    wd = w.to(torch.float64).reshape(k // group_size, group_size, n)
+    scales = (wd.abs().amax(dim=1) / 448.0).clamp_min(1e-8).to(w.dtype)
+    s_rows = scales.to(torch.float64)[:, None, :]
+    weight = (wd / s_rows).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+    w_ref = (weight.to(torch.float64) * s_rows).reshape(k, n)
+    return {"weight": weight.reshape(k, n), "scales": scales, "w_ref": w_ref}
+
+
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
 
 

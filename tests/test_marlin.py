@@ -92,6 +92,28 @@ def test_scale_permutations_are_the_published_tables():
     assert marlin.scale_perm_single() == single
 
 
+def test_pack_fp8_to_int32_and_the_exponent_bias():
+    """pack_fp8_to_int32 packs four float8 rows of K a word, the lowest in the low byte (as GPTQ
+    packs 8-bit values), from [K, N] or [N, K]; the scales gain 2^8 (float16) or 2^120 (bfloat16),
+    the power of two the kernel's float8 conversion leaves out, exactly."""
+    g = torch.Generator().manual_seed(0)
+    w = (torch.randn(12, 5, generator=g) * 100).to(torch.float8_e4m3fn)  # [K, N]
+    packed = marlin.pack_fp8_to_int32(w)
+    assert packed.shape == (3, 5) and packed.dtype == torch.int32
+    raw = w.view(torch.uint8).to(torch.int64)
+    words = raw[0::4] | raw[1::4] << 8 | raw[2::4] << 16 | raw[3::4] << 24
+    assert torch.equal(marlin.to_int32_bits(words), packed)
+    assert torch.equal(marlin.pack_fp8_to_int32(w.t().contiguous(), size_k_first=False), packed.t())
+    with pytest.raises(ValueError, match="K must be a multiple of 4, got 6"):
+        marlin.pack_fp8_to_int32(w[:6])
+    with pytest.raises(ValueError, match="must be a 2-D float8_e4m3fn tensor"):
+        marlin.pack_fp8_to_int32(w.float())
+    s = torch.rand(2, 64, generator=g) + 0.01
+    assert torch.equal(marlin.fp8_fused_exponent_bias_into_scales(s.half()).double(), s.half().double() * 2.0**8)
+    assert torch.equal(marlin.fp8_fused_exponent_bias_into_scales(s.bfloat16()).double(), s.bfloat16().double() * 2.0**120)
+    assert marlin.fp8_fused_exponent_bias_into_scales(s) is s
+
+
 @pytest.mark.parametrize("group_size", [-1, 64, 128])
 def test_marlin_permute_scales(group_size):
     k, n = 256, 192
@@ -184,6 +206,12 @@ def _prepare(kind, k, n, group_size, act_order, dtype, seed, device="cuda"):
         zeros = marlin.awq_to_marlin_zero_points(ckpt["qzeros"], k // groups_size, n, 4).to(device)
         return dict(q=q, s=marlin.marlin_permute_scales(ckpt["scales"], k, n, group_size).to(device), zeros=zeros,
                     g_idx=None, perm=None, type_id=scalar_types.uint4.id, w_ref=ckpt["w_ref"])
+    if kind == "fp8":
+        ckpt = reference.quantize_fp8(w, group_size)
+        q = gptq_marlin_repack(marlin.pack_fp8_to_int32(ckpt["weight"]).to(device), None, k, n, 8)
+        s = marlin.fp8_fused_exponent_bias_into_scales(marlin.marlin_permute_scales(ckpt["scales"], k, n, group_size))
+        return dict(q=q, s=s.to(device), zeros=None, g_idx=None, perm=None, type_id=scalar_types.float8_e4m3fn.id,
+                    w_ref=ckpt["w_ref"])
     bits = 8 if kind == "gptq8" else 4
     ckpt = reference.quantize_gptq(w, bits, group_size, act_order, generator=g)
     g_idx = perm = None
@@ -229,7 +257,8 @@ def _check(out, a, w_ref, dtype):
 
 
 CASES = [("gptq4", -1, False), ("gptq4", 32, False), ("gptq4", 128, False), ("gptq4", 64, True), ("gptq8", 128, False),
-         ("gptq8", -1, False), ("gptq8", 64, True), ("awq", 64, False), ("awq", 128, False), ("awq", 32, False)]
+         ("gptq8", -1, False), ("gptq8", 64, True), ("awq", 64, False), ("awq", 128, False), ("awq", 32, False),
+         ("fp8", -1, False), ("fp8", 128, False)]
 
 
 @cuda
@@ -263,18 +292,21 @@ def test_gptq_marlin_gemm_shapes(m, n, k):
                                                             ("awq", 80, False, torch.float16),
                                                             ("gptq8", -1, False, torch.bfloat16),
                                                             ("gptq4", 208, True, torch.float16),
-                                                            ("gptq8", 208, True, torch.bfloat16)])
+                                                            ("gptq8", 208, True, torch.bfloat16),
+                                                            ("fp8", 208, False, torch.float16),
+                                                            ("fp8", -1, False, torch.bfloat16)])
 def test_marlin_dequant_is_the_rounded_product(kind, group_size, act_order, dtype):
     """The large-M path's dequantization: (q - zero) * scale rounded once to the activation
     dtype, bit for bit, over K of 65 steps (blocks of 8 steps and a short last one); with
-    act-order, K in the repacked (perm) order."""
+    act-order, K in the repacked (perm) order; float8 weights times the scale whose exponent
+    bias was folded in, the same product."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     k, n = 1040, 192
     prep = _prepare(kind, k, n, group_size, act_order, dtype, seed=3)
     empty = torch.empty(0, dtype=torch.int32, device="cuda")
     out = torch.full((n, k), float("nan"), dtype=dtype, device="cuda")
-    gptq_marlin._DEQUANT[(dtype, 8 if kind == "gptq8" else 4)](
+    gptq_marlin._DEQUANT[(dtype, {"gptq8": 8, "fp8": gptq_marlin.FP8}.get(kind, 4))](
         prep["q"], prep["s"], prep["zeros"] if prep["zeros"] is not None else empty,
         prep["g_idx"] if prep["g_idx"] is not None else empty, out, n, k)
     w = prep["w_ref"][prep["perm"].long().cpu()] if act_order else prep["w_ref"]
@@ -283,7 +315,8 @@ def test_marlin_dequant_is_the_rounded_product(kind, group_size, act_order, dtyp
 
 @cuda
 @pytest.mark.parametrize("kind,group_size,act_order", [("gptq4", 80, False), ("awq", 80, False), ("awq", -1, False),
-                                                      ("gptq4", 208, True), ("gptq8", 208, True), ("gptq8", -1, False)])
+                                                      ("gptq4", 208, True), ("gptq8", 208, True), ("gptq8", -1, False),
+                                                      ("fp8", 208, False)])
 @pytest.mark.parametrize("m", [1, 8, 12, 20, 70])
 def test_marlin_kernel_over_any_split_of_k(kind, group_size, act_order, m):
     """The kernel's module function over splits of K from none to one 16-row step a block
@@ -297,11 +330,11 @@ def test_marlin_kernel_over_any_split_of_k(kind, group_size, act_order, m):
     prep = _prepare(kind, k, n, group_size, act_order, dtype, seed=m)
     a = torch.randn(m, k, device="cuda").to(dtype)
     a_in = a[:, prep["perm"].long()].contiguous() if prep["perm"] is not None else a
-    bits = 8 if kind == "gptq8" else 4
+    weights = {"gptq8": 8, "fp8": gptq_marlin.FP8}.get(kind, 4)
     empty = torch.empty(0, dtype=torch.int32, device="cuda")
     zeros = prep["zeros"] if prep["zeros"] is not None else empty
     g_idx = prep["g_idx"] if prep["g_idx"] is not None else empty
-    module = gptq_marlin._GEMM[(dtype, bits)]
+    module = gptq_marlin._GEMM[(dtype, weights)]
     m_tiles, blocks = gptq_marlin.m_tiles_for(m), gptq_marlin.output_blocks(m, n)
     locks = torch.zeros(blocks, dtype=torch.int32, device="cuda")
     for splits in (1, 2, 3, 5, 9, 64, 65):
@@ -669,7 +702,9 @@ def test_cpu_awq_marlin_repack_matches_the_published_layout(bits):
     assert torch.equal(awq_marlin_repack(packed, k, n, bits), _marlin_weights(values, bits))
 
 
-CPU_CASES = CASES + [("gptq4", 16, False), ("awq", -1, False), ("gptq8", 16, False), ("gptq8", 32, True)]
+#: The CPU GEMM takes the integer weight types (float8 weights are for GPUs without FP8 MMAs).
+CPU_CASES = [case for case in CASES if case[0] != "fp8"] + [("gptq4", 16, False), ("awq", -1, False),
+                                                            ("gptq8", 16, False), ("gptq8", 32, True)]
 
 
 @pytest.mark.parametrize("kind,group_size,act_order", CPU_CASES)

@@ -1,8 +1,9 @@
 // CUDA dequantization of Marlin-format weights into a dense [N, K] matrix of the activation
 // type T (a linear layer's weight layout), for the large-M path of gptq_marlin_gemm (the caller
 // then runs a dense GEMM with its transpose, as for an unquantized layer):
-//   marlin_dequant<T, kBits>(b, scales, zeros, g_idx, out, size_n, size_k)
-// out[n, k] = (q - zero) * scale, rounded to T once: with group scales exactly the values the
+//   marlin_dequant<T, kBits[, kFp8]>(b, scales, zeros, g_idx, out, size_n, size_k)
+// out[n, k] = (q - zero) * scale (float8 weights: q * scale, q with float8's exponent bias, as the
+// GEMM kernel takes it), rounded to T once: with group scales exactly the values the
 // Marlin GEMM kernel feeds its tensor cores from 9 rows of a on (with one channel-wise scale, or
 // up to 8 rows, that kernel scales its float32 sums instead, so the two paths then differ by the
 // rounding of the product). One block per 128 x 64 tile (eight repacked 16 x 64 tiles): each
@@ -20,6 +21,7 @@
 #include <mllm_kernel/tensor_view.hpp>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace {
 
@@ -29,7 +31,15 @@ constexpr int kDequantThreads = 256;
 constexpr int kDequantSteps = 8;  // 16-row steps of K a block takes: 256-byte runs of each output row
 constexpr int kDequantPad = 8;  // a tile row of 136 values: 16-byte aligned, rows 4 banks apart
 
-template <typename T, int kBits>
+/// A float8_e4m3fn byte as the GEMM kernel dequantizes it (fp8_pair): T's bits, to float.
+template <typename T>
+__device__ __forceinline__ float fp8_value(std::uint32_t byte) {
+  constexpr int kShift = std::is_same_v<T, mllm_kernel::fp16_t> ? 7 : 4;
+  const auto bits = static_cast<std::uint16_t>((byte & 0x80u) << 8 | (byte & 0x7fu) << kShift);
+  return mllm_kernel::device::cast<float>(*reinterpret_cast<const T*>(&bits));
+}
+
+template <typename T, int kBits, bool kFp8>
 __global__ void __launch_bounds__(kDequantThreads)
     marlin_dequant_kernel(const __grid_constant__ mllm_kernel::host::MarlinGemmParams p, T* __restrict__ out) {
   using namespace mllm_kernel::device;
@@ -75,7 +85,7 @@ __global__ void __launch_bounds__(kDequantThreads)
         scales[group * p.n + (channelwise ? marlin_dq::channel_scale_pos(n) : marlin_dq::grouped_scale_pos(n))]);
   };
   const auto zero_of = [&](std::int64_t group, std::int64_t n) {
-    if (p.zeros == nullptr) return kBits == 4 ? 8.0f : 128.0f;
+    if (p.zeros == nullptr) return kFp8 ? 0.0f : kBits == 4 ? 8.0f : 128.0f;
     const auto z = static_cast<std::uint32_t>(
         __ldg(p.zeros + group * (p.n * kBits / 32) + marlin_dq::zero_point_word(kBits, n)));
     return static_cast<float>(z >> (kBits * marlin_dq::zero_point_slot(kBits, n)) & kMask);
@@ -108,7 +118,8 @@ __global__ void __launch_bounds__(kDequantThreads)
         scale = scale_of(row_group[col], n0 + at.n);
         zero = zero_of(row_group[col], n0 + at.n);
       }
-      const float q = static_cast<float>(word >> (kBits * slot) & kMask);
+      const std::uint32_t bits = word >> (kBits * slot) & kMask;
+      const float q = kFp8 ? fp8_value<T>(bits) : static_cast<float>(bits);
       tile[at.n][col] = cast<T>((q - zero) * scale);
     }
   }
@@ -123,7 +134,7 @@ __global__ void __launch_bounds__(kDequantThreads)
 }
 
 /// out: [size_n, size_k] of T, contiguous; the other arguments as for marlin_gemm.
-template <typename T, int kBits>
+template <typename T, int kBits, bool kFp8 = false>
 void marlin_dequant(mllm_kernel::TensorView b, mllm_kernel::TensorView scales, mllm_kernel::TensorView zeros,
                     mllm_kernel::TensorView g_idx, mllm_kernel::TensorView out, std::int64_t size_n, std::int64_t size_k) {
   using namespace mllm_kernel::host;
@@ -134,7 +145,7 @@ void marlin_dequant(mllm_kernel::TensorView b, mllm_kernel::TensorView scales, m
   RuntimeCheck(reinterpret_cast<std::uintptr_t>(out.data_ptr()) % 16 == 0, "out must start 16-byte aligned");
   const dim3 grid(static_cast<unsigned>(size_n / marlin_dq::kTileN),
                   static_cast<unsigned>(div_ceil(size_k / marlin_dq::kTileK, kDequantSteps)));
-  LaunchKernel(grid, kDequantThreads, out.device())(marlin_dequant_kernel<T, kBits>, p, static_cast<T*>(out.data_ptr()));
+  LaunchKernel(grid, kDequantThreads, out.device())(marlin_dequant_kernel<T, kBits, kFp8>, p, static_cast<T*>(out.data_ptr()));
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
 // CUDA weight-only quantized GEMM on Marlin-format weights (mllm_kernel/marlin.hpp has the
-// format), one module per activation type T (fp16_t, bf16_t) and weight width kBits (4, 8):
-//   marlin_gemm<T, kBits>(a, c, b, scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
-//                         m_tiles, splits, enable_pdl)
+// format), one module per activation type T (fp16_t, bf16_t) and weight type: integers of kBits
+// (4, 8) or, with kFp8, float8_e4m3fn bytes:
+//   marlin_gemm<T, kBits[, kFp8]>(a, c, b, scales, zeros, g_idx, partials, locks, size_m, size_n,
+//                                 size_k, m_tiles, splits, enable_pdl)
 // c[M, N] = a[M, K] @ dequant(b), dequant = (q - zero) * scale with the zero point from `zeros`
 // (AWQ) or the type's bias (8 or 128), the scale of the value's group (rows of K grouped
 // consecutively, or by g_idx for GPTQ act-order, whose activations the caller has permuted).
+// float8 weights dequantize to value * 2^-8 (fp16) or 2^-120 (bf16) times scale, serving code
+// having folded that power of two into the scales (marlin_values.cuh, fp8_pair).
 //
 // A block of 8 warps computes 16 * m_tiles rows x 256 columns over a range of K: warp (wn, wk)
 // owns the 64-column tile wn and every other 16-row step of K (wk), so each step is one warp's
@@ -129,7 +132,7 @@ __device__ __forceinline__ int valid_group(const MarlinGemmParams& p, int g) {
   return g < 0 ? 0 : (g >= p.groups ? static_cast<int>(p.groups) - 1 : g);
 }
 
-template <typename T, int kBits, int kMTiles, bool kActOrder, bool kSwap>
+template <typename T, int kBits, int kMTiles, bool kActOrder, bool kSwap, bool kFp8>
 __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_constant__ MarlinGemmParams p,
                                                                 const MarlinSplit split) {
   using namespace mllm_kernel::device;
@@ -320,8 +323,8 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
       hi = as_bits<T>(__hsub2(as_pair<T>(nibble_pair<T>(w >> 4)), sub_hi[xb]));
     } else {
       // Bytes hold values 0, 2, 1, 3 of the block: (0, 1) at bytes 0 and 2, (2, 3) at 1 and 3.
-      lo = byte_pair<T>(q[xb], 0, 2);
-      hi = byte_pair<T>(q[xb], 1, 3);
+      lo = kFp8 ? fp8_pair<T>(q[xb], 0, 2) : byte_pair<T>(q[xb], 0, 2);
+      hi = kFp8 ? fp8_pair<T>(q[xb], 1, 3) : byte_pair<T>(q[xb], 1, 3);
     }
     if (scaled) {
       lo = as_bits<T>(__hmul2(as_pair<T>(lo), scale_lo[xb]));
@@ -528,13 +531,13 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
 
 /// The kernel marlin_gemm launches: the act-order one, the swapped one (up to kSwapRows rows on
 /// the 16-row tile), or the plain one.
-template <typename T, int kBits, int kMTiles>
+template <typename T, int kBits, bool kFp8, int kMTiles>
 auto marlin_kernel_for(std::int64_t m, bool act_order) {
   using Kernel = void (*)(const MarlinGemmParams, const MarlinSplit);
-  if (act_order) return static_cast<Kernel>(marlin_gemm_kernel<T, kBits, kMTiles, true, false>);
+  if (act_order) return static_cast<Kernel>(marlin_gemm_kernel<T, kBits, kMTiles, true, false, kFp8>);
   // (the template's kMTiles == 1 keeps the larger tiles from instantiating a swapped kernel)
-  if (kMTiles == 1 && m <= kSwapRows) return static_cast<Kernel>(marlin_gemm_kernel<T, kBits, kMTiles, false, kMTiles == 1>);
-  return static_cast<Kernel>(marlin_gemm_kernel<T, kBits, kMTiles, false, false>);
+  if (kMTiles == 1 && m <= kSwapRows) return static_cast<Kernel>(marlin_gemm_kernel<T, kBits, kMTiles, false, kMTiles == 1, kFp8>);
+  return static_cast<Kernel>(marlin_gemm_kernel<T, kBits, kMTiles, false, false, kFp8>);
 }
 
 /// The dynamic shared memory `kernel` takes on the current device `device_id`: its binary's
@@ -545,12 +548,12 @@ int marlin_smem_bytes(Kernel kernel, int device_id) {
       marlin_stages(mllm_kernel::host::runtime::get_kernel_virtual_arch(kernel, device_id)));
 }
 
-template <typename T, int kBits, int kMTiles>
+template <typename T, int kBits, bool kFp8, int kMTiles>
 void launch_marlin(const MarlinGemmParams& p, const MarlinSplit& split, bool act_order, DLDevice device) {
   using namespace mllm_kernel::host;
   const dim3 grid(static_cast<unsigned>(div_ceil(p.n, kBlockN)), static_cast<unsigned>(div_ceil(p.m, kMTiles * 16)),
                   static_cast<unsigned>(split.splits));
-  const auto kernel = marlin_kernel_for<T, kBits, kMTiles>(p.m, act_order);
+  const auto kernel = marlin_kernel_for<T, kBits, kFp8, kMTiles>(p.m, act_order);
   const int smem = marlin_smem_bytes<kBits, kMTiles>(kernel, device.device_id);
   const int available = runtime::get_available_dynamic_smem_per_block(device.device_id);
   RuntimeCheck(smem <= available, "the kernel for ", kBits, "-bit weights on ", kMTiles * 16, "-row tiles needs ",
@@ -558,10 +561,10 @@ void launch_marlin(const MarlinGemmParams& p, const MarlinSplit& split, bool act
   LaunchKernel(grid, kThreads, device, smem).enable_pdl(split.pdl)(kernel, p, split);
 }
 
-template <typename T, int kBits, int kMTiles>
+template <typename T, int kBits, bool kFp8, int kMTiles>
 std::int64_t kernel_blocks_per_sm(std::int64_t m, bool act_order, int device_id) {
   using namespace mllm_kernel::host;
-  const auto kernel = marlin_kernel_for<T, kBits, kMTiles>(m, act_order);
+  const auto kernel = marlin_kernel_for<T, kBits, kFp8, kMTiles>(m, act_order);
   const int smem = marlin_smem_bytes<kBits, kMTiles>(kernel, device_id);
   if (smem > runtime::get_available_dynamic_smem_per_block(device_id)) return 0;  // marlin_gemm names it
   RuntimeDeviceCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -586,18 +589,18 @@ auto with_m_tiles(std::int64_t m_tiles, F&& f) {
 /// Blocks of the kernel marlin_gemm launches for size_m rows on m_tiles-row tiles (act-order
 /// or not) that one SM of GPU device_id holds at once, as its registers and shared memory
 /// allow: the caller splits K for one wave of them.
-template <typename T, int kBits>
+template <typename T, int kBits, bool kFp8 = false>
 std::int64_t marlin_blocks_per_sm(std::int64_t device_id, std::int64_t size_m, std::int64_t m_tiles, bool act_order) {
   mllm_kernel::host::detail::DeviceGuard guard(static_cast<int>(device_id));
   return with_m_tiles(m_tiles, [&](auto tiles) {
-    return kernel_blocks_per_sm<T, kBits, decltype(tiles)::value>(size_m, act_order, static_cast<int>(device_id));
+    return kernel_blocks_per_sm<T, kBits, kFp8, decltype(tiles)::value>(size_m, act_order, static_cast<int>(device_id));
   });
 }
 
 /// partials: float32 [splits * M * N] (empty when splits is 1); locks: int32, at least one per
 /// output block (grid x * grid y), zero, and left zero. enable_pdl: launch with programmatic
 /// dependent launch where the GPU has it (docs/pdl.md).
-template <typename T, int kBits>
+template <typename T, int kBits, bool kFp8 = false>
 void marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kernel::TensorView b, mllm_kernel::TensorView scales,
                  mllm_kernel::TensorView zeros, mllm_kernel::TensorView g_idx, mllm_kernel::TensorView partials,
                  mllm_kernel::TensorView locks, std::int64_t size_m, std::int64_t size_n, std::int64_t size_k,
@@ -605,6 +608,7 @@ void marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kern
   using namespace mllm_kernel::host;
   const MarlinGemmParams p =
       check_marlin_gemm<kDLCUDA, T>(a, c, b, scales, zeros, g_idx, kBits, size_m, size_n, size_k);
+  static_assert(!kFp8 || kBits == 8, "float8 weights are 8-bit");
   RuntimeCheck(p.zeros == nullptr || kBits == 4, "zero points are supported for 4-bit weights only");
   check_m_tiles(m_tiles);
   RuntimeCheck(p.lda % 8 == 0 && reinterpret_cast<std::uintptr_t>(p.a) % 16 == 0,
@@ -632,7 +636,7 @@ void marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kern
   }
   const bool act_order = p.g_idx != nullptr && p.groups > 1;
   with_m_tiles(m_tiles,
-               [&](auto tiles) { launch_marlin<T, kBits, decltype(tiles)::value>(p, split, act_order, a.device()); });
+               [&](auto tiles) { launch_marlin<T, kBits, kFp8, decltype(tiles)::value>(p, split, act_order, a.device()); });
 }
 
 }  // namespace

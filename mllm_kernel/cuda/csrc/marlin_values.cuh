@@ -64,6 +64,17 @@ __device__ __forceinline__ std::uint32_t byte_pair(std::uint32_t w, int lo, int 
   }
 }
 
+/// Bytes (lo, hi) of w, float8_e4m3fn values, as a pair whose exponent keeps float8's bias: the
+/// sign and the 7 magnitude bits moved under T's sign, which is the value times 2^-8 in fp16 and
+/// 2^-120 in bf16, exactly (subnormals too). Serving code folds that power of two into the scales
+/// (fp8_fused_exponent_bias_into_scales), as vLLM's Marlin kernel expects.
+template <typename T>
+__device__ __forceinline__ std::uint32_t fp8_pair(std::uint32_t w, int lo, int hi) {
+  constexpr int kShift = std::is_same_v<T, fp16_t> ? 1 : 4;  // magnitude from bits 14..8 to 13..7 or 10..4
+  const std::uint32_t v = __byte_perm(w, 0u, 4 | lo << 4 | 4 << 8 | hi << 12);  // each byte in the top of a half
+  return (v & 0x80008000u) | ((v & 0x7f007f00u) >> kShift);
+}
+
 template <typename T>
 __device__ __forceinline__ Pair<T> pair_of(T lo, T hi) {
   if constexpr (std::is_same_v<T, fp16_t>) {

@@ -1,7 +1,8 @@
 """CUDA ``gptq_marlin_gemm``: the weight-only quantized GEMM (W4A16 / W8A16, GPTQ and AWQ) on
 Marlin-format weights, with vLLM's and sglang's signature (format:
 ``mllm_kernel/include/mllm_kernel/marlin.hpp``; kernel: ``mllm_kernel/cuda/csrc/marlin_gemm.cuh``).
-One module per activation dtype (float16, bfloat16) and weight width (4, 8 bits); sm_80 and newer.
+One module per activation dtype (float16, bfloat16) and weight type (4-bit, 8-bit integers,
+float8_e4m3fn: FP8 checkpoints on GPUs without FP8 tensor cores); sm_80 and newer.
 From ``DENSE_MIN_M`` rows of activations on, where the product is compute-bound, the weights are
 dequantized into a temporary ``[N, K]`` matrix (``csrc/marlin_dequant.cuh``) and multiplied by
 cuBLAS (``torch.mm``), as serving engines do for large batches.
@@ -29,11 +30,18 @@ _OP = "gptq_marlin_gemm"
 HALF_DTYPES = (torch.float16, torch.bfloat16)
 #: Weight types this GEMM takes: type id -> (bits, whether zero points come with it).
 WEIGHT_TYPES = {scalar_types.uint4b8.id: (4, False), scalar_types.uint4.id: (4, True),
-                scalar_types.uint8b128.id: (8, False)}
+                scalar_types.uint8b128.id: (8, False), scalar_types.float8_e4m3fn.id: (8, False)}
+#: The module of each weight type: its bits, or FP8 for float8_e4m3fn.
+FP8 = "fp8"
 
 
-def _declare(dtype: torch.dtype, bits: int):
-    args = make_cpp_args(dtype, bits)
+def _weights(type_id: int, bits: int):
+    """The modules' key for a weight type: 4, 8 or FP8."""
+    return FP8 if type_id == scalar_types.float8_e4m3fn.id else bits
+
+
+def _declare(dtype: torch.dtype, weights):
+    args = make_cpp_args(dtype, 8, True) if weights == FP8 else make_cpp_args(dtype, weights)
     return jit_module("marlin_gemm", args=args, device="cuda", cuda_files=["marlin_gemm.cuh", "marlin_dequant.cuh"],
                       cuda_wrappers=[("marlin_gemm", f"marlin_gemm<{args}>"),
                                      ("marlin_dequant", f"marlin_dequant<{args}>"),
@@ -48,7 +56,7 @@ def _declare_gather(dtype: torch.dtype):
                       cuda_wrappers=[("column_gather", f"column_gather<{args}>")])
 
 
-_MODULES = {(dtype, bits): _declare(dtype, bits) for dtype in HALF_DTYPES for bits in (4, 8)}
+_MODULES = {(dtype, weights): _declare(dtype, weights) for dtype in HALF_DTYPES for weights in (4, 8, FP8)}
 _GATHER = KernelTable(_OP, {dtype: _declare_gather(dtype) for dtype in HALF_DTYPES}, arg="a", export="column_gather")
 _GEMM = KernelTable(_OP, _MODULES, arg="a", export="marlin_gemm")
 _DEQUANT = KernelTable(_OP, _MODULES, arg="a", export="marlin_dequant")
@@ -118,23 +126,23 @@ def splits_for(m: int, n: int, k: int, sm_count: int, blocks_per_sm: int, m_tile
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel_blocks_per_sm(device: torch.device, dtype: torch.dtype, bits: int, m_tiles: int, act_order: bool,
+def _kernel_blocks_per_sm(device: torch.device, dtype: torch.dtype, weights, m_tiles: int, act_order: bool,
                           swapped: bool) -> int:
     rows = 1 if swapped else 16 * m_tiles
-    return int(_BLOCKS_PER_SM[(dtype, bits)](device.index, rows, m_tiles, act_order))
+    return int(_BLOCKS_PER_SM[(dtype, weights)](device.index, rows, m_tiles, act_order))
 
 
-def kernel_blocks_per_sm(a: torch.Tensor, bits: int, m: int, act_order: bool, m_tiles: int | None = None) -> int:
-    """Blocks of the kernel a call of m rows launches on ``m_tiles``-tile blocks
+def kernel_blocks_per_sm(a: torch.Tensor, weights, m: int, act_order: bool, m_tiles: int | None = None) -> int:
+    """Blocks of the kernel for ``weights`` (4, 8 or FP8) a call of m rows launches on ``m_tiles``-tile blocks
     (``m_tiles_for(m)`` by default) that an SM of a's GPU holds at once: the module asks the
     CUDA occupancy calculator (cached per kernel and GPU); 0 when the GPU's blocks lack the
     kernel's shared memory."""
     m_tiles = m_tiles or m_tiles_for(m)
     swapped = m_tiles == 1 and m <= SWAP_ROWS and not act_order
-    return _kernel_blocks_per_sm(a.device, a.dtype, bits, m_tiles, act_order, swapped)
+    return _kernel_blocks_per_sm(a.device, a.dtype, weights, m_tiles, act_order, swapped)
 
 
-def fitting_m_tiles(a: torch.Tensor, bits: int, m: int, act_order: bool) -> tuple[int, int]:
+def fitting_m_tiles(a: torch.Tensor, weights, m: int, act_order: bool) -> tuple[int, int]:
     """(m_tiles, blocks an SM) of the kernel a call of m rows runs: ``m_tiles_for(m)``, or the
     largest smaller tile whose kernel's shared memory a block of a's GPU has (8-bit weights take
     16-row tiles on sm_80 and sm_87, 4-bit ones 32-row tiles on sm_86 and sm_89, whose blocks
@@ -142,7 +150,7 @@ def fitting_m_tiles(a: torch.Tensor, bits: int, m: int, act_order: bool) -> tupl
     multiplies with cuBLAS)."""
     m_tiles = m_tiles_for(m)
     while m_tiles >= 1:
-        per_sm = kernel_blocks_per_sm(a, bits, m, act_order, m_tiles)
+        per_sm = kernel_blocks_per_sm(a, weights, m, act_order, m_tiles)
         if per_sm > 0:
             return m_tiles, per_sm
         m_tiles //= 2
@@ -202,7 +210,10 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
     weights, else None or empty; ``g_idx`` (int32 ``[size_k]``, sorted) and ``perm`` (its
     argsort, int32/int64) for GPTQ act-order, else None or empty: a's columns are then taken
     in ``perm`` order (one gather). ``b_q_type_id``: ``scalar_types.uint4b8.id`` (GPTQ 4-bit),
-    ``uint4.id`` (AWQ, with zero points) or ``uint8b128.id`` (GPTQ 8-bit).
+    ``uint4.id`` (AWQ, with zero points), ``uint8b128.id`` (GPTQ 8-bit) or ``float8_e4m3fn.id``
+    (an FP8 checkpoint's weights through ``marlin.pack_fp8_to_int32`` and the 8-bit repack, their
+    scales, channel-wise or per group of K, permuted and passed through
+    ``marlin.fp8_fused_exponent_bias_into_scales``, as vLLM and sglang prepare them).
 
     ``workspace`` (int32, zero) holds the split-K counters when it is large enough
     (``mllm_kernel.marlin.marlin_make_workspace`` gives one), else the module's own are used;
@@ -213,8 +224,8 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
     the GPU has it (docs/pdl.md); the kernel then prefetches its first weights into L2 while the
     previous kernel finishes.
 
-    CPU tensors go to ``mllm_kernel.cpu.jit.gptq_marlin_gemm`` (the same weight types; float32
-    activations too), so one call serves a layer on either device.
+    CPU tensors go to ``mllm_kernel.cpu.jit.gptq_marlin_gemm`` (the same integer weight types;
+    float32 activations too), so one call serves a layer on either device.
     """
     if isinstance(a, torch.Tensor) and a.device.type == "cpu":
         from mllm_kernel.cpu.jit.gptq_marlin import gptq_marlin_gemm as cpu_gemm
@@ -224,6 +235,7 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
     a, c, zeros, bits = marlin_gemm_operands(
         _OP, a, c, global_scale, b_zeros, perm, b_q_type_id, size_m, size_n, size_k, is_zp_float, HALF_DTYPES, "cuda",
         WEIGHT_TYPES, gather=lambda x, p: gather_columns(x, p, enable_pdl=enable_pdl))
+    weights = _weights(getattr(b_q_type_id, "id", b_q_type_id), bits)
     if isinstance(b_scales, torch.Tensor):  # anything else is left for the kernel's checks to name
         b_scales = _aligned16(b_scales)
     zeros, g_idx = _aligned16(zeros), _aligned16(_empty_or(g_idx, a.device))
@@ -233,7 +245,7 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
         # The kernel's act-order test: g_idx given, and more than one group of scales.
         act_order = (g_idx.numel() > 0 and isinstance(b_scales, torch.Tensor) and b_scales.dim() == 2
                      and b_scales.size(0) > 1)
-        tiles, per_sm = fitting_m_tiles(a, bits, size_m, act_order)
+        tiles, per_sm = fitting_m_tiles(a, weights, size_m, act_order)
         fits = tiles > 0
         if fits:
             m_tiles = tiles
@@ -243,7 +255,7 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
         # [N, K] matrix of a's dtype (with group scales the values the kernel below feeds its
         # tensor cores above 8 rows), then cuBLAS as for a bf16 layer.
         weight = torch.empty((size_n, size_k), dtype=a.dtype, device=a.device)
-        _DEQUANT[(a.dtype, bits)](b_q_weight, b_scales, zeros, g_idx, weight, size_n, size_k)
+        _DEQUANT[(a.dtype, weights)](b_q_weight, b_scales, zeros, g_idx, weight, size_n, size_k)
         return torch.mm(a, weight.t(), out=c)
     if splits > 1:
         partials = torch.empty(splits * size_m * size_n, dtype=torch.float32, device=a.device)
@@ -252,6 +264,6 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
         locks = workspace.reshape(-1) if usable else _locks(a.device, _sm_count(a.device.index))
     else:
         partials = locks = _empty(a.device)
-    _GEMM[(a.dtype, bits)](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
+    _GEMM[(a.dtype, weights)](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
                            m_tiles, splits, True if enable_pdl is None else enable_pdl)
     return c
