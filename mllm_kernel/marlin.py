@@ -133,8 +133,10 @@ def fp8_fused_exponent_bias_into_scales(scales: torch.Tensor) -> torch.Tensor:
     """Scales for float8_e4m3fn weights times the power of two the GEMM leaves out: it moves a
     float8 value's bits under a 16-bit float's sign without rebiasing the exponent, which is the
     value times 2^-(2^(e-1) - 2^3) for a target exponent of e bits: 2^-8 for float16 scales,
-    2^-120 for bfloat16. Other dtypes are returned as they are."""
+    2^-120 for bfloat16. The scales must already be in the activations' dtype (the power differs
+    between the two), so other dtypes are a ValueError."""
     exponent_bits = {torch.float16: 5, torch.bfloat16: 8}.get(scales.dtype)
     if exponent_bits is None:
-        return scales
+        raise ValueError("fp8_fused_exponent_bias_into_scales: scales must be float16 or bfloat16 (the "
+                         f"activations' dtype), got {str(scales.dtype).removeprefix('torch.')}")
     return scales * 2.0 ** (2 ** (exponent_bits - 1) - 2 ** 3)

@@ -111,7 +111,8 @@ def test_pack_fp8_to_int32_and_the_exponent_bias():
     s = torch.rand(2, 64, generator=g) + 0.01
     assert torch.equal(marlin.fp8_fused_exponent_bias_into_scales(s.half()).double(), s.half().double() * 2.0**8)
     assert torch.equal(marlin.fp8_fused_exponent_bias_into_scales(s.bfloat16()).double(), s.bfloat16().double() * 2.0**120)
-    assert marlin.fp8_fused_exponent_bias_into_scales(s) is s
+    with pytest.raises(ValueError, match="scales must be float16 or bfloat16 .the activations' dtype., got float32"):
+        marlin.fp8_fused_exponent_bias_into_scales(s)
 
 
 @pytest.mark.parametrize("group_size", [-1, 64, 128])

@@ -56,6 +56,7 @@ void blockwise_scaled_mm_sm90(mllm_kernel::TensorView out, mllm_kernel::TensorVi
   RuntimeCheck(k_blocks == 1 || sb_k.unwrap() == 1, "scales_b must be row-major (stride(1) == 1), got strides [",
                sb_n.unwrap(), ", ", sb_k.unwrap(), "]");
   const std::int64_t workspace_bytes = check_workspace(workspace, device);
+  check_tile_order(swizzle, raster);  // refused whatever M is
   if (m == 0) return;
 
   using StrideA = typename Adapter::GemmKernel::StrideA;

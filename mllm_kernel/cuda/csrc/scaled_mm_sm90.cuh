@@ -51,6 +51,7 @@ void scaled_mm_sm90(mllm_kernel::TensorView out, mllm_kernel::TensorView mat_a, 
     (void)TensorMatcher({n}).template with_dtype<Out>().with_device(device).verify(bias, "bias");
   }
   const std::int64_t workspace_bytes = check_workspace(workspace, device);
+  check_tile_order(swizzle, raster);  // refused whatever M is
   if (m == 0) return;
 
   const auto* a = static_cast<const ElementAB*>(mat_a.data_ptr());

@@ -53,14 +53,19 @@ template <class Mainloop, class Epilogue>
 using PersistentGemm = cutlass::gemm::device::GemmUniversalAdapter<cutlass::gemm::kernel::GemmUniversal<
     Shape<int, int, int, int>, Mainloop, Epilogue, cutlass::gemm::PersistentScheduler>>;
 
-/// Sets the persistent scheduler's tile order (checked): groups of `swizzle` (1, 2, 4, 8) tiles,
-/// rastered by CUTLASS's heuristic (raster 0), along M (1) or along N (2).
-template <class SchedulerArguments>
-void set_tile_order(SchedulerArguments& scheduler, std::int64_t swizzle, std::int64_t raster) {
+/// A tile order's arguments: swizzle 1, 2, 4 or 8, raster 0, 1 or 2 (set_tile_order).
+inline void check_tile_order(std::int64_t swizzle, std::int64_t raster) {
   using mllm_kernel::host::RuntimeCheck;
   RuntimeCheck(swizzle == 1 || swizzle == 2 || swizzle == 4 || swizzle == 8, "swizzle must be 1, 2, 4 or 8, got ",
                swizzle);
   RuntimeCheck(raster >= 0 && raster <= 2, "raster must be 0, 1 or 2, got ", raster);
+}
+
+/// Sets the persistent scheduler's tile order (checked): groups of `swizzle` (1, 2, 4, 8) tiles,
+/// rastered by CUTLASS's heuristic (raster 0), along M (1) or along N (2).
+template <class SchedulerArguments>
+void set_tile_order(SchedulerArguments& scheduler, std::int64_t swizzle, std::int64_t raster) {
+  check_tile_order(swizzle, raster);
   using Raster = cutlass::gemm::kernel::detail::RasterOrderOptions;
   scheduler.max_swizzle_size = static_cast<int>(swizzle);
   scheduler.raster_order = raster == 1 ? Raster::AlongM : raster == 2 ? Raster::AlongN : Raster::Heuristic;

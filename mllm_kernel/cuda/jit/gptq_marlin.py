@@ -240,8 +240,9 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
         b_scales = _aligned16(b_scales)
     zeros, g_idx = _aligned16(zeros), _aligned16(_empty_or(g_idx, a.device))
     m_tiles, splits = m_tiles_for(size_m), 1
+    dense_ok = _dense_ok(a, c, size_m, size_n, size_k)
     fits = True
-    if 0 < size_m < DENSE_MIN_M:
+    if size_m > 0 and (size_m < DENSE_MIN_M or not dense_ok):
         # The kernel's act-order test: g_idx given, and more than one group of scales.
         act_order = (g_idx.numel() > 0 and isinstance(b_scales, torch.Tensor) and b_scales.dim() == 2
                      and b_scales.size(0) > 1)
@@ -250,7 +251,7 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
         if fits:
             m_tiles = tiles
             splits = splits_for(size_m, size_n, size_k, _sm_count(a.device.index), per_sm, m_tiles)
-    if (size_m >= DENSE_MIN_M or not fits) and _dense_ok(a, c, size_m, size_n, size_k):
+    if (size_m >= DENSE_MIN_M or not fits) and dense_ok:
         # Compute-bound (or no Marlin kernel fits this GPU): the weights dequantized once into an
         # [N, K] matrix of a's dtype (with group scales the values the kernel below feeds its
         # tensor cores above 8 rows), then cuBLAS as for a bf16 layer.
