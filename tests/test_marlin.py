@@ -277,7 +277,8 @@ def test_gptq_marlin_gemm(kind, group_size, act_order, dtype, m):
 
 @cuda
 @pytest.mark.parametrize("m,n,k", [(1, 64, 16), (3, 64, 48), (16, 4096, 4096), (5, 14336, 1024), (200, 576, 2048),
-                                   (255, 192, 256), (256, 192, 256), (300, 64, 48), (300, 192, 1040)])
+                                   (128, 576, 2048), (128, 192, 256), (129, 192, 256), (300, 64, 48),
+                                   (300, 192, 1040)])
 def test_gptq_marlin_gemm_shapes(m, n, k):
     dtype = torch.bfloat16
     prep = _prepare("gptq4", k, n, 128 if k % 128 == 0 else -1, False, dtype, seed=k)

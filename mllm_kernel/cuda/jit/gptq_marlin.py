@@ -158,8 +158,11 @@ def fitting_m_tiles(a: torch.Tensor, weights, m: int, act_order: bool) -> tuple[
 
 
 #: Rows of a from which the weights are dequantized into a dense matrix for cuBLAS (an N x K
-#: buffer of a's dtype for the call) instead of running the Marlin kernel (measured on the H100).
-DENSE_MIN_M = 256
+#: buffer of a's dtype for the call) instead of running the Marlin kernel: beyond two 64-row
+#: tiles, where a third row of blocks costs the kernel nearly as much again (H100, M = 129-255:
+#: 4-bit 6-13% faster dense at three of the four Llama-3-8B shapes, 5-10% slower at 4096 x 14336,
+#: act-order 27-39% faster at all four).
+DENSE_MIN_M = 129
 
 
 def _dense_ok(a: torch.Tensor, c: torch.Tensor, m: int, n: int, k: int) -> bool:
