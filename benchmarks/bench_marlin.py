@@ -6,8 +6,9 @@ own int4 weight-only kernel in the same run, at Llama-3-8B's linear-layer shapes
 
 Peers: bf16 ``torch.mm``; ``torch._weight_int4pack_mm`` (group 128). Ours: GPTQ 4-bit
 (uint4b8) group 128, AWQ 4-bit (uint4 with zero points) group 128, GPTQ 8-bit (uint8b128)
-group 128, float8_e4m3fn weights (an FP8 checkpoint run without FP8 tensor cores) group 128. Times: the median of CUDA-graph replays over weight sets rotated so that L2 cannot
-hold them (benchmarks/harness.py). GB/s: the quantized weight bytes over the time.
+group 128, float8_e4m3fn weights (an FP8 checkpoint run without FP8 tensor cores) group 128.
+Times: the median of CUDA-graph replays over weight sets rotated so that L2 cannot hold them
+(benchmarks/harness.py). GB/s: the quantized weight bytes over the time.
 """
 
 from __future__ import annotations

@@ -130,7 +130,7 @@ def run_cuda() -> list[dict]:
 def sweep() -> None:
     """Every configuration of scaled_mm_sm90 and of the block-scaled GEMM (and, for M >= 1024,
     every tile order of their cooperative kernels) at every shape, for tuning the
-    ``pick_config`` and ``pick_order`` heuristics."""
+    ``pick_config`` heuristics and scaled_mm_sm90's ``pick_order``."""
     from mllm_kernel.cuda.jit import fp8_blockwise_scaled_mm_cutlass as blockwise
     from mllm_kernel.cuda.jit import scaled_mm_sm90
 

@@ -17,11 +17,12 @@
 #include <mllm_kernel/utils.cuh>
 #include <mllm_kernel/utils.hpp>
 
+#include "marlin_values.cuh"
+
 #include <dlpack/dlpack.h>
 #include <mllm_kernel/tensor_view.hpp>
 
 #include <cstdint>
-#include <type_traits>
 
 namespace {
 
@@ -31,12 +32,10 @@ constexpr int kDequantThreads = 256;
 constexpr int kDequantSteps = 8;  // 16-row steps of K a block takes: 256-byte runs of each output row
 constexpr int kDequantPad = 8;  // a tile row of 136 values: 16-byte aligned, rows 4 banks apart
 
-/// A float8_e4m3fn byte as the GEMM kernel dequantizes it (fp8_pair): T's bits, to float.
+/// A float8_e4m3fn byte (the low byte of `byte`) as the GEMM kernel dequantizes it, to float.
 template <typename T>
 __device__ __forceinline__ float fp8_value(std::uint32_t byte) {
-  constexpr int kShift = std::is_same_v<T, mllm_kernel::fp16_t> ? 7 : 4;
-  const auto bits = static_cast<std::uint16_t>((byte & 0x80u) << 8 | (byte & 0x7fu) << kShift);
-  return mllm_kernel::device::cast<float>(*reinterpret_cast<const T*>(&bits));
+  return mllm_kernel::device::cast<float>(as_pair<T>(fp8_pair<T>(byte, 0, 0)).x);
 }
 
 template <typename T, int kBits, bool kFp8>

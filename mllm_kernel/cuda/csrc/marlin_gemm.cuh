@@ -14,9 +14,10 @@
 // 512-byte (4-bit) slice of a repacked tile: one 16-byte shared-memory load a lane, which
 // dequantizes straight into m16n8k16 B fragments, read one step ahead of their use. Weights,
 // activations and each group's scales and zero points stream through a 4-stage cp.async
-// pipeline of 8 steps a stage (3 stages where a block has 99 KB: marlin_stages), so the inner loop never waits on global memory (with act-order
-// the rows' g_idx stream instead, and a group's scales are read when a step reaches it); the two K-halves
-// are summed through shared memory at the end. Up to 8 rows of a with plain groups (kSwap), the
+// pipeline of 8 steps a stage (3 stages where a block has 99 KB: marlin_stages), so the inner
+// loop never waits on global memory (with act-order the rows' g_idx stream instead, and a
+// group's scales are read when a step reaches it); the two K-halves are summed through shared
+// memory at the end. Up to 8 rows of a with plain groups (kSwap), the
 // operands swap: the dequantized weights are the MMA's A operand and a its B operand, which
 // halves the MMAs, and the weights stay exact integers, scaled once per group in float32.
 // When the grid would not fill the GPU (small M), K is split across blocks

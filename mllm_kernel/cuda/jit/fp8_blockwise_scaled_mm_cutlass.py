@@ -26,7 +26,8 @@ the same in clusters of 1 x 2                  more tiles: the pair shares its A
                                                TMA multicast; 1-9% faster at M = 8192
 =============================================  ===============================================
 
-No tile order (``pick_order``) beat CUTLASS's default at every shape.
+No tile order (``blockwise_scaled_mm``'s swizzle and raster) beat CUTLASS's default at every
+shape, so the default is kept.
 """
 
 from __future__ import annotations
@@ -79,23 +80,17 @@ def precompile(*, wait: bool = True):
     return jit_precompile(*MODULES.values(), wait=wait)
 
 
-def pick_order(m: int, n: int, config: Sm90Config) -> tuple[int, int]:
-    """The tile order (swizzle, raster; csrc/scaled_mm_blockwise_sm90.cuh): CUTLASS's default."""
-    return 1, 0
-
-
 def blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, scales_a: torch.Tensor, scales_b: torch.Tensor,
                         out_dtype: torch.dtype, m: int, n: int, config: Sm90Config | None = None,
-                        swizzle: int | None = None, raster: int | None = None) -> torch.Tensor:
+                        swizzle: int = 1, raster: int = 0) -> torch.Tensor:
     """Runs checked operands (scales in the kernel's layouts: ``op_args.blockwise_scaled_mm_operands``)
     through the kernel of ``config`` (default: ``pick_config``) into a new ``[M, N]`` tensor, its
-    tiles in the order of ``swizzle`` and ``raster`` (default: ``pick_order``)."""
+    tiles in the order of ``swizzle`` and ``raster`` (csrc/scaled_mm_blockwise_sm90.cuh; by
+    default CUTLASS's own, which no other order beat at every shape)."""
     config = config or pick_config(m, n, a.shape[1])
-    picked_swizzle, picked_raster = pick_order(m, n, config)
     function = MODULES[(out_dtype, config.name)].load().blockwise_scaled_mm
     out = torch.empty((m, n), dtype=out_dtype, device=a.device)
-    function(out, a, b, scales_a, scales_b, scaled_mm_sm90.workspace(a.device),
-             picked_swizzle if swizzle is None else swizzle, picked_raster if raster is None else raster)
+    function(out, a, b, scales_a, scales_b, scaled_mm_sm90.workspace(a.device), swizzle, raster)
     return out
 
 
