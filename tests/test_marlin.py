@@ -355,6 +355,95 @@ def test_marlin_kernel_over_any_split_of_k(kind, group_size, act_order, m):
         module(a_in, c, prep["q"], prep["s"], zeros, g_idx, partials, locks, m, n, k, 3, 65, True)
 
 
+@cuda
+@pytest.mark.parametrize("kind,group_size", [("gptq4", 128), ("gptq4", 256), ("awq", 128), ("awq", -1), ("gptq8", 64),
+                                             ("gptq8", -1), ("fp8", 128), ("fp8", -1)])
+@pytest.mark.parametrize("m,n", [(1, 768), (3, 832), (8, 768)])
+def test_marlin_gemv_over_any_split_of_k(kind, group_size, m, n):
+    """The GEMV kernel's module function (decoding, up to 8 rows): splits of K from none to one
+    16-row step a block, which the kernel rounds up to whole batches for both K-halves (80 steps:
+    some splits come out fewer or with a short last one), 832 columns (a block with a tile past
+    N), the output and the partial sums poisoned first; its counters left zero."""
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    k, dtype = 1280, torch.float16 if m == 3 else torch.bfloat16
+    prep = _prepare(kind, k, n, group_size, False, dtype, seed=m + n)
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    weights = {"gptq8": 8, "fp8": gptq_marlin.FP8}.get(kind, 4)
+    empty = torch.empty(0, dtype=torch.int32, device="cuda")
+    zeros = prep["zeros"] if prep["zeros"] is not None else empty
+    module = gptq_marlin._GEMV[(dtype, weights)]
+    locks = torch.zeros(gptq_marlin.output_blocks(m, n), dtype=torch.int32, device="cuda")
+    for splits in (1, 2, 3, 5, 7, 80):
+        c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+        partials = torch.full((splits * m * n,) if splits > 1 else (0,), float("nan"), device="cuda")
+        module(a, c, prep["q"], prep["s"], zeros, partials, locks, m, n, k, splits, splits % 2 == 1)
+        _check(c, a, prep["w_ref"], dtype)
+        assert int(locks.abs().sum()) == 0, splits
+
+
+@cuda
+def test_marlin_gemv_bad_inputs():
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    k, n, dtype = 1280, 256, torch.bfloat16
+    empty = torch.empty(0, dtype=torch.int32, device="cuda")
+    locks = torch.zeros(1, dtype=torch.int32, device="cuda")
+    prep = _prepare("gptq4", k, n, 64, False, dtype, seed=2)
+    module = gptq_marlin._GEMV[(dtype, 4)]
+    a = torch.randn(9, k, device="cuda").to(dtype)
+    c = torch.empty(9, n, dtype=dtype, device="cuda")
+    with pytest.raises(ValueError, match="marlin_gemv takes at most 8 rows, got 9"):
+        module(a, c, prep["q"], prep["s"], empty, empty, empty, 9, n, k, 1, True)
+    with pytest.raises(ValueError, match=r"marlin_gemv takes groups of a multiple of 128 rows \(or channel-wise scales\), "
+                                         r"got groups of 64"):
+        module(a[:1], c[:1], prep["q"], prep["s"], empty, empty, empty, 1, n, k, 1, True)
+    prep = _prepare("gptq4", k, n, 128, False, dtype, seed=2)
+    partials = torch.empty(80 * n, device="cuda")
+    with pytest.raises(ValueError, match=r"splits must be in \[1, 80\], got 81"):
+        module(a[:1], c[:1], prep["q"], prep["s"], empty, partials, locks, 1, n, k, 81, True)
+    with pytest.raises(ValueError, match="partials"):
+        module(a[:1], c[:1], prep["q"], prep["s"], empty, partials[:n], locks, 1, n, k, 3, True)
+    with pytest.raises(ValueError, match="zero points are supported for 4-bit weights only"):
+        gptq_marlin._GEMV[(dtype, 8)](a[:1], c[:1], _prepare("gptq8", k, n, 128, False, dtype, 2)["q"], prep["s"],
+                                      torch.zeros(k // 128, n // 4, dtype=torch.int32, device="cuda"), empty, empty, 1,
+                                      n, k, 1, True)
+
+
+@cuda
+@pytest.mark.parametrize("kind,group_size", [("gptq4", 128), ("awq", 128), ("gptq8", -1), ("fp8", 128), ("gptq4", 32)])
+@pytest.mark.parametrize("m", [1, 5, 8, 9])
+def test_gptq_marlin_gemm_decodes_wide_layers_with_the_gemv(monkeypatch, kind, group_size, m):
+    """gptq_marlin_gemm runs the GEMV kernel for up to 8 rows on layers of GEMV_MIN_N columns
+    with groups it takes (on sm_90+), the general kernel otherwise (groups of 32 rows, 9 rows);
+    the answer is right either way."""
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    k, n, dtype = 1024, gptq_marlin.GEMV_MIN_N, torch.bfloat16
+    prep = _prepare(kind, k, n, group_size, False, dtype, seed=m)
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    calls = []
+    monkeypatch.setattr(gptq_marlin, "_GEMV", _Spy(gptq_marlin._GEMV, "_GEMV", calls))
+    monkeypatch.setattr(gptq_marlin, "_GEMM", _Spy(gptq_marlin._GEMM, "_GEMM", calls))
+    c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+    out = _run(prep, a, n, k, c=c)
+    _check(out, a, prep["w_ref"], dtype)
+    gemv = m <= 8 and group_size != 32 and torch.cuda.get_device_capability() >= (9, 0)
+    assert [name for name, _ in calls] == ["_GEMV" if gemv else "_GEMM"]
+
+
+def test_gemv_splits_fill_one_wave():
+    from mllm_kernel.cuda.jit.gptq_marlin import gemv_splits
+
+    # Two blocks an SM of 132: 56 blocks (14336 columns) split K in 4, 112 (28672) in 2; each
+    # split keeps 16 steps.
+    assert gemv_splits(14336, 4096, 132) == 4
+    assert gemv_splits(28672, 4096, 132) == 2
+    assert gemv_splits(57344, 4096, 132) == 1
+    assert gemv_splits(8192, 512, 132) == 2
+    assert gemv_splits(8192, 256, 132) == 1
+
+
 @functools.lru_cache(maxsize=None)
 def _three_stage_module(dtype, bits):
     """The GEMM module built with three pipeline stages, as for GPUs whose blocks have 99 KB."""

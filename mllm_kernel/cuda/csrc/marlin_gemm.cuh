@@ -318,15 +318,7 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
   // The B fragment of 8-column block xb of a step, rows (2t, 2t + 1) in lo and (2t + 8, 2t + 9)
   // in hi: q - zero, scaled when `scaled`.
   auto dequant = [&](const std::uint32_t(&q)[kLaneWords], int xb, bool scaled, std::uint32_t& lo, std::uint32_t& hi) {
-    if constexpr (kBits == 4) {
-      const std::uint32_t w = q[xb / 2] >> (8 * (xb % 2));
-      lo = as_bits<T>(__hsub2(as_pair<T>(nibble_pair<T>(w)), sub_lo[xb]));
-      hi = as_bits<T>(__hsub2(as_pair<T>(nibble_pair<T>(w >> 4)), sub_hi[xb]));
-    } else {
-      // Bytes hold values 0, 2, 1, 3 of the block: (0, 1) at bytes 0 and 2, (2, 3) at 1 and 3.
-      lo = kFp8 ? fp8_pair<T>(q[xb], 0, 2) : byte_pair<T>(q[xb], 0, 2);
-      hi = kFp8 ? fp8_pair<T>(q[xb], 1, 3) : byte_pair<T>(q[xb], 1, 3);
-    }
+    dequant_block<T, kBits, kFp8>(q, xb, sub_lo[xb], sub_hi[xb], lo, hi);
     if (scaled) {
       lo = as_bits<T>(__hmul2(as_pair<T>(lo), scale_lo[xb]));
       hi = as_bits<T>(__hmul2(as_pair<T>(hi), scale_hi[xb]));
@@ -482,22 +474,13 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
           if (row < p.m) f(mt, xb, h, row, tile * marlin::kTileN + xb * 8 + 2 * t);
         }
   };
-  auto for_each_swapped = [&](auto&& f) {  // f(value, row, column) of the swapped path's sums
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const std::int64_t row = m0 + 2 * t + e % 2;
-        if (row < p.m) f(sacc[j][e], row, tile * marlin::kTileN + 16 * j + 8 * (e / 2) + g);
-      }
-  };
+  // (the swapped path has one block of rows: m0 is 0)
+  const auto& swapped_sums = *reinterpret_cast<const float(*)[1][4][4]>(&sacc);
 
   if (split.splits > 1) {
     if (wk == 0 && tile_ok) {
       if constexpr (kSwap) {
-        for_each_swapped([&](float v, std::int64_t row, std::int64_t col) {
-          split.partials[(blockIdx.z * p.m + row) * p.n + col] = v;
-        });
+        store_swapped<T, 1>(p, split, swapped_sums, static_cast<std::int64_t>(tile) * marlin::kTileN, lane);
       } else {
         for_each_pair([&](int mt, int xb, int h, std::int64_t row, std::int64_t col) {
           *reinterpret_cast<float2*>(split.partials + (blockIdx.z * p.m + row) * p.n + col) =
@@ -513,10 +496,7 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
   if (wk != 0 || !tile_ok) return;
   T* c = static_cast<T*>(p.c);
   if constexpr (kSwap) {
-    for_each_swapped([&](float v, std::int64_t row, std::int64_t col) {
-      if (channelwise) v *= cast<float>(scales[marlin::channel_scale_pos(col)]);
-      c[row * p.n + col] = from_float<T>(v);
-    });
+    store_swapped<T, 1>(p, split, swapped_sums, static_cast<std::int64_t>(tile) * marlin::kTileN, lane);
     return;
   }
   for_each_pair([&](int mt, int xb, int h, std::int64_t row, std::int64_t col) {

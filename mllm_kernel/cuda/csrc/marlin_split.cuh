@@ -100,4 +100,35 @@ __device__ __forceinline__ void split_fixup(const mllm_kernel::host::MarlinGemmP
   }
 }
 
+/// Stores the sums of the swapped MMA (dequantized weights as A, activations as B) of one lane
+/// for the 64-column tile at col0: per 8-row block rb of a and 16-column sub-tile j, the m16n8k16
+/// C fragment, value e at row 8 rb + 2 (lane % 4) + e % 2 and column col0 + 16 j + 8 (e / 2) +
+/// lane / 4. With K split, into split blockIdx.z's partial sums; else into c, channel-wise scales
+/// applied.
+template <typename T, int kRowBlocks>
+__device__ __forceinline__ void store_swapped(const mllm_kernel::host::MarlinGemmParams& p, const MarlinSplit& split,
+                                              const float (&sums)[kRowBlocks][4][4], std::int64_t col0, int lane) {
+  using namespace mllm_kernel::device;
+  namespace marlin = mllm_kernel::marlin;
+  const int g = lane / 4, t = lane % 4;
+  const T* scales = static_cast<const T*>(p.scales);
+  T* c = static_cast<T*>(p.c);
+#pragma unroll
+  for (int rb = 0; rb < kRowBlocks; ++rb)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const std::int64_t row = 8 * rb + 2 * t + e % 2, col = col0 + 16 * j + 8 * (e / 2) + g;
+        if (row >= p.m) continue;
+        float v = sums[rb][j][e];
+        if (split.splits > 1) {
+          split.partials[(blockIdx.z * p.m + row) * p.n + col] = v;
+        } else {
+          if (p.groups == 1) v *= cast<float>(scales[marlin::channel_scale_pos(col)]);
+          c[row * p.n + col] = from_float<T>(v);
+        }
+      }
+}
+
 }  // namespace

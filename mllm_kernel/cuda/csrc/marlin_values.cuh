@@ -75,6 +75,24 @@ __device__ __forceinline__ std::uint32_t fp8_pair(std::uint32_t w, int lo, int h
   return (v & 0x80008000u) | ((v & 0x7f007f00u) >> kShift);
 }
 
+/// The two B-fragment registers of 8-column block xb of a lane's words q (kBits words: 32
+/// values), rows (2t, 2t + 1) in lo and (2t + 8, 2t + 9) in hi, unscaled: q minus its zero point
+/// (4-bit: sub_lo and sub_hi, kBase4 + the zero point or the bias; 8-bit integers: 128) or, for
+/// float8, the value times 2^-8 (fp16) or 2^-120 (bf16).
+template <typename T, int kBits, bool kFp8>
+__device__ __forceinline__ void dequant_block(const std::uint32_t* q, int xb, Pair<T> sub_lo, Pair<T> sub_hi,
+                                              std::uint32_t& lo, std::uint32_t& hi) {
+  if constexpr (kBits == 4) {
+    const std::uint32_t w = q[xb / 2] >> (8 * (xb % 2));
+    lo = as_bits<T>(__hsub2(as_pair<T>(nibble_pair<T>(w)), sub_lo));
+    hi = as_bits<T>(__hsub2(as_pair<T>(nibble_pair<T>(w >> 4)), sub_hi));
+  } else {
+    // Bytes hold values 0, 2, 1, 3 of the block: (0, 1) at bytes 0 and 2, (2, 3) at 1 and 3.
+    lo = kFp8 ? fp8_pair<T>(q[xb], 0, 2) : byte_pair<T>(q[xb], 0, 2);
+    hi = kFp8 ? fp8_pair<T>(q[xb], 1, 3) : byte_pair<T>(q[xb], 1, 3);
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ Pair<T> pair_of(T lo, T hi) {
   if constexpr (std::is_same_v<T, fp16_t>) {

@@ -2,7 +2,9 @@
 Marlin-format weights, with vLLM's and sglang's signature (format:
 ``mllm_kernel/include/mllm_kernel/marlin.hpp``; kernel: ``mllm_kernel/cuda/csrc/marlin_gemm.cuh``).
 One module per activation dtype (float16, bfloat16) and weight type (4-bit, 8-bit integers,
-float8_e4m3fn: FP8 checkpoints on GPUs without FP8 tensor cores); sm_80 and newer.
+float8_e4m3fn: FP8 checkpoints on GPUs without FP8 tensor cores); sm_80 and newer. Decoding
+(up to ``GEMV_MAX_ROWS`` rows) on wide layers runs ``csrc/marlin_gemv.cuh``, which streams the
+weights straight into registers.
 From ``DENSE_MIN_M`` rows of activations on, where the product is compute-bound, the weights are
 dequantized into a temporary ``[N, K]`` matrix (``csrc/marlin_dequant.cuh``) and multiplied by
 cuBLAS (``torch.mm``), as serving engines do for large batches.
@@ -42,8 +44,10 @@ def _weights(type_id: int, bits: int):
 
 def _declare(dtype: torch.dtype, weights):
     args = make_cpp_args(dtype, 8, True) if weights == FP8 else make_cpp_args(dtype, weights)
-    return jit_module("marlin_gemm", args=args, device="cuda", cuda_files=["marlin_gemm.cuh", "marlin_dequant.cuh"],
+    return jit_module("marlin_gemm", args=args, device="cuda",
+                      cuda_files=["marlin_gemm.cuh", "marlin_gemv.cuh", "marlin_dequant.cuh"],
                       cuda_wrappers=[("marlin_gemm", f"marlin_gemm<{args}>"),
+                                     ("marlin_gemv", f"marlin_gemv<{args}>"),
                                      ("marlin_dequant", f"marlin_dequant<{args}>"),
                                      ("marlin_blocks_per_sm", f"marlin_blocks_per_sm<{args}>")])
 
@@ -59,6 +63,7 @@ def _declare_gather(dtype: torch.dtype):
 _MODULES = {(dtype, weights): _declare(dtype, weights) for dtype in HALF_DTYPES for weights in (4, 8, FP8)}
 _GATHER = KernelTable(_OP, {dtype: _declare_gather(dtype) for dtype in HALF_DTYPES}, arg="a", export="column_gather")
 _GEMM = KernelTable(_OP, _MODULES, arg="a", export="marlin_gemm")
+_GEMV = KernelTable(_OP, _MODULES, arg="a", export="marlin_gemv")
 _DEQUANT = KernelTable(_OP, _MODULES, arg="a", export="marlin_dequant")
 _BLOCKS_PER_SM = KernelTable(_OP, _MODULES, arg="a", export="marlin_blocks_per_sm")
 
@@ -92,6 +97,51 @@ BLOCK_N = 256
 STAGE_STEPS = 8
 #: Rows up to which the kernel swaps its MMA operands (kSwapRows there; not with act-order).
 SWAP_ROWS = 8
+
+#: Rows up to which wide layers take the GEMV kernel (kGemvMaxRows in csrc/marlin_gemv.cuh).
+GEMV_MAX_ROWS = 8
+#: Output columns from which the GEMV kernel runs, where measured faster than the general
+#: kernel's swapped path (H100, M = 1-8, both paths in one process: 14336 x 4096 4-bit 5-9%
+#: faster, 28672 x 4096 11-15%, 8-bit 12% at both; 4096 and 6144 columns within 4% either way,
+#: layers of 2048 columns and fewer 10-80% slower, their few blocks leaving the GPU idle).
+GEMV_MIN_N = 8192
+#: Blocks of the GEMV kernel an SM holds (its __launch_bounds__).
+GEMV_BLOCKS_PER_SM = 2
+#: 16-row steps of K a GEMV split takes at least (one 4-bit batch for each of its K-halves).
+GEMV_MIN_SPLIT_STEPS = 16
+
+
+def gemv_group_rows(bits: int) -> int:
+    """Rows of K a GEMV warp loads at once (gemv_batch there, 16 rows a step): its groups must be
+    a multiple of them."""
+    return 16 * 32 // bits
+
+
+@functools.lru_cache(maxsize=None)
+def _capability(index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(index)
+
+
+def gemv_applies(a: torch.Tensor, m: int, n: int, k: int, bits: int, scales, act_order: bool) -> bool:
+    """Whether a call runs the GEMV kernel: up to GEMV_MAX_ROWS rows on a layer of GEMV_MIN_N
+    columns or more, without act-order, with channel-wise scales or groups of a multiple of
+    ``gemv_group_rows(bits)`` rows, on sm_90+ (where it was measured)."""
+    if m > GEMV_MAX_ROWS or n < GEMV_MIN_N or act_order:
+        return False
+    if not (isinstance(scales, torch.Tensor) and scales.dim() == 2 and scales.size(0) >= 1):
+        return False
+    groups = scales.size(0)
+    if groups > 1 and (k % groups or (k // groups) % gemv_group_rows(bits)):
+        return False
+    return _capability(a.device.index) >= (9, 0)
+
+
+def gemv_splits(n: int, k: int, sm_count: int) -> int:
+    """K splits of the GEMV kernel: one wave of GEMV_BLOCKS_PER_SM blocks an SM (the fastest of
+    the splits measured at each wide Llama shape), each split at least GEMV_MIN_SPLIT_STEPS
+    steps."""
+    blocks = -(-n // BLOCK_N)
+    return max(1, min(sm_count * GEMV_BLOCKS_PER_SM // blocks, k // 16 // GEMV_MIN_SPLIT_STEPS))
 
 
 def m_tiles_for(m: int) -> int:
@@ -245,10 +295,17 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
     m_tiles, splits = m_tiles_for(size_m), 1
     dense_ok = _dense_ok(a, c, size_m, size_n, size_k)
     fits = True
+    pdl = True if enable_pdl is None else enable_pdl
     if size_m > 0 and (size_m < DENSE_MIN_M or not dense_ok):
         # The kernel's act-order test: g_idx given, and more than one group of scales.
         act_order = (g_idx.numel() > 0 and isinstance(b_scales, torch.Tensor) and b_scales.dim() == 2
                      and b_scales.size(0) > 1)
+        if gemv_applies(a, size_m, size_n, size_k, bits, b_scales, act_order):
+            splits = gemv_splits(size_n, size_k, _sm_count(a.device.index))
+            partials, locks = _split_buffers(a, workspace, splits, size_m, size_n, 1)
+            _GEMV[(a.dtype, weights)](a, c, b_q_weight, b_scales, zeros, partials, locks, size_m, size_n, size_k, splits,
+                                      pdl)
+            return c
         tiles, per_sm = fitting_m_tiles(a, weights, size_m, act_order)
         fits = tiles > 0
         if fits:
@@ -261,13 +318,20 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
         weight = torch.empty((size_n, size_k), dtype=a.dtype, device=a.device)
         _DEQUANT[(a.dtype, weights)](b_q_weight, b_scales, zeros, g_idx, weight, size_n, size_k)
         return torch.mm(a, weight.t(), out=c)
-    if splits > 1:
-        partials = torch.empty(splits * size_m * size_n, dtype=torch.float32, device=a.device)
-        usable = (workspace is not None and workspace.dtype == torch.int32 and workspace.device == a.device
-                  and workspace.is_contiguous() and workspace.numel() >= output_blocks(size_m, size_n, m_tiles))
-        locks = workspace.reshape(-1) if usable else _locks(a.device, _sm_count(a.device.index))
-    else:
-        partials = locks = _empty(a.device)
+    partials, locks = _split_buffers(a, workspace, splits, size_m, size_n, m_tiles)
     _GEMM[(a.dtype, weights)](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
-                           m_tiles, splits, True if enable_pdl is None else enable_pdl)
+                           m_tiles, splits, pdl)
     return c
+
+
+def _split_buffers(a: torch.Tensor, workspace: torch.Tensor | None, splits: int, m: int, n: int,
+                   m_tiles: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The float32 partial sums and the arrival counters of a call that splits K (empty when it
+    does not): the caller's workspace when it holds a counter for each output block, else the
+    module's own."""
+    if splits == 1:
+        return _empty(a.device), _empty(a.device)
+    partials = torch.empty(splits * m * n, dtype=torch.float32, device=a.device)
+    usable = (workspace is not None and workspace.dtype == torch.int32 and workspace.device == a.device
+              and workspace.is_contiguous() and workspace.numel() >= output_blocks(m, n, m_tiles))
+    return partials, workspace.reshape(-1) if usable else _locks(a.device, _sm_count(a.device.index))

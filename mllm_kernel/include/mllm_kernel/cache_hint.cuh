@@ -73,4 +73,17 @@ MLLM_DEVICE void store_with_policy(const Vec& v, typename Vec::value_type* ptr, 
   v.store(ptr);
 }
 
+/// Loads 16 bytes that the kernel reads once and that nothing writes while it runs (weights
+/// streamed through a GEMV), through the read-only path without allocating them in L1; a plain
+/// load below sm_80. Not volatile: the compiler may batch such loads as it sees fit.
+MLLM_DEVICE int4 load_streaming(const int4* ptr) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  int4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.s32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(ptr));
+  return v;
+#else
+  return *ptr;
+#endif
+}
+
 }  // namespace mllm_kernel::device

@@ -1,0 +1,243 @@
+// The weight-only GEMM for a few rows of activations (decoding) on Marlin-format weights
+// (mllm_kernel/marlin.hpp has the format; csrc/marlin_gemm.cuh the operands and the general
+// kernel), one module per activation type T and weight type as there:
+//   marlin_gemv<T, kBits[, kFp8]>(a, c, b, scales, zeros, partials, locks, size_m, size_n,
+//                                 size_k, splits, enable_pdl)
+// c[M, N] = a[M, K] @ dequant(b) for M <= 8 rows with plain groups or channel-wise scales (no
+// act-order). Decoding reads each weight once and does little arithmetic per byte, so its speed
+// is the bytes it keeps in flight. A lane's 16 bytes (4-bit; 32 for 8-bit) of a repacked 16 x 64
+// tile are exactly its tensor-core fragments of the tile, so each warp loads them straight from
+// global memory into registers, kBatch 16-row steps of K at once (4 KB a warp), with no
+// shared-memory staging, barriers or copy addressing; the activations' fragments and each
+// group's scales come in the same batch. As in the general kernel's swapped path, the
+// dequantized weights are the MMA's A operand (exact integers q - zero, each group's float32
+// sums scaled once) and the 8 rows of a its B operand.
+//
+// A block of 8 warps takes 256 columns (four 64-column tiles) over one split of K: warp (wn, wk)
+// the tile wn and the K-half wk of the split, whose sums the warps wk = 0 add up. K splits
+// across blocks as for the general kernel (csrc/marlin_split.cuh), with the same output blocks
+// and counters.
+#pragma once
+
+#include <mllm_kernel/async_copy.cuh>
+#include <mllm_kernel/cache_hint.cuh>
+#include <mllm_kernel/marlin.hpp>
+#include <mllm_kernel/mma.cuh>
+#include <mllm_kernel/pdl.cuh>
+#include <mllm_kernel/tensor.hpp>
+#include <mllm_kernel/type.cuh>
+#include <mllm_kernel/utils.cuh>
+#include <mllm_kernel/utils.hpp>
+
+#include "marlin_split.cuh"
+#include "marlin_values.cuh"
+
+#include <dlpack/dlpack.h>
+#include <mllm_kernel/tensor_view.hpp>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace {
+
+using mllm_kernel::host::MarlinGemmParams;
+
+constexpr int kGemvWarpsN = 4;
+constexpr int kGemvWarpsK = 2;
+constexpr int kGemvThreads = 32 * kGemvWarpsN * kGemvWarpsK;
+constexpr int kGemvBlockN = kGemvWarpsN * mllm_kernel::marlin::kTileN;
+constexpr int kGemvMaxRows = 8;
+
+/// 16-row steps of K a warp loads at once: 4 KB of weights.
+constexpr int gemv_batch(int bits) { return 32 / bits; }
+
+/// Two blocks an SM: 16 warps, 64 KB of weights in flight.
+template <typename T, int kBits, bool kFp8>
+__global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __grid_constant__ MarlinGemmParams p,
+                                                                    const MarlinSplit split) {
+  using namespace mllm_kernel::device;
+  namespace marlin = mllm_kernel::marlin;
+  constexpr int kLaneVecs = kBits / 4;  // 16-byte vectors a lane loads per step (32 values)
+  constexpr int kBatch = gemv_batch(kBits);
+  constexpr bool kBf16 = std::is_same_v<T, bf16_t>;
+  __shared__ float reduce[kGemvWarpsN * 16 * 32];
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wn = warp % kGemvWarpsN, wk = warp / kGemvWarpsN;
+  const int g = lane / 4, t = lane % 4;
+  const int n_tiles = static_cast<int>(p.n / marlin::kTileN);
+  const int tile = static_cast<int>(blockIdx.x) * kGemvWarpsN + wn;
+  const bool tile_ok = tile < n_tiles;
+  const int steps = static_cast<int>(p.k / marlin::kTileK);
+  const int row_begin = static_cast<int>(blockIdx.z) * split.rows_per_split;
+  // This warp's steps [first, last): the split's K-half wk (the launch makes each half a whole
+  // number of batches, so every batch starts at a multiple of kBatch).
+  const int half = split.rows_per_split / 2;
+  const int first = min(steps, row_begin + wk * half);
+  const int last = tile_ok ? min(steps, first + half) : first;
+  const bool channelwise = p.groups == 1;
+  const int group_steps = static_cast<int>(p.group_size / marlin::kTileK);
+
+  const std::int64_t row_vecs = p.n * marlin::kTileK * kBits / 32 / 4;
+  const int4* b = reinterpret_cast<const int4*>(p.b) + static_cast<std::int64_t>(tile) * (marlin::tile_words(kBits) / 4) +
+                  lane * kLaneVecs;
+  // The lane's B fragments: row g of a, K pairs (2t, 2t + 1) and (2t + 8, 2t + 9) of a step, as
+  // 32-bit words; rows past M read as zeros.
+  const bool a_ok = g < p.m;
+  const std::uint32_t* a_row = reinterpret_cast<const std::uint32_t*>(static_cast<const T*>(p.a) + (a_ok ? g : 0) * p.lda) + t;
+  const T* scales = static_cast<const T*>(p.scales);
+  const std::int64_t zero_row = p.n * kBits / 32;
+  const std::int64_t zero_col = marlin::zero_point_word(kBits, static_cast<std::int64_t>(tile) * marlin::kTileN) + g;
+
+  // Per 16-column sub-tile j: the C fragments of the current group (unscaled) and the total.
+  float gacc[4][4], sacc[1][4][4], gscale[4][2];
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) gacc[j][e] = sacc[0][j][e] = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) gscale[j][0] = gscale[j][1] = channelwise ? 1.0f : 0.0f;
+  auto fold_group = [&]() {
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sacc[0][j][e] += gscale[j][e / 2] * gacc[j][e], gacc[j][e] = 0.0f;
+  };
+  const T bias = from_float<T>(kBits == 4 ? kBase4<T> + (p.zeros ? 0.0f : 8.0f) : 0.0f);
+  Pair<T> sub[8];  // what 8-column block xb subtracts (4-bit): kBase4 + its zero point or the bias
+#pragma unroll
+  for (int xb = 0; xb < 8; ++xb) sub[xb] = pair_of<T>(bias, bias);
+
+  if (channelwise && kBits == 4 && p.zeros && tile_ok) {
+#pragma unroll
+    for (int xb = 0; xb < 8; ++xb) {
+      sub[xb] = as_pair<T>(zero_point_pair<T>(static_cast<std::uint32_t>(__ldg(p.zeros + zero_col)) >> (4 * marlin::slot_of(4, xb))));
+    }
+  }
+
+  if (split.pdl) {
+    // The first batch's weights are asked of L2 before the previous kernel has finished (a hint,
+    // safe whatever that kernel writes), one lane a 128-byte line.
+    if (lane % (8 / kLaneVecs) == 0) {
+      for (int r = first; r < min(last, first + kBatch); ++r) prefetch_l2(b + r * row_vecs);
+    }
+    pdl_wait_and_release();
+  }
+
+  // Groups are whole batches (the wrapper's condition: group_steps a multiple of kBatch), so a
+  // batch reads its group's scales (and zero points) with its weights when the group is new.
+  std::int64_t group = -1;
+  for (int r0 = first; r0 < last; r0 += kBatch) {
+    int4 w[kBatch][kLaneVecs];
+    std::uint32_t act[kBatch][2];
+    int4 group_scales = make_int4(0, 0, 0, 0);
+    std::uint32_t group_zeros = 0u;
+    const bool new_group = !channelwise && r0 / group_steps != group;
+    if (new_group) {
+      group = r0 / group_steps;
+      group_scales = __ldg(reinterpret_cast<const int4*>(scales + group * p.n + static_cast<std::int64_t>(tile) * marlin::kTileN + g * 8));
+      if (kBits == 4 && p.zeros) group_zeros = static_cast<std::uint32_t>(__ldg(p.zeros + group * zero_row + zero_col));
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int r = r0 + u;
+      const bool ok = r < last;
+#pragma unroll
+      for (int v = 0; v < kLaneVecs; ++v) w[u][v] = ok ? load_streaming(b + r * row_vecs + v) : make_int4(0, 0, 0, 0);
+      act[u][0] = ok && a_ok ? __ldg(a_row + 8 * r) : 0u;
+      act[u][1] = ok && a_ok ? __ldg(a_row + 8 * r + 4) : 0u;
+    }
+    if (new_group) {
+      fold_group();
+      const T* s = reinterpret_cast<const T*>(&group_scales);
+#pragma unroll
+      for (int xb = 0; xb < 8; ++xb) {
+        gscale[xb / 2][xb % 2] = cast<float>(s[xb]);
+        if (kBits == 4 && p.zeros) sub[xb] = as_pair<T>(zero_point_pair<T>(group_zeros >> (4 * marlin::slot_of(4, xb))));
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      if (r0 + u >= last) break;
+      const std::uint32_t* q = reinterpret_cast<const std::uint32_t*>(&w[u][0]);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        // (column g, rows 2t..), (g + 8, 2t..), (g, 2t + 8..), (g + 8, 2t + 8..) of sub-tile j
+        std::uint32_t frag[4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) dequant_block<T, kBits, kFp8>(q, 2 * j + h, sub[2 * j + h], sub[2 * j + h], frag[h], frag[h + 2]);
+        mma::mma_m16n8k16<kBf16>(gacc[j], frag, act[u][0], act[u][1]);
+      }
+    }
+  }
+  fold_group();
+
+  // The K-halves: warps wk = 1 hand their sums to warps wk = 0.
+  constexpr int kValues = 16;
+  float* values = &sacc[0][0][0];
+  if (wk == 1) {
+#pragma unroll
+    for (int i = 0; i < kValues; ++i) reduce[(wn * kValues + i) * 32 + lane] = values[i];
+  }
+  __syncthreads();
+  if (wk == 0) {
+#pragma unroll
+    for (int i = 0; i < kValues; ++i) values[i] += reduce[(wn * kValues + i) * 32 + lane];
+    if (tile_ok) store_swapped<T, 1>(p, split, sacc, static_cast<std::int64_t>(tile) * marlin::kTileN, lane);
+  }
+  if (split.splits > 1 && split_arrive_last(split)) {
+    const int tile0 = static_cast<int>(blockIdx.x) * kGemvWarpsN;
+    split_fixup<T, kGemvThreads>(p, split, 0, static_cast<int>(p.m), static_cast<std::int64_t>(tile0) * marlin::kTileN,
+                                 min(kGemvWarpsN, n_tiles - tile0) * marlin::kTileN);
+  }
+}
+
+/// partials, locks, splits and enable_pdl as for marlin_gemm (one output block per 256
+/// columns); each split is rounded up to whole batches for both K-halves, which may leave fewer
+/// splits than asked. size_m at most 8; groups of a multiple of gemv_batch(kBits) 16-row steps
+/// or channel-wise scales; g_idx is not taken (act-order runs marlin_gemm).
+template <typename T, int kBits, bool kFp8 = false>
+void marlin_gemv(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kernel::TensorView b, mllm_kernel::TensorView scales,
+                 mllm_kernel::TensorView zeros, mllm_kernel::TensorView partials, mllm_kernel::TensorView locks,
+                 std::int64_t size_m, std::int64_t size_n, std::int64_t size_k, std::int64_t splits, bool enable_pdl) {
+  using namespace mllm_kernel::host;
+  namespace marlin = mllm_kernel::marlin;
+  std::int64_t no_rows = 0;  // g_idx: none
+  DLTensor no_g_idx{};
+  no_g_idx.ndim = 1;
+  no_g_idx.shape = &no_rows;
+  no_g_idx.dtype = DLDataType{kDLInt, 32, 1};
+  no_g_idx.device = a.device();
+  const MarlinGemmParams p = check_marlin_gemm<kDLCUDA, T>(a, c, b, scales, zeros, mllm_kernel::TensorView(&no_g_idx),
+                                                           kBits, size_m, size_n, size_k);
+  static_assert(!kFp8 || kBits == 8, "float8 weights are 8-bit");
+  RuntimeCheck(p.zeros == nullptr || kBits == 4, "zero points are supported for 4-bit weights only");
+  RuntimeCheck(size_m <= kGemvMaxRows, "marlin_gemv takes at most ", kGemvMaxRows, " rows, got ", size_m);
+  RuntimeCheck(p.lda % 2 == 0 && reinterpret_cast<std::uintptr_t>(p.a) % 4 == 0,
+               "a: rows must start 4-byte aligned (even row stride), got row stride ", p.lda);
+  RuntimeCheck(reinterpret_cast<std::uintptr_t>(p.scales) % 16 == 0 && reinterpret_cast<std::uintptr_t>(p.zeros) % 4 == 0,
+               "b_scales must start 16-byte aligned and b_zeros 4-byte aligned");
+  constexpr int kBatch = gemv_batch(kBits);
+  RuntimeCheck(p.groups == 1 || p.group_size % (kBatch * marlin::kTileK) == 0, "marlin_gemv takes groups of a multiple of ",
+               kBatch * marlin::kTileK, " rows (or channel-wise scales), got groups of ", p.group_size);
+  if (p.m == 0) return;
+  const std::int64_t steps = size_k / marlin::kTileK;
+  RuntimeCheck(splits >= 1 && splits <= steps, "splits must be in [1, ", steps, "], got ", splits);
+  const std::int64_t split_rows = div_ceil(div_ceil(steps, splits), 2 * kBatch) * 2 * kBatch;
+  MarlinSplit split{nullptr, nullptr, static_cast<int>(split_rows), static_cast<int>(div_ceil(steps, split_rows)), enable_pdl};
+  const std::int64_t blocks = div_ceil(size_n, kGemvBlockN);
+  if (splits > 1) {
+    SymbolicDevice device;
+    device.bind(a.device(), "a");
+    (void)TensorMatcher({splits * size_m * size_n}).with_dtype<float>().with_device<kDLCUDA>(device).verify(partials, "partials");
+    SymbolicSize lock_count{"locks size"};
+    (void)TensorMatcher({lock_count}).with_dtype<std::int32_t>().with_device<kDLCUDA>(device).verify(locks, "locks");
+    RuntimeCheck(lock_count.unwrap() >= blocks, "locks needs ", blocks, " entries, got ", lock_count.unwrap());
+    split.partials = static_cast<float*>(partials.data_ptr());
+    split.locks = static_cast<std::int32_t*>(locks.data_ptr());
+  }
+  const dim3 grid(static_cast<unsigned>(blocks), 1, static_cast<unsigned>(split.splits));
+  LaunchKernel(grid, kGemvThreads, a.device()).enable_pdl(enable_pdl)(marlin_gemv_kernel<T, kBits, kFp8>, p, split);
+}
+
+}  // namespace
