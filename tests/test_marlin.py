@@ -412,14 +412,14 @@ def test_marlin_gemv_bad_inputs():
 
 @cuda
 @pytest.mark.parametrize("kind,group_size", [("gptq4", 128), ("awq", 128), ("gptq8", -1), ("fp8", 128), ("gptq4", 32)])
-@pytest.mark.parametrize("m", [1, 5, 8, 9])
-def test_gptq_marlin_gemm_decodes_wide_layers_with_the_gemv(monkeypatch, kind, group_size, m):
-    """gptq_marlin_gemm runs the GEMV kernel for up to 8 rows on layers of GEMV_MIN_N columns
-    with groups it takes (on sm_90+), the general kernel otherwise (groups of 32 rows, 9 rows);
-    the answer is right either way."""
+@pytest.mark.parametrize("m,n", [(1, 1024), (5, 1024), (8, 1024), (9, 1024), (1, 960)])
+def test_gptq_marlin_gemm_decodes_with_the_gemv(monkeypatch, kind, group_size, m, n):
+    """gptq_marlin_gemm runs the GEMV kernel for up to 8 rows on layers of GEMV_MIN_WEIGHTS
+    weights with groups it takes (on sm_90+), the general kernel otherwise (groups of 32 rows,
+    9 rows, 960 x 1024 weights); the answer is right either way."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
-    k, n, dtype = 1024, gptq_marlin.GEMV_MIN_N, torch.bfloat16
+    k, dtype = 1024, torch.bfloat16
     prep = _prepare(kind, k, n, group_size, False, dtype, seed=m)
     a = torch.randn(m, k, device="cuda").to(dtype)
     calls = []
@@ -428,7 +428,8 @@ def test_gptq_marlin_gemm_decodes_wide_layers_with_the_gemv(monkeypatch, kind, g
     c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
     out = _run(prep, a, n, k, c=c)
     _check(out, a, prep["w_ref"], dtype)
-    gemv = m <= 8 and group_size != 32 and torch.cuda.get_device_capability() >= (9, 0)
+    gemv = (m <= 8 and n * k >= gptq_marlin.GEMV_MIN_WEIGHTS and group_size != 32
+            and torch.cuda.get_device_capability() >= (9, 0))
     assert [name for name, _ in calls] == ["_GEMV" if gemv else "_GEMM"]
 
 

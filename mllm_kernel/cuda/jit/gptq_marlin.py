@@ -3,8 +3,8 @@ Marlin-format weights, with vLLM's and sglang's signature (format:
 ``mllm_kernel/include/mllm_kernel/marlin.hpp``; kernel: ``mllm_kernel/cuda/csrc/marlin_gemm.cuh``).
 One module per activation dtype (float16, bfloat16) and weight type (4-bit, 8-bit integers,
 float8_e4m3fn: FP8 checkpoints on GPUs without FP8 tensor cores); sm_80 and newer. Decoding
-(up to ``GEMV_MAX_ROWS`` rows) on wide layers runs ``csrc/marlin_gemv.cuh``, which streams the
-weights straight into registers.
+(up to ``GEMV_MAX_ROWS`` rows) runs ``csrc/marlin_gemv.cuh``, which streams the weights straight
+into registers.
 From ``DENSE_MIN_M`` rows of activations on, where the product is compute-bound, the weights are
 dequantized into a temporary ``[N, K]`` matrix (``csrc/marlin_dequant.cuh``) and multiplied by
 cuBLAS (``torch.mm``), as serving engines do for large batches.
@@ -98,13 +98,14 @@ STAGE_STEPS = 8
 #: Rows up to which the kernel swaps its MMA operands (kSwapRows there; not with act-order).
 SWAP_ROWS = 8
 
-#: Rows up to which wide layers take the GEMV kernel (kGemvMaxRows in csrc/marlin_gemv.cuh).
+#: Rows up to which layers take the GEMV kernel (kGemvMaxRows in csrc/marlin_gemv.cuh).
 GEMV_MAX_ROWS = 8
-#: Output columns from which the GEMV kernel runs, where measured faster than the general
-#: kernel's swapped path (H100, M = 1-8, both paths in one process: 14336 x 4096 4-bit 5-9%
-#: faster, 28672 x 4096 11-15%, 8-bit 12% at both; 4096 and 6144 columns within 4% either way,
-#: layers of 2048 columns and fewer 10-80% slower, their few blocks leaving the GPU idle).
-GEMV_MIN_N = 8192
+#: Weights (N x K) from which the GEMV kernel runs. H100, M = 1 and 8, both kernels in one
+#: process over 27 shapes from 896 x 896 to 28672 x 4096: the GEMV was faster at all but a few,
+#: 4-bit 16-20% at the Llama-3-8B shapes (14336 x 4096 M = 1: 20.0 -> 16.4 µs), 8-bit 10-19%;
+#: slower at 896 x 896 (4.6 -> 6.0 µs: a split of K keeps 16 steps, so few blocks), 8-bit at
+#: 512 x 4096 M = 1 (7.7 -> 8.2) and 4-bit at 2048 x 8192 M = 1 (9.8 -> 11.2).
+GEMV_MIN_WEIGHTS = 1 << 20
 #: Blocks of the GEMV kernel an SM holds (its __launch_bounds__).
 GEMV_BLOCKS_PER_SM = 2
 #: 16-row steps of K a GEMV split takes at least (one 4-bit batch for each of its K-halves).
@@ -123,10 +124,10 @@ def _capability(index: int) -> tuple[int, int]:
 
 
 def gemv_applies(a: torch.Tensor, m: int, n: int, k: int, bits: int, scales, act_order: bool) -> bool:
-    """Whether a call runs the GEMV kernel: up to GEMV_MAX_ROWS rows on a layer of GEMV_MIN_N
-    columns or more, without act-order, with channel-wise scales or groups of a multiple of
-    ``gemv_group_rows(bits)`` rows, on sm_90+ (where it was measured)."""
-    if m > GEMV_MAX_ROWS or n < GEMV_MIN_N or act_order:
+    """Whether a call runs the GEMV kernel: up to GEMV_MAX_ROWS rows on a layer of
+    GEMV_MIN_WEIGHTS weights or more, without act-order, with channel-wise scales or groups of a
+    multiple of ``gemv_group_rows(bits)`` rows, on sm_90+ (where it was measured)."""
+    if m > GEMV_MAX_ROWS or n * k < GEMV_MIN_WEIGHTS or act_order:
         return False
     if not (isinstance(scales, torch.Tensor) and scales.dim() == 2 and scales.size(0) >= 1):
         return False
