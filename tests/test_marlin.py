@@ -358,15 +358,16 @@ def test_marlin_kernel_over_any_split_of_k(kind, group_size, act_order, m):
 @cuda
 @pytest.mark.parametrize("kind,group_size", [("gptq4", 128), ("gptq4", 256), ("awq", 128), ("awq", -1), ("gptq8", 64),
                                              ("gptq8", -1), ("fp8", 128), ("fp8", -1)])
-@pytest.mark.parametrize("m,n", [(1, 768), (3, 832), (8, 768)])
-def test_marlin_gemv_over_any_split_of_k(kind, group_size, m, n):
+@pytest.mark.parametrize("m,n,k", [(1, 768, 1280), (3, 832, 1280), (8, 768, 1280), (8, 320, 4096), (1, 256, 8192)])
+def test_marlin_gemv_over_any_split_of_k(kind, group_size, m, n, k):
     """The GEMV kernel's module function (decoding, up to 8 rows): splits of K from none to one
     16-row step a block, which the kernel rounds up to whole batches for both K-halves (80 steps:
-    some splits come out fewer or with a short last one), 832 columns (a block with a tile past
-    N), the output and the partial sums poisoned first; its counters left zero."""
+    some splits come out fewer or with a short last one; 256 and 512 steps: 16 and 32 splits,
+    whose fix-up asks for 16 at once), 832 columns (a block with a tile past N), the output and
+    the partial sums poisoned first; its counters left zero."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
-    k, dtype = 1280, torch.float16 if m == 3 else torch.bfloat16
+    dtype = torch.float16 if m == 3 else torch.bfloat16
     prep = _prepare(kind, k, n, group_size, False, dtype, seed=m + n)
     a = torch.randn(m, k, device="cuda").to(dtype)
     weights = {"gptq8": 8, "fp8": gptq_marlin.FP8}.get(kind, 4)
@@ -374,7 +375,7 @@ def test_marlin_gemv_over_any_split_of_k(kind, group_size, m, n):
     zeros = prep["zeros"] if prep["zeros"] is not None else empty
     module = gptq_marlin._GEMV[(dtype, weights)]
     locks = torch.zeros(gptq_marlin.output_blocks(m, n), dtype=torch.int32, device="cuda")
-    for splits in (1, 2, 3, 5, 7, 80):
+    for splits in (1, 2, 3, 5, 7, 16, 32, k // 16):
         c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
         partials = torch.full((splits * m * n,) if splits > 1 else (0,), float("nan"), device="cuda")
         module(a, c, prep["q"], prep["s"], zeros, partials, locks, m, n, k, splits, splits % 2 == 1)

@@ -187,8 +187,16 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
   }
   if (split.splits > 1 && split_arrive_last(split)) {
     const int tile0 = static_cast<int>(blockIdx.x) * kGemvWarpsN;
-    split_fixup<T, kGemvThreads>(p, split, 0, static_cast<int>(p.m), static_cast<std::int64_t>(tile0) * marlin::kTileN,
-                                 min(kGemvWarpsN, n_tiles - tile0) * marlin::kTileN);
+    const int cols = min(kGemvWarpsN, n_tiles - tile0) * marlin::kTileN;
+    const std::int64_t col0 = static_cast<std::int64_t>(tile0) * marlin::kTileN;
+    // Many splits: a quad a thread with up to 16 splits' partial sums asked at once, which saves
+    // round trips to L2 (H100, 16-32 splits: 0.2-1.8 µs faster); fewer: two quads a thread, four
+    // splits at a time (up to 11 splits that was as fast or faster, by up to 2 µs at 8 rows).
+    if (split.splits >= 16) {
+      split_fixup<T, kGemvThreads, 1, 16>(p, split, 0, static_cast<int>(p.m), col0, cols);
+    } else {
+      split_fixup<T, kGemvThreads>(p, split, 0, static_cast<int>(p.m), col0, cols);
+    }
   }
 }
 

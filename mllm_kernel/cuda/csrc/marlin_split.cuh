@@ -45,12 +45,11 @@ __device__ __forceinline__ bool split_arrive_last(const MarlinSplit& split) {
 /// and writes c. A thread takes kFixQuads quads and loads kFixSplits splits of each before
 /// adding them: the partials come from L2, and one load in flight at a time would make the
 /// fix-up a chain of splits x quads round trips.
-template <typename T, int kThreads>
+template <typename T, int kThreads, int kFixQuads = 2, int kFixSplits = 4>
 __device__ __forceinline__ void split_fixup(const mllm_kernel::host::MarlinGemmParams& p, const MarlinSplit& split,
                                             std::int64_t m0, int rows, std::int64_t col0, int cols) {
   using namespace mllm_kernel::device;
   namespace marlin = mllm_kernel::marlin;
-  constexpr int kFixQuads = 2, kFixSplits = 4;
   const int quads = cols / 4;
   const int total = rows * quads;
   const T* scales = static_cast<const T*>(p.scales);
