@@ -378,9 +378,48 @@ def test_marlin_gemv_over_any_split_of_k(kind, group_size, m, n, k):
     for splits in (1, 2, 3, 5, 7, 16, 32, k // 16):
         c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
         partials = torch.full((splits * m * n,) if splits > 1 else (0,), float("nan"), device="cuda")
-        module(a, c, prep["q"], prep["s"], zeros, partials, locks, m, n, k, splits, splits % 2 == 1)
+        module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, splits, splits % 2 == 1)
         _check(c, a, prep["w_ref"], dtype)
         assert int(locks.abs().sum()) == 0, splits
+
+
+@cuda
+@pytest.mark.parametrize("kind,group_size", [("gptq4", 128), ("gptq4", 64), ("gptq4", 80), ("gptq8", 64), ("gptq8", 256)])
+@pytest.mark.parametrize("m", [1, 8])
+def test_marlin_gemv_act_order(kind, group_size, m):
+    """GPTQ act-order through the GEMV kernel: a's columns in perm order, g_idx sorted by it
+    (batches of one group at groups of 128 rows, batches across groups otherwise), then the same
+    g_idx shuffled (every batch across groups), over splits of K."""
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    k, n, dtype = 1280, 512, torch.bfloat16
+    prep = _prepare(kind, k, n, group_size, True, dtype, seed=m)
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    a_in = a[:, prep["perm"].long()].contiguous()
+    module = gptq_marlin._GEMV[(dtype, 8 if kind == "gptq8" else 4)]
+    empty = torch.empty(0, dtype=torch.int32, device="cuda")
+    locks = torch.zeros(gptq_marlin.output_blocks(m, n), dtype=torch.int32, device="cuda")
+    for splits in (1, 3, 80):
+        c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+        partials = torch.full((splits * m * n,) if splits > 1 else (0,), float("nan"), device="cuda")
+        module(a_in, c, prep["q"], prep["s"], empty, prep["g_idx"], partials, locks, m, n, k, splits, True)
+        _check(c, a, prep["w_ref"], dtype)
+        assert int(locks.abs().sum()) == 0, splits
+    # g_idx in any order (batches across groups, and a run of whole batches in one): the product
+    # of the weights dequantized by the same g_idx (the dense path's dequantization).
+    groups = prep["s"].shape[0]
+    g_idx = torch.randint(0, groups, (k,), generator=torch.Generator().manual_seed(m), dtype=torch.int32).cuda()
+    g_idx[:256] = groups - 1
+    weight = torch.empty(n, k, dtype=dtype, device="cuda")
+    with pytest.raises(ValueError, match="g_idx must start 16-byte aligned"):
+        module(a_in, c, prep["q"], prep["s"], empty, torch.empty(k + 1, dtype=torch.int32, device="cuda")[1:], empty,
+               empty, m, n, k, 1, True)
+    gptq_marlin._DEQUANT[(dtype, 8 if kind == "gptq8" else 4)](prep["q"], prep["s"], empty, g_idx, weight, n, k)
+    for splits in (1, 5):
+        c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+        partials = torch.full((splits * m * n,) if splits > 1 else (0,), float("nan"), device="cuda")
+        module(a_in, c, prep["q"], prep["s"], empty, g_idx, partials, locks, m, n, k, splits, True)
+        _check(c, a_in, weight.t().double().cpu(), dtype)
 
 
 @cuda
@@ -395,20 +434,24 @@ def test_marlin_gemv_bad_inputs():
     a = torch.randn(9, k, device="cuda").to(dtype)
     c = torch.empty(9, n, dtype=dtype, device="cuda")
     with pytest.raises(ValueError, match="marlin_gemv takes at most 8 rows, got 9"):
-        module(a, c, prep["q"], prep["s"], empty, empty, empty, 9, n, k, 1, True)
+        module(a, c, prep["q"], prep["s"], empty, empty, empty, empty, 9, n, k, 1, True)
     with pytest.raises(ValueError, match=r"marlin_gemv takes groups of a multiple of 128 rows \(or channel-wise scales\), "
                                          r"got groups of 64"):
-        module(a[:1], c[:1], prep["q"], prep["s"], empty, empty, empty, 1, n, k, 1, True)
+        module(a[:1], c[:1], prep["q"], prep["s"], empty, empty, empty, empty, 1, n, k, 1, True)
     prep = _prepare("gptq4", k, n, 128, False, dtype, seed=2)
     partials = torch.empty(80 * n, device="cuda")
     with pytest.raises(ValueError, match=r"splits must be in \[1, 80\], got 81"):
-        module(a[:1], c[:1], prep["q"], prep["s"], empty, partials, locks, 1, n, k, 81, True)
+        module(a[:1], c[:1], prep["q"], prep["s"], empty, empty, partials, locks, 1, n, k, 81, True)
     with pytest.raises(ValueError, match="partials"):
-        module(a[:1], c[:1], prep["q"], prep["s"], empty, partials[:n], locks, 1, n, k, 3, True)
+        module(a[:1], c[:1], prep["q"], prep["s"], empty, empty, partials[:n], locks, 1, n, k, 3, True)
     with pytest.raises(ValueError, match="zero points are supported for 4-bit weights only"):
         gptq_marlin._GEMV[(dtype, 8)](a[:1], c[:1], _prepare("gptq8", k, n, 128, False, dtype, 2)["q"], prep["s"],
-                                      torch.zeros(k // 128, n // 4, dtype=torch.int32, device="cuda"), empty, empty, 1,
-                                      n, k, 1, True)
+                                      torch.zeros(k // 128, n // 4, dtype=torch.int32, device="cuda"), empty, empty,
+                                      empty, 1, n, k, 1, True)
+    g_idx = (torch.arange(k, device="cuda", dtype=torch.int32) // 128)
+    with pytest.raises(ValueError, match="marlin_gemv takes no zero points with g_idx"):
+        module(a[:1], c[:1], prep["q"], prep["s"], torch.zeros(k // 128, n // 8, dtype=torch.int32, device="cuda"),
+               g_idx, empty, empty, 1, n, k, 1, True)
 
 
 @cuda
@@ -431,6 +474,25 @@ def test_gptq_marlin_gemm_decodes_with_the_gemv(monkeypatch, kind, group_size, m
     _check(out, a, prep["w_ref"], dtype)
     gemv = (m <= 8 and n * k >= gptq_marlin.GEMV_MIN_WEIGHTS and group_size != 32
             and torch.cuda.get_device_capability() >= (9, 0))
+    assert [name for name, _ in calls] == ["_GEMV" if gemv else "_GEMM"]
+
+
+@cuda
+@pytest.mark.parametrize("kind", ["gptq4", "gptq8"])
+@pytest.mark.parametrize("m", [1, 8])
+def test_gptq_marlin_gemm_decodes_act_order_with_the_gemv(monkeypatch, kind, m):
+    """GPTQ act-order up to 8 rows: the activations gathered by perm, then the GEMV kernel with
+    g_idx (on sm_90+)."""
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    k, n, dtype = 2048, 1024, torch.float16
+    prep = _prepare(kind, k, n, 128, True, dtype, seed=m)
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    calls = []
+    monkeypatch.setattr(gptq_marlin, "_GEMV", _Spy(gptq_marlin._GEMV, "_GEMV", calls))
+    monkeypatch.setattr(gptq_marlin, "_GEMM", _Spy(gptq_marlin._GEMM, "_GEMM", calls))
+    _check(_run(prep, a, n, k), a, prep["w_ref"], dtype)
+    gemv = torch.cuda.get_device_capability() >= (9, 0)
     assert [name for name, _ in calls] == ["_GEMV" if gemv else "_GEMM"]
 
 

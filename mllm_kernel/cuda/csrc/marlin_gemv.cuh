@@ -1,17 +1,21 @@
 // The weight-only GEMM for a few rows of activations (decoding) on Marlin-format weights
 // (mllm_kernel/marlin.hpp has the format; csrc/marlin_gemm.cuh the operands and the general
 // kernel), one module per activation type T and weight type as there:
-//   marlin_gemv<T, kBits[, kFp8]>(a, c, b, scales, zeros, partials, locks, size_m, size_n,
-//                                 size_k, splits, enable_pdl)
-// c[M, N] = a[M, K] @ dequant(b) for M <= 8 rows with plain groups or channel-wise scales (no
-// act-order). Decoding reads each weight once and does little arithmetic per byte, so its speed
-// is the bytes it keeps in flight. A lane's 16 bytes (4-bit; 32 for 8-bit) of a repacked 16 x 64
+//   marlin_gemv<T, kBits[, kFp8]>(a, c, b, scales, zeros, g_idx, partials, locks, size_m,
+//                                 size_n, size_k, splits, enable_pdl)
+// c[M, N] = a[M, K] @ dequant(b) for M <= 8 rows with plain groups, channel-wise scales or GPTQ
+// act-order (g_idx, a's columns already in the repack's perm order; no zero points). Decoding
+// reads each weight once and does little arithmetic per byte, so its speed is the bytes it keeps
+// in flight. A lane's 16 bytes (4-bit; 32 for 8-bit) of a repacked 16 x 64
 // tile are exactly its tensor-core fragments of the tile, so each warp loads them straight from
 // global memory into registers, kBatch 16-row steps of K at once (4 KB a warp), with no
 // shared-memory staging, barriers or copy addressing; the activations' fragments and each
 // group's scales come in the same batch. As in the general kernel's swapped path, the
 // dequantized weights are the MMA's A operand (exact integers q - zero, each group's float32
-// sums scaled once) and the 8 rows of a its B operand.
+// sums scaled once) and the 8 rows of a its B operand. With act-order, a batch whose 16 kBatch
+// rows all have one group id (every batch, for a GPTQ checkpoint's g_idx sorted by the repack's
+// perm and groups of a multiple of its rows) runs as a plain group; any other batch scales each
+// weight by its own row's group.
 //
 // A block of 8 warps takes 256 columns (four 64-column tiles) over one split of K: warp (wn, wk)
 // the tile wn and the K-half wk of the split, whose sums the warps wk = 0 add up. K splits
@@ -51,8 +55,13 @@ constexpr int kGemvMaxRows = 8;
 /// 16-row steps of K a warp loads at once: 4 KB of weights.
 constexpr int gemv_batch(int bits) { return 32 / bits; }
 
+/// An act-order group id as a row of the scales: out-of-range ids read a valid row.
+__device__ __forceinline__ int gemv_group(const MarlinGemmParams& p, int g) {
+  return g < 0 ? 0 : (g >= p.groups ? static_cast<int>(p.groups) - 1 : g);
+}
+
 /// Two blocks an SM: 16 warps, 64 KB of weights in flight.
-template <typename T, int kBits, bool kFp8>
+template <typename T, int kBits, bool kFp8, bool kActOrder>
 __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __grid_constant__ MarlinGemmParams p,
                                                                     const MarlinSplit split) {
   using namespace mllm_kernel::device;
@@ -75,7 +84,7 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
   const int half = split.rows_per_split / 2;
   const int first = min(steps, row_begin + wk * half);
   const int last = tile_ok ? min(steps, first + half) : first;
-  const bool channelwise = p.groups == 1;
+  const bool channelwise = p.groups == 1;  // (never with kActOrder)
   const int group_steps = static_cast<int>(p.group_size / marlin::kTileK);
 
   const std::int64_t row_vecs = p.n * marlin::kTileK * kBits / 32 / 4;
@@ -86,6 +95,7 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
   const bool a_ok = g < p.m;
   const std::uint32_t* a_row = reinterpret_cast<const std::uint32_t*>(static_cast<const T*>(p.a) + (a_ok ? g : 0) * p.lda) + t;
   const T* scales = static_cast<const T*>(p.scales);
+  const T* tile_scales = scales + static_cast<std::int64_t>(tile) * marlin::kTileN + g * 8;  // group 0's, this lane's
   const std::int64_t zero_row = p.n * kBits / 32;
   const std::int64_t zero_col = marlin::zero_point_word(kBits, static_cast<std::int64_t>(tile) * marlin::kTileN) + g;
 
@@ -124,19 +134,45 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
     pdl_wait_and_release();
   }
 
-  // Groups are whole batches (the wrapper's condition: group_steps a multiple of kBatch), so a
-  // batch reads its group's scales (and zero points) with its weights when the group is new.
-  std::int64_t group = -1;
+  // Groups are whole batches (the wrapper's condition: group_steps a multiple of kBatch; with
+  // act-order, the batches whose rows share one id), so a batch reads its group's scales (and
+  // zero points) with its weights when the group is new. Act-order ids come a batch ahead (a
+  // 16-byte vector a lane for 4-bit batches of 128 rows, 8 bytes for 8-bit ones), so that the
+  // test of a batch's group waits on nothing.
+  using Ids = std::conditional_t<kBits == 4, int4, int2>;
+  constexpr int kIds = sizeof(Ids) / sizeof(int);
+  static_assert(kIds * 32 == kBatch * marlin::kTileK);
+  auto load_ids = [&](int r0) {  // (a lane's rows lie in one step: all before last, or none)
+    Ids ids{};
+    const int row = r0 * marlin::kTileK + lane * kIds;
+    if (kActOrder && row < last * marlin::kTileK) ids = __ldg(reinterpret_cast<const Ids*>(p.g_idx + row));
+    return ids;
+  };
+  Ids next_ids = load_ids(first);
+  int group = -1;
   for (int r0 = first; r0 < last; r0 += kBatch) {
     int4 w[kBatch][kLaneVecs];
     std::uint32_t act[kBatch][2];
     int4 group_scales = make_int4(0, 0, 0, 0);
     std::uint32_t group_zeros = 0u;
-    const bool new_group = !channelwise && r0 / group_steps != group;
+    int batch_group = r0 / group_steps;
+    bool one_group = true;
+    if constexpr (kActOrder) {
+      const Ids ids = next_ids;
+      next_ids = load_ids(r0 + kBatch);
+      // One group when the ids of all the warp's rows of the batch equal the first.
+      const int* id = reinterpret_cast<const int*>(&ids);
+      const int first_id = __shfl_sync(0xffffffffu, id[0], 0);
+      bool same = true;
+#pragma unroll
+      for (int i = 0; i < kIds; ++i) same &= id[i] == first_id;
+      one_group = __all_sync(0xffffffffu, same || r0 * marlin::kTileK + lane * kIds >= last * marlin::kTileK);
+      batch_group = gemv_group(p, first_id);
+    }
+    bool new_group = !channelwise && one_group && batch_group != group;
     if (new_group) {
-      group = r0 / group_steps;
-      group_scales = __ldg(reinterpret_cast<const int4*>(scales + group * p.n + static_cast<std::int64_t>(tile) * marlin::kTileN + g * 8));
-      if (kBits == 4 && p.zeros) group_zeros = static_cast<std::uint32_t>(__ldg(p.zeros + group * zero_row + zero_col));
+      group_scales = __ldg(reinterpret_cast<const int4*>(tile_scales + static_cast<std::int64_t>(batch_group) * p.n));
+      if (kBits == 4 && p.zeros) group_zeros = static_cast<std::uint32_t>(__ldg(p.zeros + batch_group * zero_row + zero_col));
     }
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
@@ -147,6 +183,15 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
       act[u][0] = ok && a_ok ? __ldg(a_row + 8 * r) : 0u;
       act[u][1] = ok && a_ok ? __ldg(a_row + 8 * r + 4) : 0u;
     }
+    if (new_group) group = batch_group;
+    if (kActOrder && !one_group) {
+      // Weights scaled by their rows' groups: the sums so far take the group's scales, and this
+      // batch's sums scale 1 (the next batch reads its group anew).
+      fold_group();
+      group = -1;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) gscale[j][0] = gscale[j][1] = 1.0f;
+    }
     if (new_group) {
       fold_group();
       const T* s = reinterpret_cast<const T*>(&group_scales);
@@ -156,18 +201,44 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
         if (kBits == 4 && p.zeros) sub[xb] = as_pair<T>(zero_point_pair<T>(group_zeros >> (4 * marlin::slot_of(4, xb))));
       }
     }
+    // The batch's MMAs; kScaled: act-order across groups, each weight scaled by its row's group
+    // (a loop of its own, so that this rare path's registers do not crowd the common one's).
+    auto compute = [&](auto scaled) {
+      constexpr bool kScaled = decltype(scaled)::value;
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      if (r0 + u >= last) break;
-      const std::uint32_t* q = reinterpret_cast<const std::uint32_t*>(&w[u][0]);
+      for (int u = 0; u < kBatch; ++u) {
+        if (r0 + u >= last) break;
+        const std::uint32_t* q = reinterpret_cast<const std::uint32_t*>(&w[u][0]);
+        int row_scales[4];  // the lane's rows 2t, 2t + 1, 2t + 8, 2t + 9: offsets from tile_scales
+        if constexpr (kScaled) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        // (column g, rows 2t..), (g + 8, 2t..), (g, 2t + 8..), (g + 8, 2t + 8..) of sub-tile j
-        std::uint32_t frag[4];
+          for (int e = 0; e < 4; ++e) {
+            const int id = gemv_group(p, __ldg(p.g_idx + (r0 + u) * marlin::kTileK + 2 * t + e % 2 + e / 2 * 8));
+            row_scales[e] = id * static_cast<int>(p.n);
+          }
+        }
 #pragma unroll
-        for (int h = 0; h < 2; ++h) dequant_block<T, kBits, kFp8>(q, 2 * j + h, sub[2 * j + h], sub[2 * j + h], frag[h], frag[h + 2]);
-        mma::mma_m16n8k16<kBf16>(gacc[j], frag, act[u][0], act[u][1]);
+        for (int j = 0; j < 4; ++j) {
+          // (column g, rows 2t..), (g + 8, 2t..), (g, 2t + 8..), (g + 8, 2t + 8..) of sub-tile j
+          std::uint32_t frag[4];
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int xb = 2 * j + h;
+            dequant_block<T, kBits, kFp8>(q, xb, sub[xb], sub[xb], frag[h], frag[h + 2]);
+            if constexpr (kScaled) {
+              const T* s = tile_scales + xb;
+              frag[h] = as_bits<T>(__hmul2(as_pair<T>(frag[h]), pair_of<T>(s[row_scales[0]], s[row_scales[1]])));
+              frag[h + 2] = as_bits<T>(__hmul2(as_pair<T>(frag[h + 2]), pair_of<T>(s[row_scales[2]], s[row_scales[3]])));
+            }
+          }
+          mma::mma_m16n8k16<kBf16>(gacc[j], frag, act[u][0], act[u][1]);
+        }
       }
+    };
+    if (kActOrder && !one_group) {
+      compute(std::integral_constant<bool, kActOrder>{});
+    } else {
+      compute(std::false_type{});
     }
   }
   fold_group();
@@ -200,24 +271,18 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
   }
 }
 
-/// partials, locks, splits and enable_pdl as for marlin_gemm (one output block per 256
+/// g_idx, partials, locks, splits and enable_pdl as for marlin_gemm (one output block per 256
 /// columns); each split is rounded up to whole batches for both K-halves, which may leave fewer
-/// splits than asked. size_m at most 8; groups of a multiple of gemv_batch(kBits) 16-row steps
-/// or channel-wise scales; g_idx is not taken (act-order runs marlin_gemm).
+/// splits than asked. size_m at most 8; without g_idx, groups of a multiple of gemv_batch(kBits)
+/// 16-row steps or channel-wise scales; with it, no zero points.
 template <typename T, int kBits, bool kFp8 = false>
 void marlin_gemv(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kernel::TensorView b, mllm_kernel::TensorView scales,
-                 mllm_kernel::TensorView zeros, mllm_kernel::TensorView partials, mllm_kernel::TensorView locks,
+                 mllm_kernel::TensorView zeros, mllm_kernel::TensorView g_idx, mllm_kernel::TensorView partials,
+                 mllm_kernel::TensorView locks,
                  std::int64_t size_m, std::int64_t size_n, std::int64_t size_k, std::int64_t splits, bool enable_pdl) {
   using namespace mllm_kernel::host;
   namespace marlin = mllm_kernel::marlin;
-  std::int64_t no_rows = 0;  // g_idx: none
-  DLTensor no_g_idx{};
-  no_g_idx.ndim = 1;
-  no_g_idx.shape = &no_rows;
-  no_g_idx.dtype = DLDataType{kDLInt, 32, 1};
-  no_g_idx.device = a.device();
-  const MarlinGemmParams p = check_marlin_gemm<kDLCUDA, T>(a, c, b, scales, zeros, mllm_kernel::TensorView(&no_g_idx),
-                                                           kBits, size_m, size_n, size_k);
+  const MarlinGemmParams p = check_marlin_gemm<kDLCUDA, T>(a, c, b, scales, zeros, g_idx, kBits, size_m, size_n, size_k);
   static_assert(!kFp8 || kBits == 8, "float8 weights are 8-bit");
   RuntimeCheck(p.zeros == nullptr || kBits == 4, "zero points are supported for 4-bit weights only");
   RuntimeCheck(size_m <= kGemvMaxRows, "marlin_gemv takes at most ", kGemvMaxRows, " rows, got ", size_m);
@@ -226,8 +291,12 @@ void marlin_gemv(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kern
   RuntimeCheck(reinterpret_cast<std::uintptr_t>(p.scales) % 16 == 0 && reinterpret_cast<std::uintptr_t>(p.zeros) % 4 == 0,
                "b_scales must start 16-byte aligned and b_zeros 4-byte aligned");
   constexpr int kBatch = gemv_batch(kBits);
-  RuntimeCheck(p.groups == 1 || p.group_size % (kBatch * marlin::kTileK) == 0, "marlin_gemv takes groups of a multiple of ",
-               kBatch * marlin::kTileK, " rows (or channel-wise scales), got groups of ", p.group_size);
+  const bool act_order = p.g_idx != nullptr && p.groups > 1;
+  RuntimeCheck(act_order || p.groups == 1 || p.group_size % (kBatch * marlin::kTileK) == 0,
+               "marlin_gemv takes groups of a multiple of ", kBatch * marlin::kTileK,
+               " rows (or channel-wise scales), got groups of ", p.group_size);
+  RuntimeCheck(!act_order || p.zeros == nullptr, "marlin_gemv takes no zero points with g_idx");
+  RuntimeCheck(reinterpret_cast<std::uintptr_t>(p.g_idx) % 16 == 0, "g_idx must start 16-byte aligned");
   if (p.m == 0) return;
   const std::int64_t steps = size_k / marlin::kTileK;
   RuntimeCheck(splits >= 1 && splits <= steps, "splits must be in [1, ", steps, "], got ", splits);
@@ -245,7 +314,8 @@ void marlin_gemv(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kern
     split.locks = static_cast<std::int32_t*>(locks.data_ptr());
   }
   const dim3 grid(static_cast<unsigned>(blocks), 1, static_cast<unsigned>(split.splits));
-  LaunchKernel(grid, kGemvThreads, a.device()).enable_pdl(enable_pdl)(marlin_gemv_kernel<T, kBits, kFp8>, p, split);
+  const auto kernel = act_order ? marlin_gemv_kernel<T, kBits, kFp8, true> : marlin_gemv_kernel<T, kBits, kFp8, false>;
+  LaunchKernel(grid, kGemvThreads, a.device()).enable_pdl(enable_pdl)(kernel, p, split);
 }
 
 }  // namespace

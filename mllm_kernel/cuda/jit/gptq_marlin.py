@@ -123,11 +123,13 @@ def _capability(index: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(index)
 
 
-def gemv_applies(a: torch.Tensor, m: int, n: int, k: int, bits: int, scales, act_order: bool) -> bool:
+def gemv_applies(a: torch.Tensor, m: int, n: int, k: int, bits: int, scales, act_order: bool,
+                 zeros: torch.Tensor) -> bool:
     """Whether a call runs the GEMV kernel: up to GEMV_MAX_ROWS rows on a layer of
-    GEMV_MIN_WEIGHTS weights or more, without act-order, with channel-wise scales or groups of a
-    multiple of ``gemv_group_rows(bits)`` rows, on sm_90+ (where it was measured)."""
-    if m > GEMV_MAX_ROWS or n * k < GEMV_MIN_WEIGHTS or act_order:
+    GEMV_MIN_WEIGHTS weights or more, with channel-wise scales or groups of a multiple of
+    ``gemv_group_rows(bits)`` rows (with act-order: as many rows a group on average, and no zero
+    points), on sm_90+ (where it was measured)."""
+    if m > GEMV_MAX_ROWS or n * k < GEMV_MIN_WEIGHTS or (act_order and zeros.numel() > 0):
         return False
     if not (isinstance(scales, torch.Tensor) and scales.dim() == 2 and scales.size(0) >= 1):
         return False
@@ -301,11 +303,11 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
         # The kernel's act-order test: g_idx given, and more than one group of scales.
         act_order = (g_idx.numel() > 0 and isinstance(b_scales, torch.Tensor) and b_scales.dim() == 2
                      and b_scales.size(0) > 1)
-        if gemv_applies(a, size_m, size_n, size_k, bits, b_scales, act_order):
+        if gemv_applies(a, size_m, size_n, size_k, bits, b_scales, act_order, zeros):
             splits = gemv_splits(size_n, size_k, _sm_count(a.device.index))
             partials, locks = _split_buffers(a, workspace, splits, size_m, size_n, 1)
-            _GEMV[(a.dtype, weights)](a, c, b_q_weight, b_scales, zeros, partials, locks, size_m, size_n, size_k, splits,
-                                      pdl)
+            _GEMV[(a.dtype, weights)](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
+                                      splits, pdl)
             return c
         tiles, per_sm = fitting_m_tiles(a, weights, size_m, act_order)
         fits = tiles > 0
