@@ -113,12 +113,14 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
 #pragma unroll
       for (int e = 0; e < 4; ++e) sacc[0][j][e] += gscale[j][e / 2] * gacc[j][e], gacc[j][e] = 0.0f;
   };
-  const T bias = from_float<T>(kBits == 4 ? kBase4<T> + (p.zeros ? 0.0f : 8.0f) : 0.0f);
+  // Zero points come with 4-bit weights and never with act-order (the wrapper refuses them).
+  const bool zeros = kBits == 4 && !kActOrder && p.zeros != nullptr;
+  const T bias = from_float<T>(kBits == 4 ? kBase4<T> + (zeros ? 0.0f : 8.0f) : 0.0f);
   Pair<T> sub[8];  // what 8-column block xb subtracts (4-bit): kBase4 + its zero point or the bias
 #pragma unroll
   for (int xb = 0; xb < 8; ++xb) sub[xb] = pair_of<T>(bias, bias);
 
-  if (channelwise && kBits == 4 && p.zeros && tile_ok) {
+  if (channelwise && zeros && tile_ok) {
 #pragma unroll
     for (int xb = 0; xb < 8; ++xb) {
       sub[xb] = as_pair<T>(zero_point_pair<T>(static_cast<std::uint32_t>(__ldg(p.zeros + zero_col)) >> (4 * marlin::slot_of(4, xb))));
@@ -172,7 +174,7 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
     bool new_group = !channelwise && one_group && batch_group != group;
     if (new_group) {
       group_scales = __ldg(reinterpret_cast<const int4*>(tile_scales + static_cast<std::int64_t>(batch_group) * p.n));
-      if (kBits == 4 && p.zeros) group_zeros = static_cast<std::uint32_t>(__ldg(p.zeros + batch_group * zero_row + zero_col));
+      if (zeros) group_zeros = static_cast<std::uint32_t>(__ldg(p.zeros + batch_group * zero_row + zero_col));
     }
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
@@ -198,7 +200,7 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
 #pragma unroll
       for (int xb = 0; xb < 8; ++xb) {
         gscale[xb / 2][xb % 2] = cast<float>(s[xb]);
-        if (kBits == 4 && p.zeros) sub[xb] = as_pair<T>(zero_point_pair<T>(group_zeros >> (4 * marlin::slot_of(4, xb))));
+        if (zeros) sub[xb] = as_pair<T>(zero_point_pair<T>(group_zeros >> (4 * marlin::slot_of(4, xb))));
       }
     }
     // The batch's MMAs; kScaled: act-order across groups, each weight scaled by its row's group
