@@ -49,6 +49,7 @@ namespace {
 using mllm_kernel::bf16_t;
 using mllm_kernel::fp16_t;
 using mllm_kernel::host::MarlinGemmParams;
+using mllm_kernel::host::valid_group;
 namespace marlin = mllm_kernel::marlin;
 
 constexpr int kThreads = 256;
@@ -126,11 +127,6 @@ __device__ __forceinline__ GroupParams<T, kBits> load_group_params(const MarlinG
                                 lane / 4))
                     : 0u;
   return g;
-}
-
-/// An act-order group id as a row of the scales: out-of-range ids read a valid row.
-__device__ __forceinline__ int valid_group(const MarlinGemmParams& p, int g) {
-  return g < 0 ? 0 : (g >= p.groups ? static_cast<int>(p.groups) - 1 : g);
 }
 
 template <typename T, int kBits, int kMTiles, bool kActOrder, bool kSwap, bool kFp8>
@@ -448,19 +444,8 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
   __syncthreads();
   if constexpr (kSwap) fold_group();
 
-  // The K-halves of each tile: warps wk = 1 hand their sums to warps wk = 0.
-  float* reduce = reinterpret_cast<float*>(smem);
-  constexpr int kValues = kSwap ? 16 : kMTiles * 8 * 4;
-  float* values = kSwap ? &sacc[0][0] : &acc[0][0][0];
-  if (wk == 1) {
-#pragma unroll
-    for (int i = 0; i < kValues; ++i) reduce[(wn * kValues + i) * 32 + lane] = values[i];
-  }
-  __syncthreads();
-  if (wk == 0) {
-#pragma unroll
-    for (int i = 0; i < kValues; ++i) values[i] += reduce[(wn * kValues + i) * 32 + lane];
-  }
+  add_k_halves<kSwap ? 16 : kMTiles * 8 * 4>(kSwap ? &sacc[0][0] : &acc[0][0][0], reinterpret_cast<float*>(smem), wn, wk,
+                                             lane);
 
   const int g = lane / 4, t = lane % 4;
   auto for_each_pair = [&](auto&& f) {  // f(mt, xb, half of the fragment, row, column)
@@ -602,19 +587,7 @@ void marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kern
   RuntimeCheck(splits >= 1 && splits <= steps, "splits must be in [1, ", steps, "], got ", splits);
   MarlinSplit split{nullptr, nullptr, static_cast<int>(div_ceil(steps, splits)), static_cast<int>(splits), enable_pdl};
   const std::int64_t blocks = div_ceil(size_n, kBlockN) * div_ceil(size_m, m_tiles * 16);
-  if (splits > 1) {
-    SymbolicDevice device;
-    device.bind(a.device(), "a");
-    (void)TensorMatcher({splits * size_m * size_n})
-        .with_dtype<float>()
-        .with_device<kDLCUDA>(device)
-        .verify(partials, "partials");
-    SymbolicSize lock_count{"locks size"};
-    (void)TensorMatcher({lock_count}).with_dtype<std::int32_t>().with_device<kDLCUDA>(device).verify(locks, "locks");
-    RuntimeCheck(lock_count.unwrap() >= blocks, "locks needs ", blocks, " entries, got ", lock_count.unwrap());
-    split.partials = static_cast<float*>(partials.data_ptr());
-    split.locks = static_cast<std::int32_t*>(locks.data_ptr());
-  }
+  if (splits > 1) bind_split_buffers(split, a, partials, locks, splits, size_m, size_n, blocks);
   const bool act_order = p.g_idx != nullptr && p.groups > 1;
   with_m_tiles(m_tiles,
                [&](auto tiles) { launch_marlin<T, kBits, kFp8, decltype(tiles)::value>(p, split, act_order, a.device()); });

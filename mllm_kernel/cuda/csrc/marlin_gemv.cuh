@@ -45,6 +45,7 @@
 namespace {
 
 using mllm_kernel::host::MarlinGemmParams;
+using mllm_kernel::host::valid_group;
 
 constexpr int kGemvWarpsN = 4;
 constexpr int kGemvWarpsK = 2;
@@ -54,11 +55,6 @@ constexpr int kGemvMaxRows = 8;
 
 /// 16-row steps of K a warp loads at once: 4 KB of weights.
 constexpr int gemv_batch(int bits) { return 32 / bits; }
-
-/// An act-order group id as a row of the scales: out-of-range ids read a valid row.
-__device__ __forceinline__ int gemv_group(const MarlinGemmParams& p, int g) {
-  return g < 0 ? 0 : (g >= p.groups ? static_cast<int>(p.groups) - 1 : g);
-}
 
 /// Two blocks an SM: 16 warps, 64 KB of weights in flight.
 template <typename T, int kBits, bool kFp8, bool kActOrder>
@@ -169,7 +165,7 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
 #pragma unroll
       for (int i = 0; i < kIds; ++i) same &= id[i] == first_id;
       one_group = __all_sync(0xffffffffu, same || r0 * marlin::kTileK + lane * kIds >= last * marlin::kTileK);
-      batch_group = gemv_group(p, first_id);
+      batch_group = valid_group(p, first_id);
     }
     bool new_group = !channelwise && one_group && batch_group != group;
     if (new_group) {
@@ -215,7 +211,7 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
         if constexpr (kScaled) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const int id = gemv_group(p, __ldg(p.g_idx + (r0 + u) * marlin::kTileK + 2 * t + e % 2 + e / 2 * 8));
+            const int id = valid_group(p, __ldg(p.g_idx + (r0 + u) * marlin::kTileK + 2 * t + e % 2 + e / 2 * 8));
             row_scales[e] = id * static_cast<int>(p.n);
           }
         }
@@ -245,19 +241,8 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
   }
   fold_group();
 
-  // The K-halves: warps wk = 1 hand their sums to warps wk = 0.
-  constexpr int kValues = 16;
-  float* values = &sacc[0][0][0];
-  if (wk == 1) {
-#pragma unroll
-    for (int i = 0; i < kValues; ++i) reduce[(wn * kValues + i) * 32 + lane] = values[i];
-  }
-  __syncthreads();
-  if (wk == 0) {
-#pragma unroll
-    for (int i = 0; i < kValues; ++i) values[i] += reduce[(wn * kValues + i) * 32 + lane];
-    if (tile_ok) store_swapped<T, 1>(p, split, sacc, static_cast<std::int64_t>(tile) * marlin::kTileN, lane);
-  }
+  add_k_halves<16>(&sacc[0][0][0], reduce, wn, wk, lane);
+  if (wk == 0 && tile_ok) store_swapped<T, 1>(p, split, sacc, static_cast<std::int64_t>(tile) * marlin::kTileN, lane);
   if (split.splits > 1 && split_arrive_last(split)) {
     const int tile0 = static_cast<int>(blockIdx.x) * kGemvWarpsN;
     const int cols = min(kGemvWarpsN, n_tiles - tile0) * marlin::kTileN;
@@ -305,16 +290,7 @@ void marlin_gemv(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kern
   const std::int64_t split_rows = div_ceil(div_ceil(steps, splits), 2 * kBatch) * 2 * kBatch;
   MarlinSplit split{nullptr, nullptr, static_cast<int>(split_rows), static_cast<int>(div_ceil(steps, split_rows)), enable_pdl};
   const std::int64_t blocks = div_ceil(size_n, kGemvBlockN);
-  if (splits > 1) {
-    SymbolicDevice device;
-    device.bind(a.device(), "a");
-    (void)TensorMatcher({splits * size_m * size_n}).with_dtype<float>().with_device<kDLCUDA>(device).verify(partials, "partials");
-    SymbolicSize lock_count{"locks size"};
-    (void)TensorMatcher({lock_count}).with_dtype<std::int32_t>().with_device<kDLCUDA>(device).verify(locks, "locks");
-    RuntimeCheck(lock_count.unwrap() >= blocks, "locks needs ", blocks, " entries, got ", lock_count.unwrap());
-    split.partials = static_cast<float*>(partials.data_ptr());
-    split.locks = static_cast<std::int32_t*>(locks.data_ptr());
-  }
+  if (splits > 1) bind_split_buffers(split, a, partials, locks, splits, size_m, size_n, blocks);
   const dim3 grid(static_cast<unsigned>(blocks), 1, static_cast<unsigned>(split.splits));
   const auto kernel = act_order ? marlin_gemv_kernel<T, kBits, kFp8, true> : marlin_gemv_kernel<T, kBits, kFp8, false>;
   LaunchKernel(grid, kGemvThreads, a.device()).enable_pdl(enable_pdl)(kernel, p, split);

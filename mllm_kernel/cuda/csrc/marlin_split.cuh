@@ -6,9 +6,12 @@
 
 #include <mllm_kernel/atomic.cuh>
 #include <mllm_kernel/marlin.hpp>
+#include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/type.cuh>
 
 #include "marlin_values.cuh"
+
+#include <mllm_kernel/tensor_view.hpp>
 
 #include <cstdint>
 
@@ -21,6 +24,37 @@ struct MarlinSplit {
   int splits;
   bool pdl;  // launched with programmatic dependent launch
 };
+
+/// Checks a split-K call's buffers (partials: float32 [splits * m * n]; locks: int32, at least
+/// `blocks` counters) on a's device and points `split` at them.
+inline void bind_split_buffers(MarlinSplit& split, mllm_kernel::TensorView a, mllm_kernel::TensorView partials,
+                               mllm_kernel::TensorView locks, std::int64_t splits, std::int64_t m, std::int64_t n,
+                               std::int64_t blocks) {
+  using namespace mllm_kernel::host;
+  SymbolicDevice device;
+  device.bind(a.device(), "a");
+  (void)TensorMatcher({splits * m * n}).with_dtype<float>().with_device<kDLCUDA>(device).verify(partials, "partials");
+  SymbolicSize lock_count{"locks size"};
+  (void)TensorMatcher({lock_count}).with_dtype<std::int32_t>().with_device<kDLCUDA>(device).verify(locks, "locks");
+  RuntimeCheck(lock_count.unwrap() >= blocks, "locks needs ", blocks, " entries, got ", lock_count.unwrap());
+  split.partials = static_cast<float*>(partials.data_ptr());
+  split.locks = static_cast<std::int32_t*>(locks.data_ptr());
+}
+
+/// The K-halves of a block's tiles: warp (wn, wk = 1) adds its kValues sums a lane to those of
+/// warp (wn, 0), through `reduce` (kValues * 32 floats a wn). Every thread calls it (a barrier).
+template <int kValues>
+__device__ __forceinline__ void add_k_halves(float* values, float* reduce, int wn, int wk, int lane) {
+  if (wk == 1) {
+#pragma unroll
+    for (int i = 0; i < kValues; ++i) reduce[(wn * kValues + i) * 32 + lane] = values[i];
+  }
+  __syncthreads();
+  if (wk == 0) {
+#pragma unroll
+    for (int i = 0; i < kValues; ++i) values[i] += reduce[(wn * kValues + i) * 32 + lane];
+  }
+}
 
 /// Called by every thread once its partial sums are stored: whether this block is the last of
 /// its output block to arrive (and must add the splits). The barrier orders every thread's

@@ -117,6 +117,11 @@ struct MarlinGemmParams {
   int bits;
 };
 
+/// An act-order group id as a row of the scales: out-of-range ids read a valid row.
+MLLM_HOST_DEVICE int valid_group(const MarlinGemmParams& p, int g) {
+  return g < 0 ? 0 : (g >= p.groups ? static_cast<int>(p.groups) - 1 : g);
+}
+
 /// Checks a Marlin-format weight's tensors (b the repacked weights; scales [groups, N] of T;
 /// zeros [groups, N * bits / 32] int32 or empty; g_idx [K] int32 or empty) on `device`, and
 /// returns the parameters with the activation and output left unset.
