@@ -102,7 +102,7 @@ SWAP_ROWS = 8
 GEMV_MAX_ROWS = 8
 #: Weights (N x K) from which the GEMV kernel runs. H100, M = 1 and 8, both kernels in one
 #: process over 27 shapes from 896 x 896 to 28672 x 4096: the GEMV was faster at all but a few,
-#: 4-bit 16-20% at the Llama-3-8B shapes (14336 x 4096 M = 1: 20.0 -> 16.4 µs), 8-bit 10-19%;
+#: 4-bit 9-21% at the Llama-3-8B shapes at M = 1 (14336 x 4096: 20.0 -> 16.4 µs), 8-bit 10-19%;
 #: slower at 896 x 896 (4.6 -> 6.0 µs: a split of K keeps 16 steps, so few blocks), 8-bit at
 #: 512 x 4096 M = 1 (7.7 -> 8.2) and 4-bit at 2048 x 8192 M = 1 (9.8 -> 11.2).
 GEMV_MIN_WEIGHTS = 1 << 20
