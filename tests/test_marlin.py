@@ -388,8 +388,9 @@ def test_marlin_gemv_over_any_split_of_k(kind, group_size, m, n, k):
 @pytest.mark.parametrize("m", [1, 8])
 def test_marlin_gemv_act_order(kind, group_size, m):
     """GPTQ act-order through the GEMV kernel: a's columns in perm order, g_idx sorted by it
-    (batches of one group at groups of 128 rows, batches across groups otherwise), then the same
-    g_idx shuffled (every batch across groups), over splits of K."""
+    (batches of one group where the groups are a multiple of a batch's rows, 128 for 4-bit and 64
+    for 8-bit weights; batches across groups otherwise), then random ids (nearly every batch across
+    groups, and a run of whole batches in one), over splits of K."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     k, n, dtype = 1280, 512, torch.bfloat16
