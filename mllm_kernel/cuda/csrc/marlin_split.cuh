@@ -133,75 +133,70 @@ __device__ __forceinline__ void split_fixup(const mllm_kernel::host::MarlinGemmP
   }
 }
 
-/// Stores kCount sums of one output row at columns col.. (kCount 1 or 2, adjacent in c): with K
-/// split, into split blockIdx.z's partial sums; else into c, channel-wise scales applied (columns
-/// col and col + 1 sit side by side in the channel-wise permutation).
-template <typename T, int kCount>
-__device__ __forceinline__ void store_sums(const mllm_kernel::host::MarlinGemmParams& p, const MarlinSplit& split,
-                                           std::int64_t row, std::int64_t col, float (&v)[kCount]) {
-  using namespace mllm_kernel::device;
-  namespace marlin = mllm_kernel::marlin;
-  static_assert(kCount == 1 || kCount == 2);
-  if (split.splits > 1) {
-    float* out = split.partials + (blockIdx.z * p.m + row) * p.n + col;
-    if constexpr (kCount == 1) {
-      *out = v[0];
-    } else {
-      *reinterpret_cast<float2*>(out) = make_float2(v[0], v[1]);
-    }
-    return;
-  }
-  const T* scales = static_cast<const T*>(p.scales);
-#pragma unroll
-  for (int i = 0; i < kCount; ++i) {
-    if (p.groups == 1) v[i] *= cast<float>(scales[marlin::channel_scale_pos(col + i)]);
-  }
-  T* out = static_cast<T*>(p.c) + row * p.n + col;
-  if constexpr (kCount == 1) {
-    *out = from_float<T>(v[0]);
-  } else {
-    *reinterpret_cast<Pair<T>*>(out) = pair_of<T>(from_float<T>(v[0]), from_float<T>(v[1]));
-  }
-}
-
 /// Stores the sums of the swapped MMA (dequantized weights as A, activations as B) of one lane
 /// for the 64-column tile at col0: per 8-row block rb of a and 16-column sub-tile j, the m16n8k16
 /// C fragment, value e at row 8 rb + 2 (lane % 4) + e % 2 and column col0 + 16 j + 8 (e / 2) +
-/// lane / 4 (store_sums says where).
+/// lane / 4. With K split, into split blockIdx.z's partial sums; else into c, channel-wise scales
+/// applied.
 template <typename T, int kRowBlocks>
 __device__ __forceinline__ void store_swapped(const mllm_kernel::host::MarlinGemmParams& p, const MarlinSplit& split,
                                               const float (&sums)[kRowBlocks][4][4], std::int64_t col0, int lane) {
+  using namespace mllm_kernel::device;
+  namespace marlin = mllm_kernel::marlin;
   const int g = lane / 4, t = lane % 4;
+  const T* scales = static_cast<const T*>(p.scales);
+  T* c = static_cast<T*>(p.c);
 #pragma unroll
   for (int rb = 0; rb < kRowBlocks; ++rb)
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const std::int64_t row = 8 * rb + 2 * t + e % 2;
-        float v[1] = {sums[rb][j][e]};
-        if (row < p.m) store_sums<T, 1>(p, split, row, col0 + 16 * j + 8 * (e / 2) + g, v);
+        const std::int64_t row = 8 * rb + 2 * t + e % 2, col = col0 + 16 * j + 8 * (e / 2) + g;
+        if (row >= p.m) continue;
+        float v = sums[rb][j][e];
+        if (split.splits > 1) {
+          split.partials[(blockIdx.z * p.m + row) * p.n + col] = v;
+        } else {
+          if (p.groups == 1) v *= cast<float>(scales[marlin::channel_scale_pos(col)]);
+          c[row * p.n + col] = from_float<T>(v);
+        }
       }
 }
 
 /// Stores the sums of the plain MMA (activations as A, dequantized weights as B) of one lane for
 /// the 64-column tile at col0: per 16-row tile mt and 8-column block xb, the m16n8k16 C
 /// fragment, values (2h, 2h + 1) at row m0 + 16 mt + lane / 4 + 8 h and columns col0 + 8 xb +
-/// 2 (lane % 4), + 1 (store_sums says where).
+/// 2 (lane % 4), + 1. With K split, into split blockIdx.z's partial sums; else into c,
+/// channel-wise scales applied.
 template <typename T, int kMTiles>
 __device__ __forceinline__ void store_plain(const mllm_kernel::host::MarlinGemmParams& p, const MarlinSplit& split,
                                             const float (&sums)[kMTiles][8][4], std::int64_t m0, std::int64_t col0,
                                             int lane) {
+  using namespace mllm_kernel::device;
+  namespace marlin = mllm_kernel::marlin;
   const int g = lane / 4, t = lane % 4;
+  const T* scales = static_cast<const T*>(p.scales);
+  T* c = static_cast<T*>(p.c);
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
     for (int xb = 0; xb < 8; ++xb)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const std::int64_t row = m0 + mt * 16 + g + 8 * h;
-        float v[2] = {sums[mt][xb][2 * h], sums[mt][xb][2 * h + 1]};
-        if (row < p.m) store_sums<T, 2>(p, split, row, col0 + xb * 8 + 2 * t, v);
+        const std::int64_t row = m0 + mt * 16 + g + 8 * h, col = col0 + xb * 8 + 2 * t;
+        if (row >= p.m) continue;
+        float v0 = sums[mt][xb][2 * h], v1 = sums[mt][xb][2 * h + 1];
+        if (split.splits > 1) {
+          *reinterpret_cast<float2*>(split.partials + (blockIdx.z * p.m + row) * p.n + col) = make_float2(v0, v1);
+        } else {
+          if (p.groups == 1) {
+            // Columns col and col + 1 sit side by side in the channel-wise permutation.
+            v0 *= cast<float>(scales[marlin::channel_scale_pos(col)]);
+            v1 *= cast<float>(scales[marlin::channel_scale_pos(col + 1)]);
+          }
+          *reinterpret_cast<Pair<T>*>(c + row * p.n + col) = pair_of<T>(from_float<T>(v0), from_float<T>(v1));
+        }
       }
 }
 
