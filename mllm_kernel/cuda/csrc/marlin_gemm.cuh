@@ -447,19 +447,52 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
   add_k_halves<kSwap ? 16 : kMTiles * 8 * 4>(kSwap ? &sacc[0][0] : &acc[0][0][0], reinterpret_cast<float*>(smem), wn, wk,
                                              lane);
 
-  const std::int64_t col0 = static_cast<std::int64_t>(tile) * marlin::kTileN;
-  if (wk == 0 && tile_ok) {
-    if constexpr (kSwap) {
-      // (the swapped path has one block of rows: m0 is 0)
-      store_swapped<T, 1>(p, split, *reinterpret_cast<const float(*)[1][4][4]>(&sacc), col0, lane);
-    } else {
-      store_plain<T, kMTiles>(p, split, acc, m0, col0, lane);
+  const int g = lane / 4, t = lane % 4;
+  auto for_each_pair = [&](auto&& f) {  // f(mt, xb, half of the fragment, row, column)
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int xb = 0; xb < 8; ++xb)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const std::int64_t row = m0 + mt * 16 + g + 8 * h;
+          if (row < p.m) f(mt, xb, h, row, tile * marlin::kTileN + xb * 8 + 2 * t);
+        }
+  };
+  // (the swapped path has one block of rows: m0 is 0)
+  const auto& swapped_sums = *reinterpret_cast<const float(*)[1][4][4]>(&sacc);
+
+  if (split.splits > 1) {
+    if (wk == 0 && tile_ok) {
+      if constexpr (kSwap) {
+        store_swapped<T, 1>(p, split, swapped_sums, static_cast<std::int64_t>(tile) * marlin::kTileN, lane);
+      } else {
+        for_each_pair([&](int mt, int xb, int h, std::int64_t row, std::int64_t col) {
+          *reinterpret_cast<float2*>(split.partials + (blockIdx.z * p.m + row) * p.n + col) =
+              make_float2(acc[mt][xb][2 * h], acc[mt][xb][2 * h + 1]);
+        });
+      }
     }
-  }
-  if (split.splits > 1 && split_arrive_last(split)) {
+    if (!split_arrive_last(split)) return;
     split_fixup<T, kThreads>(p, split, m0, static_cast<int>(min(static_cast<std::int64_t>(kMTiles * 16), p.m - m0)),
                              static_cast<std::int64_t>(tile0) * marlin::kTileN, min(kWarpsN, n_tiles - tile0) * marlin::kTileN);
+    return;
   }
+  if (wk != 0 || !tile_ok) return;
+  T* c = static_cast<T*>(p.c);
+  if constexpr (kSwap) {
+    store_swapped<T, 1>(p, split, swapped_sums, static_cast<std::int64_t>(tile) * marlin::kTileN, lane);
+    return;
+  }
+  for_each_pair([&](int mt, int xb, int h, std::int64_t row, std::int64_t col) {
+    float v0 = acc[mt][xb][2 * h], v1 = acc[mt][xb][2 * h + 1];
+    if (channelwise) {
+      // Columns col and col + 1 sit side by side in the channel-wise permutation.
+      v0 *= cast<float>(scales[marlin::channel_scale_pos(col)]);
+      v1 *= cast<float>(scales[marlin::channel_scale_pos(col + 1)]);
+    }
+    *reinterpret_cast<Pair<T>*>(c + row * p.n + col) = pair_of<T>(from_float<T>(v0), from_float<T>(v1));
+  });
 }
 
 /// The kernel marlin_gemm launches: the act-order one, the swapped one (up to kSwapRows rows on

@@ -164,40 +164,4 @@ __device__ __forceinline__ void store_swapped(const mllm_kernel::host::MarlinGem
       }
 }
 
-/// Stores the sums of the plain MMA (activations as A, dequantized weights as B) of one lane for
-/// the 64-column tile at col0: per 16-row tile mt and 8-column block xb, the m16n8k16 C
-/// fragment, values (2h, 2h + 1) at row m0 + 16 mt + lane / 4 + 8 h and columns col0 + 8 xb +
-/// 2 (lane % 4), + 1. With K split, into split blockIdx.z's partial sums; else into c,
-/// channel-wise scales applied.
-template <typename T, int kMTiles>
-__device__ __forceinline__ void store_plain(const mllm_kernel::host::MarlinGemmParams& p, const MarlinSplit& split,
-                                            const float (&sums)[kMTiles][8][4], std::int64_t m0, std::int64_t col0,
-                                            int lane) {
-  using namespace mllm_kernel::device;
-  namespace marlin = mllm_kernel::marlin;
-  const int g = lane / 4, t = lane % 4;
-  const T* scales = static_cast<const T*>(p.scales);
-  T* c = static_cast<T*>(p.c);
-#pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-    for (int xb = 0; xb < 8; ++xb)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const std::int64_t row = m0 + mt * 16 + g + 8 * h, col = col0 + xb * 8 + 2 * t;
-        if (row >= p.m) continue;
-        float v0 = sums[mt][xb][2 * h], v1 = sums[mt][xb][2 * h + 1];
-        if (split.splits > 1) {
-          *reinterpret_cast<float2*>(split.partials + (blockIdx.z * p.m + row) * p.n + col) = make_float2(v0, v1);
-        } else {
-          if (p.groups == 1) {
-            // Columns col and col + 1 sit side by side in the channel-wise permutation.
-            v0 *= cast<float>(scales[marlin::channel_scale_pos(col)]);
-            v1 *= cast<float>(scales[marlin::channel_scale_pos(col + 1)]);
-          }
-          *reinterpret_cast<Pair<T>*>(c + row * p.n + col) = pair_of<T>(from_float<T>(v0), from_float<T>(v1));
-        }
-      }
-}
-
 }  // namespace
