@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mllm_kernel.cuda.jit import fp8_scaled_mm, int8_scaled_mm, scaled_mm_dispatch, scaled_mm_sm80, scaled_mm_sm90
+from mllm_kernel.cuda.jit import (fp8_scaled_mm, int8_scaled_mm, scaled_mm_dispatch, scaled_mm_gemv, scaled_mm_sm80,
+                                  scaled_mm_sm90)
 
 HAS_SM90 = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 sm90 = pytest.mark.skipif(not HAS_SM90, reason="needs an sm_90 GPU")
@@ -60,19 +61,22 @@ def _check(out, ref, out_dtype, slack=None):
 
 
 def _run(fn, dtype, m, n, k, out_dtype, *, bias, a_vector=True, b_vector=True, seed=0, config=None,
-         backend=scaled_mm_sm90, **pads):
+         backend=scaled_mm_sm90, gemv=False, **pads):
     a, b = _operands(m, n, k, dtype, seed=seed, **pads)
     sa = _scales(m, a_vector, (m, 1) if seed % 2 else None, seed=seed + 1)
     sb = _scales(n, b_vector, (1, n) if seed % 2 else None, seed=seed + 2)
     bias_t = (torch.randn(n, generator=torch.Generator().manual_seed(seed + 3)) * 4).to(out_dtype).cuda() if bias else None
     _poison_allocator(m, n, out_dtype)
-    if config is None:
+    if config is None and not gemv:
         out = fn(a, b, sa, sb, out_dtype, bias_t)
     else:
         from mllm_kernel.op_args import scaled_mm_operands
 
         _, _, _, sa1, sb1 = scaled_mm_operands("t", a, b, sa, sb, out_dtype, bias_t, dtype, OUT_DTYPES)
-        out = backend.scaled_mm(a, b, sa1, sb1, out_dtype, bias_t, m, n, k, config=config)
+        if gemv:
+            out = scaled_mm_gemv.scaled_mm_gemv(a, b, sa1, sb1, out_dtype, bias_t, m, n)
+        else:
+            out = backend.scaled_mm(a, b, sa1, sb1, out_dtype, bias_t, m, n, k, config=config)
     assert out.shape == (m, n)
     ref = _reference(a, b, sa, sb, bias_t)
     slack = None
@@ -83,7 +87,10 @@ def _run(fn, dtype, m, n, k, out_dtype, *, bias, a_vector=True, b_vector=True, s
 
 
 CASES = [(1, 8, 16), (3, 24, 48), (17, 4096, 4096), (64, 1000, 272), (100, 512, 1024), (1000, 4096, 512),
-         (2048, 2048, 4096), (4100, 520, 128)]
+         (2048, 2048, 4096), (4100, 520, 128),
+         # decoding shapes that take the GEMV: N not a multiple of its 16-column blocks, K not of
+         # its 64-byte steps
+         (1, 4096, 4096), (16, 2056, 80), (9, 2048, 14352)]
 
 
 @sm90
@@ -105,6 +112,67 @@ def test_every_configuration(name, dtype):
     config = scaled_mm_sm90.CONFIGS[name]
     for m in (1, 33, 300):
         _run(None, dtype, m, 264, 400, torch.bfloat16, bias=True, seed=m, config=config)
+
+
+# The decoding GEMV (csrc/scaled_mm_gemv.cuh) called directly, whatever the shape.
+
+
+@sm90
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.int8, torch.float8_e4m3fn], ids=["int8", "fp8"])
+@pytest.mark.parametrize("m", [1, 2, 7, 8, 9, 15, 16])
+@pytest.mark.parametrize("n,k", [(8, 16), (24, 48), (40, 64), (136, 80), (264, 1040), (1032, 4096 + 16)])
+def test_gemv_matches_reference(dtype, m, n, k):
+    """Every row count of both activation blocks; N below, at and past one 16-column block, K
+    below, at and past the 64-byte step and a batch of steps; scales per row or shared; bias or
+    none; both output types."""
+    seed = m * 7 + n + k
+    out_dtype = OUT_DTYPES[seed % 2]
+    _run(None, dtype, m, n, k, out_dtype, bias=seed % 3 != 0, a_vector=seed % 4 != 1, b_vector=seed % 5 != 2,
+         seed=seed, gemv=True)
+
+
+@sm90
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.int8, torch.float8_e4m3fn], ids=["int8", "fp8"])
+def test_gemv_strided_operands(dtype):
+    """mat_a rows and weight rows with padding (strides beyond K, 16-byte aligned)."""
+    for m in (1, 12):
+        _run(None, dtype, m, 72, 208, torch.bfloat16, bias=True, a_pad=32, b_pad=48, seed=m, gemv=True)
+
+
+@sm90
+@pytest.mark.cuda
+def test_gemv_refuses_more_than_16_rows():
+    from mllm_kernel.op_args import scaled_mm_operands
+
+    a, b = _operands(17, 64, 64, torch.int8)
+    _, _, _, sa, sb = scaled_mm_operands("t", a, b, torch.ones(17, device="cuda"), torch.ones(64, device="cuda"),
+                                         torch.bfloat16, None, torch.int8, OUT_DTYPES)
+    with pytest.raises(ValueError, match="scaled_mm_gemv: at most 16 rows of mat_a, got 17"):
+        scaled_mm_gemv.scaled_mm_gemv(a, b, sa, sb, torch.bfloat16, None, 17, 64)
+
+
+def test_gemv_applies_to_decoding_on_wide_layers():
+    assert scaled_mm_gemv.applies(1, 4096, 4096) and scaled_mm_gemv.applies(16, 2048, 64)
+    assert not scaled_mm_gemv.applies(17, 4096, 4096)  # CUTLASS's transposed tile from here
+    assert not scaled_mm_gemv.applies(1, 2040, 4096)  # too few blocks to fill the GPU
+    assert not scaled_mm_gemv.applies(0, 4096, 4096)
+
+
+@sm90
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype,fn", [(torch.int8, int8_scaled_mm), (torch.float8_e4m3fn, fp8_scaled_mm)],
+                         ids=["int8", "fp8"])
+def test_scaled_mm_decodes_with_the_gemv(monkeypatch, dtype, fn):
+    """The public ops take the GEMV exactly where ``applies`` says, CUTLASS elsewhere."""
+    calls = []
+    real = scaled_mm_gemv.scaled_mm_gemv
+    monkeypatch.setattr(scaled_mm_gemv, "scaled_mm_gemv", lambda *args: calls.append(args[-2:]) or real(*args))
+    for m, n in ((4, 2048), (16, 4096), (17, 4096), (4, 1024)):
+        a, b = _operands(m, n, 128, dtype)
+        fn(a, b, torch.ones(m, device="cuda"), torch.ones(n, device="cuda"), torch.bfloat16)
+    assert calls == [(4, 2048), (16, 4096)]
 
 
 # The Ampere/Ada kernels (mma.sync, which Hopper runs too) built for this GPU and called directly.

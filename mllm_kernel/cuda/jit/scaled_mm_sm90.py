@@ -20,7 +20,8 @@ M           configuration                                 why
 ==========  ============================================  ======================================
 
 "Transposed" runs Dᵀ = Bᵀ Aᵀ (``csrc/scaled_mm_sm90.cuh``), so a small M needs no 64-row tile
-of mostly padding.
+of mostly padding. Before this table, ``scaled_mm`` sends the decoding shapes that
+``scaled_mm_gemv.applies`` names (M <= 16 on wide layers) to the GEMV, not to CUTLASS.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
+from mllm_kernel.cuda.jit import scaled_mm_gemv
 from mllm_kernel.jit_utils import jit_module, make_cpp_args
 
 #: The architecture these kernels are written for (warpgroup MMAs and TMA: sm_90a only).
@@ -140,8 +142,9 @@ def workspace(device: torch.device) -> torch.Tensor:
 
 
 def modules(operand: torch.dtype) -> list:
-    """The modules of one operand type (every output type and configuration), for precompile."""
-    return [module for (dtype, _, _), module in MODULES.items() if dtype == operand]
+    """The modules of one operand type (every output type and configuration, and the GEMV's),
+    for precompile."""
+    return [module for (dtype, _, _), module in MODULES.items() if dtype == operand] + scaled_mm_gemv.modules(operand)
 
 
 def require_sm90(op: str, device: torch.device) -> None:
@@ -156,9 +159,11 @@ def require_sm90(op: str, device: torch.device) -> None:
 def scaled_mm(a: torch.Tensor, b: torch.Tensor, scales_a: torch.Tensor, scales_b: torch.Tensor,
               out_dtype: torch.dtype, bias: torch.Tensor | None, m: int, n: int, k: int,
               config: Sm90Config | None = None, swizzle: int | None = None, raster: int | None = None) -> torch.Tensor:
-    """Runs the checked operands (1-D scales) through the kernel of ``config`` (default:
-    ``pick_config``) into a new ``[M, N]`` tensor; ``swizzle`` and ``raster`` order the tiles
-    (csrc/scaled_mm_sm90.cuh; default: ``pick_order``)."""
+    """Runs the checked operands (1-D scales) through the kernel of ``config`` (default: the
+    GEMV where ``scaled_mm_gemv.applies``, else ``pick_config``) into a new ``[M, N]`` tensor;
+    ``swizzle`` and ``raster`` order the tiles (csrc/scaled_mm_sm90.cuh; default: ``pick_order``)."""
+    if config is None and scaled_mm_gemv.applies(m, n, k):
+        return scaled_mm_gemv.scaled_mm_gemv(a, b, scales_a, scales_b, out_dtype, bias, m, n)
     config = config or pick_config(m, n, k)
     picked_swizzle, picked_raster = pick_order(m, n, config)
     swizzle = picked_swizzle if swizzle is None else swizzle

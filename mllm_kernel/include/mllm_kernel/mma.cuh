@@ -115,6 +115,31 @@ MLLM_DEVICE void mma_m16n8k16(float (&c)[4], const std::uint32_t (&a)[4], std::u
   }
 }
 
+/// c += a b, one m16n8k32 MMA on 8-bit operands. A 16x32 row-major: a0 (g, 4t..4t+3), a1
+/// (g + 8, ..), a2 (g, 4t + 16..), a3 (g + 8, 4t + 16..); B 32x8: b0 (k = 4t..4t+3, n = g), b1
+/// (k = 4t + 16.., n = g); the lowest byte of each register holds the lowest k. int8 operands
+/// accumulate exactly in int32.
+MLLM_DEVICE void mma_m16n8k32(int (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// The same on float8 e4m3 operands with float32 accumulation (sm_89+; traps on older GPUs).
+MLLM_DEVICE void mma_m16n8k32(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  __trap();
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
 /// Row and column within a 16x8 C tile of accumulator element i (0..3) of this lane.
 MLLM_DEVICE int c_row(int i) { return threadIdx.x % 32 / 4 + (i / 2) * 8; }
 MLLM_DEVICE int c_col(int i) { return threadIdx.x % 4 * 2 + i % 2; }

@@ -1,0 +1,53 @@
+"""The W8A8 scaled GEMM for decoding (``csrc/scaled_mm_gemv.cuh``): int8 or FP8 operands, up to
+GEMV_MAX_ROWS rows of activations, one module per (operand type, output type), no CUTLASS.
+
+At a few rows a scaled GEMM reads its weight once and does little else, so it runs at the
+bytes it keeps in flight: each warp loads its weight fragments straight into registers, 4 KB
+at a time, and feeds them to warp-level MMAs (exact int32 sums for int8). The Hopper path
+(``scaled_mm_sm90``) runs it on ``applies``'s shapes instead of CUTLASS's transposed tile,
+which at M <= 16 makes only N / 64 tiles (64 of an H100's 132 SMs busy at N = 4096).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mllm_kernel.jit_utils import jit_module, make_cpp_args
+
+OUT_DTYPES = (torch.float16, torch.bfloat16)
+#: Rows of activations the kernel takes (two 8-row MMA operands).
+GEMV_MAX_ROWS = 16
+#: Weight rows (output columns) of a block; from GEMV_MIN_N columns a layer makes enough blocks
+#: (two an SM) to keep an H100's memory busy.
+TILE_ROWS = 16
+GEMV_MIN_N = 2048
+
+
+def applies(m: int, n: int, k: int) -> bool:
+    """Whether the GEMV runs an M x N x K problem (on Hopper): at most GEMV_MAX_ROWS rows and
+    at least GEMV_MIN_N output columns."""
+    return 0 < m <= GEMV_MAX_ROWS and n >= GEMV_MIN_N
+
+
+def _declare(operand: torch.dtype, out: torch.dtype):
+    types = make_cpp_args(operand, out)
+    return jit_module("scaled_mm_gemv", args=types, device="cuda", cuda_files=["scaled_mm_gemv.cuh"],
+                      cuda_wrappers=[("scaled_mm_gemv", f"scaled_mm_gemv<{types}>")])
+
+
+MODULES = {(operand, out): _declare(operand, out) for operand in (torch.int8, torch.float8_e4m3fn)
+           for out in OUT_DTYPES}
+
+
+def modules(operand: torch.dtype) -> list:
+    """The modules of one operand type (both output types), for precompile."""
+    return [module for (dtype, _), module in MODULES.items() if dtype == operand]
+
+
+def scaled_mm_gemv(a: torch.Tensor, b: torch.Tensor, scales_a: torch.Tensor, scales_b: torch.Tensor,
+                   out_dtype: torch.dtype, bias: torch.Tensor | None, m: int, n: int) -> torch.Tensor:
+    """Runs checked operands (1-D scales) into a new ``[M, N]`` tensor; M <= GEMV_MAX_ROWS."""
+    out = torch.empty((m, n), dtype=out_dtype, device=a.device)
+    MODULES[(a.dtype, out_dtype)].load().scaled_mm_gemv(out, a, b, scales_a, scales_b,
+                                                        out if bias is None else bias, bias is not None)
+    return out
