@@ -269,7 +269,7 @@ def test_strided_operands(m):
 @sm90
 @pytest.mark.cuda
 def test_heuristic_buckets_cover_every_m():
-    names = {scaled_mm_sm90.pick_config(m, 4096, 4096).name for m in range(1, 5000, 7)}
+    names = {scaled_mm_sm90.pick_config(m, n, 4096).name for m in range(1, 5000, 7) for n in (4096, 14336)}
     assert names == set(scaled_mm_sm90.CONFIGS)
 
 
@@ -296,9 +296,19 @@ def test_sm90_wave_rule_picks_the_tile_that_fills_the_waves():
     pick = lambda m, n: scaled_mm_sm90.pick_config(m, n, 4096).name  # noqa: E731
     assert scaled_mm_sm90.wave_fill(1024, 6144, 256) == pytest.approx(192 / 264)
     assert scaled_mm_sm90.wave_fill(1024, 6144, 128) == pytest.approx(384 / 396)
-    assert pick(512, 4096) == pick(1024, 6144) == "128x128x128_c1x1_coop"
-    assert pick(1024, 4096) == pick(1024, 14336) == pick(8192, 14336) == "128x256x128_c2x1_coop"
+    assert pick(512, 4096) == pick(2048, 6144 // 2) == "128x128x128_c1x1_coop"
+    assert pick(1024, 4096) == pick(512, 14336) == pick(8192, 14336) == "128x256x128_c2x1_coop"
     assert pick(256, 6144) == "64x128x128_c1x1_pingpong"
+
+
+def test_sm90_pingpong_rule_needs_many_tiles_an_sm():
+    """64 x 256 ping-pong tiles at 512 < M <= 1024 only where they make PINGPONG_WAVES tiles an
+    SM or more (14336 x 4096 and 6144 x 4096 at M = 1024; not 4096 x 4096, nor M = 2048)."""
+    pick = lambda m, n: scaled_mm_sm90.pick_config(m, n, 4096).name  # noqa: E731
+    assert pick(1024, 14336) == pick(1024, 6144) == pick(600, 14336) == "64x256x128_c1x1_pingpong"
+    assert scaled_mm_sm90.output_tiles(1024, 4096, 64, 256) < scaled_mm_sm90.PINGPONG_WAVES * scaled_mm_sm90.SMS
+    assert pick(1024, 4096) == "128x256x128_c2x1_coop"
+    assert pick(512, 14336) != "64x256x128_c1x1_pingpong" != pick(2048, 14336)
 
 
 @sm90

@@ -13,10 +13,14 @@ M           configuration                                 why
             gives FILL_TILES tiles; else transposed 64 x   the transposed kernel's smaller tiles
             64 x 256
 <= 256      tile 64 x 128 x 128, ping-pong
+<= 1024     tile 64 x 256 x 128, ping-pong, when it makes  the two consumer warpgroups alternate
+            at least PINGPONG_WAVES tiles an SM (and       tiles, one's epilogue under the
+            M > 512)                                       other's MMAs; with fewer tiles an SM
+                                                           (or larger M) it lost, at times by 2x
 > 256       tile 128 x 128 x 128, cooperative, when its     compute-bound: the largest tile,
             tiles fill the SMs' waves WAVE_MARGIN better    unless it leaves much of its last
-            than 128 x 256 ones; else 128 x 256 x 128,     wave idle (4096 x 4096 at M = 512,
-            cluster 2x1, cooperative                       6144 x 4096 at M = 1024)
+            than 128 x 256 ones; else 128 x 256 x 128,     wave idle (4096 x 4096 at M = 512)
+            cluster 2x1, cooperative
 ==========  ============================================  ======================================
 
 "Transposed" runs Dᵀ = Bᵀ Aᵀ (``csrc/scaled_mm_sm90.cuh``), so a small M needs no 64-row tile
@@ -48,6 +52,10 @@ SMS = 132
 #: How much better 128 x 128 tiles must fill the waves than 128 x 256 ones to be picked at
 #: M > 256: the larger tile does more work per byte, so it wins ties.
 WAVE_MARGIN = 0.15
+#: 64 x 256 tiles an SM from which the ping-pong kernel of that tile is picked at 512 < M <= 1024
+#: (H100, M = 1024: 14336 x 4096 at 6.8 tiles an SM, int8 107 -> 86 us, fp8 106 -> 89; 6144 x 4096
+#: at 2.9, 39 -> 37 and 41 -> 39; at 1.9, 4096 x 4096 and 4096 x 14336, it took 1.7x as long).
+PINGPONG_WAVES = 2.5
 #: Output tiles from which the tiles are swizzled (pick_order).
 SWIZZLE_TILES = 2048
 
@@ -82,6 +90,7 @@ CONFIGS = {
         Sm90Config((64, 128, 128)),
         Sm90Config((128, 256, 128), cluster=(2, 1), pingpong=False),
         Sm90Config((128, 128, 128), pingpong=False),
+        Sm90Config((64, 256, 128)),
     )
 }
 
@@ -99,6 +108,8 @@ def pick_config(m: int, n: int, k: int) -> Sm90Config:
         return CONFIGS["swap_64x64x256_c1x1_pingpong"]
     if m <= 256:
         return CONFIGS["64x128x128_c1x1_pingpong"]
+    if 512 < m <= 1024 and output_tiles(m, n, 64, 256) >= PINGPONG_WAVES * SMS:
+        return CONFIGS["64x256x128_c1x1_pingpong"]
     if wave_fill(m, n, 128) > wave_fill(m, n, 256) + WAVE_MARGIN:
         return CONFIGS["128x128x128_c1x1_coop"]
     return CONFIGS["128x256x128_c2x1_coop"]
