@@ -269,7 +269,7 @@ def test_strided_operands(m):
 @sm90
 @pytest.mark.cuda
 def test_heuristic_buckets_cover_every_m():
-    names = {scaled_mm_sm90.pick_config(m, n, 4096).name for m in range(1, 5000, 7) for n in (4096, 14336)}
+    names = {scaled_mm_sm90.pick_config(m, n, 4096).name for m in range(1, 5000, 7) for n in (4096, 6144, 14336)}
     assert names == set(scaled_mm_sm90.CONFIGS)
 
 
@@ -299,6 +299,17 @@ def test_sm90_wave_rule_picks_the_tile_that_fills_the_waves():
     assert pick(512, 4096) == pick(2048, 6144 // 2) == "128x128x128_c1x1_coop"
     assert pick(1024, 4096) == pick(512, 14336) == pick(8192, 14336) == "128x256x128_c2x1_coop"
     assert pick(256, 6144) == "64x128x128_c1x1_pingpong"
+
+
+def test_sm90_narrow_tiles_where_they_fill_the_wave():
+    """At M <= 128, 64 x 96 tiles where 64 x 128 ones leave a quarter of the SMs idle (6144 x
+    4096: 96 tiles, against 128 of 96 columns); not where 128 columns fill the waves as well
+    (14336 x 4096) or the transposed kernel runs (4096 x 4096)."""
+    pick = lambda m, n: scaled_mm_sm90.pick_config(m, n, 4096).name  # noqa: E731
+    assert scaled_mm_sm90.wave_fill(128, 6144, 96, tile_m=64) == pytest.approx(128 / 132)
+    assert pick(128, 6144) == pick(100, 6144) == "64x96x128_c1x1_pingpong"
+    assert pick(128, 14336) == "64x128x128_c1x1_pingpong"
+    assert pick(128, 4096) == "swap_64x64x256_c1x1_pingpong"
 
 
 def test_sm90_pingpong_rule_needs_many_tiles_an_sm():

@@ -10,8 +10,10 @@ M           configuration                                 why
 <= 16       transposed, tile 64 x 16 x 256, ping-pong     the weight fills the 64-row MMA tiles
 <= 32       transposed, tile 64 x 32 x 256, ping-pong     as above, more activation columns
 <= 128      tile 64 x 128 x 128, ping-pong, when that      enough tiles to fill most SMs, else
-            gives FILL_TILES tiles; else transposed 64 x   the transposed kernel's smaller tiles
-            64 x 256
+            gives FILL_TILES tiles (64 x 96 x 128 when     the transposed kernel's smaller tiles;
+            those fill the SMs' waves WAVE_MARGIN better); 96 columns where 128 leave much of
+            else transposed 64 x 64 x 256                  a wave idle (6144 x 4096: 96 of 132
+                                                           SMs, or 128 with 96 columns)
 <= 256      tile 64 x 128 x 128, ping-pong
 <= 1024     tile 64 x 256 x 128, ping-pong, when it makes  the two consumer warpgroups alternate
             at least PINGPONG_WAVES tiles an SM (and       tiles, one's epilogue under the
@@ -50,7 +52,8 @@ FILL_TILES = 96
 #: SMs the wave rule counts (an H100 SXM's).
 SMS = 132
 #: How much better 128 x 128 tiles must fill the waves than 128 x 256 ones to be picked at
-#: M > 256: the larger tile does more work per byte, so it wins ties.
+#: M > 256 (and 64 x 96 ones than 64 x 128 at M <= 128): the larger tile does more work per
+#: byte, so it wins ties.
 WAVE_MARGIN = 0.15
 #: 64 x 256 tiles an SM from which the ping-pong kernel of that tile is picked at 512 < M <= 1024
 #: (H100, M = 1024: 14336 x 4096 at 6.8 tiles an SM, int8 107 -> 86 us, fp8 106 -> 89; 6144 x 4096
@@ -91,6 +94,7 @@ CONFIGS = {
         Sm90Config((128, 256, 128), cluster=(2, 1), pingpong=False),
         Sm90Config((128, 128, 128), pingpong=False),
         Sm90Config((64, 256, 128)),
+        Sm90Config((64, 96, 128)),
     )
 }
 
@@ -103,7 +107,9 @@ def pick_config(m: int, n: int, k: int) -> Sm90Config:
         return CONFIGS["swap_64x32x256_c1x1_pingpong"]
     if m <= 128:
         # 64 x 128 tiles once they are enough to fill most SMs; the transposed 64 x 64 before.
-        if -(-m // 64) * -(-n // 128) >= FILL_TILES:
+        if output_tiles(m, n, 64, 128) >= FILL_TILES:
+            if wave_fill(m, n, 96, tile_m=64) > wave_fill(m, n, 128, tile_m=64) + WAVE_MARGIN:
+                return CONFIGS["64x96x128_c1x1_pingpong"]
             return CONFIGS["64x128x128_c1x1_pingpong"]
         return CONFIGS["swap_64x64x256_c1x1_pingpong"]
     if m <= 256:
@@ -128,10 +134,10 @@ def output_tiles(m: int, n: int, tile_m: int, tile_n: int) -> int:
     return -(-m // tile_m) * -(-n // tile_n)
 
 
-def wave_fill(m: int, n: int, tile_n: int, sms: int = SMS) -> float:
-    """The share of the SMs' tile slots that 128 x tile_n tiles of an M x N output fill, over
+def wave_fill(m: int, n: int, tile_n: int, sms: int = SMS, tile_m: int = 128) -> float:
+    """The share of the SMs' tile slots that tile_m x tile_n tiles of an M x N output fill, over
     every wave the persistent kernel runs (1.0: the last wave is full)."""
-    tiles = output_tiles(m, n, 128, tile_n)
+    tiles = output_tiles(m, n, tile_m, tile_n)
     return tiles / (-(-tiles // sms) * sms)
 
 
