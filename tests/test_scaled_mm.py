@@ -153,6 +153,34 @@ def test_gemv_refuses_more_than_16_rows():
         scaled_mm_gemv.scaled_mm_gemv(a, b, sa, sb, torch.bfloat16, None, 17, 64)
 
 
+@sm90
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", ["int8", "fp8"])
+def test_gemv_after_the_quantizer_in_a_cuda_graph(dtype):
+    """Decoding as an engine runs it: the activations' quantizer, then the GEMV (both launched
+    with PDL, so the GEMV asks for its weights before the quantizer is done), captured in a
+    CUDA graph and replayed on new activations; equal to the same calls without PDL, eagerly."""
+    from mllm_kernel.cuda.jit import fp8_scaled_mm, int8_scaled_mm, per_token_quant_fp8, per_token_quant_int8
+
+    quant, gemm = (per_token_quant_int8, int8_scaled_mm) if dtype == "int8" else (per_token_quant_fp8, fp8_scaled_mm)
+    g = torch.Generator(device="cuda").manual_seed(5)
+    x = torch.randn(4, 4096, device="cuda", generator=g, dtype=torch.bfloat16)
+    w_q, w_scale = quant(torch.randn(2048, 4096, device="cuda", generator=g, dtype=torch.bfloat16) * 0.05)
+
+    def step(enable_pdl=None):
+        x_q, x_scale = quant(x, enable_pdl=enable_pdl)
+        return gemm(x_q, w_q.t(), x_scale, w_scale, torch.bfloat16, enable_pdl=enable_pdl)
+
+    step()  # builds and warms up outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step()
+    for _ in range(3):
+        x.copy_(torch.randn(x.shape, device="cuda", generator=g, dtype=torch.bfloat16))
+        graph.replay()
+        assert torch.equal(out, step(enable_pdl=False))
+
+
 def test_gemv_applies_to_decoding_on_wide_layers():
     assert scaled_mm_gemv.applies(1, 4096, 4096) and scaled_mm_gemv.applies(16, 2048, 64)
     assert not scaled_mm_gemv.applies(17, 4096, 4096)  # CUTLASS's transposed tile from here
@@ -168,7 +196,7 @@ def test_scaled_mm_decodes_with_the_gemv(monkeypatch, dtype, fn):
     """The public ops take the GEMV exactly where ``applies`` says, CUTLASS elsewhere."""
     calls = []
     real = scaled_mm_gemv.scaled_mm_gemv
-    monkeypatch.setattr(scaled_mm_gemv, "scaled_mm_gemv", lambda *args: calls.append(args[-2:]) or real(*args))
+    monkeypatch.setattr(scaled_mm_gemv, "scaled_mm_gemv", lambda *args: calls.append(args[6:8]) or real(*args))
     for m, n in ((4, 2048), (16, 4096), (17, 4096), (4, 1024)):
         a, b = _operands(m, n, 128, dtype)
         fn(a, b, torch.ones(m, device="cuda"), torch.ones(n, device="cuda"), torch.bfloat16)

@@ -1,6 +1,6 @@
 // The W8A8 scaled GEMM for a few rows of activations (decoding), one module per operand and
 // output type:
-//   scaled_mm_gemv<AB, Out>(out, mat_a, mat_b, scales_a, scales_b, bias, has_bias)
+//   scaled_mm_gemv<AB, Out>(out, mat_a, mat_b, scales_a, scales_b, bias, has_bias, enable_pdl)
 // out [M, N] = (mat_a @ mat_b) * scales_a[m] * scales_b[n] (+ bias[n]) for M <= 16, with the
 // operands, scales and bias of scaled_mm_operands.cuh (AB int8_t or fp8_e4m3_t; fp8 needs sm_89+).
 //
@@ -15,11 +15,16 @@
 //
 // A block of 8 warps takes one tile of 16 weight rows over all of K: warp w the 64-byte steps
 // w, w + 8, ..., kBatch steps (4 KB of weights a warp) loaded at once; the warps' sums meet in
-// shared memory, and the scales and bias apply to the total.
+// shared memory, and the scales and bias apply to the total. Launched with PDL, a warp asks L2
+// for its first batch of weights before it waits for the previous kernel (docs/pdl.md: a hint
+// that is safe whatever that kernel writes), so the weights' first trip from memory overlaps the
+// previous kernel (the activations' quantizer, say).
 #pragma once
 
+#include <mllm_kernel/async_copy.cuh>
 #include <mllm_kernel/cache_hint.cuh>
 #include <mllm_kernel/mma.cuh>
+#include <mllm_kernel/pdl.cuh>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/tensor_view.hpp>
 #include <mllm_kernel/type.cuh>
@@ -54,7 +59,7 @@ struct ScaledGemvParams {
   const float* scales_b;
   const void* bias;  // nullptr: none
   std::int64_t m, n, k, lda, ldb, ldo;
-  bool a_vector, b_vector;
+  bool a_vector, b_vector, pdl;
 };
 
 /// kBlocks 8-row activation blocks (1 for M <= 8, 2 for M <= 16).
@@ -84,6 +89,15 @@ __global__ void __launch_bounds__(kGemvThreads, 2) scaled_mm_gemv_kernel(const _
   }
   const std::int64_t chunks = p.k / 16;  // 16-byte chunks of a row (K is a multiple of 16)
   const std::int64_t steps = (p.k + kGemvStepBytes - 1) / kGemvStepBytes;
+
+  if (p.pdl) {
+#pragma unroll
+    for (int u = 0; u < kGemvBatch; ++u) {
+      const std::int64_t s = warp + u * kGemvWarps;
+      if (s * 4 + t < chunks) prefetch_l2(w_lo + s * 4), prefetch_l2(w_hi + s * 4);
+    }
+    pdl_wait_and_release();
+  }
 
   Acc acc[kBlocks][4] = {};
   for (std::int64_t s0 = warp; s0 < steps; s0 += kGemvWarps * kGemvBatch) {
@@ -136,7 +150,7 @@ __global__ void __launch_bounds__(kGemvThreads, 2) scaled_mm_gemv_kernel(const _
 template <typename AB, typename Out>
 void scaled_mm_gemv(mllm_kernel::TensorView out, mllm_kernel::TensorView mat_a, mllm_kernel::TensorView mat_b,
                     mllm_kernel::TensorView scales_a, mllm_kernel::TensorView scales_b, mllm_kernel::TensorView bias,
-                    bool has_bias) {
+                    bool has_bias, bool enable_pdl) {
   using namespace mllm_kernel::host;
   using namespace mllm_kernel::device::scaled_mm;
 
@@ -144,7 +158,7 @@ void scaled_mm_gemv(mllm_kernel::TensorView out, mllm_kernel::TensorView mat_a, 
   const MmShape shape = check_mm_operands<AB, Out>(out, mat_a, mat_b, device);
   ScaledGemvParams p{out.data_ptr(), mat_a.data_ptr(), mat_b.data_ptr(),
                      static_cast<const float*>(scales_a.data_ptr()), static_cast<const float*>(scales_b.data_ptr()),
-                     nullptr, shape.m, shape.n, shape.k, shape.lda, shape.ldb, shape.ldo, false, false};
+                     nullptr, shape.m, shape.n, shape.k, shape.lda, shape.ldb, shape.ldo, false, false, enable_pdl};
   p.a_vector = scales_are_vector(scales_a, device, shape.m, "M", "mat_a", "scales_a");
   p.b_vector = scales_are_vector(scales_b, device, shape.n, "N", "mat_b", "scales_b");
   if (has_bias) {
@@ -154,7 +168,8 @@ void scaled_mm_gemv(mllm_kernel::TensorView out, mllm_kernel::TensorView mat_a, 
   RuntimeCheck(shape.m <= kGemvMaxRows, "at most ", kGemvMaxRows, " rows of mat_a, got ", shape.m);
   if (shape.m == 0) return;
   const auto kernel = shape.m <= 8 ? scaled_mm_gemv_kernel<AB, Out, 1> : scaled_mm_gemv_kernel<AB, Out, 2>;
-  LaunchKernel(static_cast<unsigned>(div_ceil(shape.n, kGemvTileRows)), kGemvThreads, device.unwrap())(kernel, p);
+  LaunchKernel(static_cast<unsigned>(div_ceil(shape.n, kGemvTileRows)), kGemvThreads, device.unwrap())
+      .enable_pdl(enable_pdl)(kernel, p);
 }
 
 }  // namespace

@@ -29,10 +29,13 @@ def fp8_scaled_mm(
     scales_b: torch.Tensor,
     out_dtype: torch.dtype,
     bias: torch.Tensor | None = None,
+    *,
+    enable_pdl: bool | None = None,
 ) -> torch.Tensor:
     """``[M, N]`` of ``out_dtype`` (float16 or bfloat16) from float8_e4m3fn ``mat_a`` ``[M, K]``
     row-major and ``mat_b`` ``[K, N]`` column-major, float32 scales (``scales_a`` ``[1]``,
     ``[M]`` or ``[M, 1]``; ``scales_b`` ``[1]``, ``[N]`` or ``[1, N]``), optional ``bias``
-    ``[N]`` of ``out_dtype``. K must be a multiple of 16 and N of 8."""
+    ``[N]`` of ``out_dtype``. K must be a multiple of 16 and N of 8. ``enable_pdl``: as for
+    ``int8_scaled_mm``."""
     return scaled_mm_dispatch.checked_scaled_mm(OP, torch.float8_e4m3fn, mat_a, mat_b, scales_a, scales_b, out_dtype,
-                                            bias)
+                                            bias, enable_pdl)

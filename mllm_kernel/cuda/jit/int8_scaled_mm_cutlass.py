@@ -29,10 +29,15 @@ def int8_scaled_mm(
     scales_b: torch.Tensor,
     out_dtype: torch.dtype,
     bias: torch.Tensor | None = None,
+    *,
+    enable_pdl: bool | None = None,
 ) -> torch.Tensor:
     """``[M, N]`` of ``out_dtype`` (float16 or bfloat16) from int8 ``mat_a`` ``[M, K]`` row-major
     and int8 ``mat_b`` ``[K, N]`` column-major (``weight.t()`` of a row-major ``[N, K]`` weight),
     float32 ``scales_a`` (``[M]``, ``[M, 1]`` or ``[1]``) and ``scales_b`` (``[N]``, ``[1, N]``
     or ``[1]``), optional ``bias`` ``[N]`` of ``out_dtype``. K must be a multiple of 16 and N of
-    8 (16-byte rows for the tensor-memory accelerator)."""
-    return scaled_mm_dispatch.checked_scaled_mm(OP, torch.int8, mat_a, mat_b, scales_a, scales_b, out_dtype, bias)
+    8 (16-byte rows for the tensor-memory accelerator). ``enable_pdl``: programmatic dependent
+    launch, on by default (``None``) where the GPU has it, for the decoding GEMV (docs/pdl.md);
+    the CUTLASS kernels launch without it."""
+    return scaled_mm_dispatch.checked_scaled_mm(OP, torch.int8, mat_a, mat_b, scales_a, scales_b, out_dtype, bias,
+                                                enable_pdl)

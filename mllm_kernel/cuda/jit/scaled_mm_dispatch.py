@@ -10,7 +10,7 @@ import functools
 import torch
 
 from mllm_kernel.cuda.jit import scaled_mm_sm80, scaled_mm_sm90
-from mllm_kernel.op_args import scaled_mm_operands
+from mllm_kernel.op_args import resolve_pdl, scaled_mm_operands
 
 #: The GPUs each operand type runs on, as messages name them.
 SUPPORTED = {torch.int8: "sm_80, sm_86, sm_87, sm_89 and sm_90", torch.float8_e4m3fn: "sm_89 and sm_90"}
@@ -39,13 +39,14 @@ def backend(op: str, operand: torch.dtype, device: torch.device):
     raise ValueError(f"{op}: runs on {SUPPORTED[operand]} GPUs; this GPU is sm_{major}{minor}")
 
 
-def checked_scaled_mm(op: str, operand: torch.dtype, mat_a, mat_b, scales_a, scales_b, out_dtype,
-                      bias) -> torch.Tensor:
+def checked_scaled_mm(op: str, operand: torch.dtype, mat_a, mat_b, scales_a, scales_b, out_dtype, bias,
+                      enable_pdl: bool | None = None) -> torch.Tensor:
     """``op``'s public entry: checks the arguments (``op_args.scaled_mm_operands``, operands of
     dtype ``operand``) and the GPU, then runs the GPU's kernels."""
     m, n, k, sa, sb = scaled_mm_operands(op, mat_a, mat_b, scales_a, scales_b, out_dtype, bias, operand,
                                          scaled_mm_sm90.OUT_DTYPES)
-    return backend(op, operand, mat_a.device).scaled_mm(mat_a, mat_b, sa, sb, out_dtype, bias, m, n, k)
+    return backend(op, operand, mat_a.device).scaled_mm(mat_a, mat_b, sa, sb, out_dtype, bias, m, n, k,
+                                                        enable_pdl=resolve_pdl(enable_pdl))
 
 
 def modules(op: str, operand: torch.dtype) -> list:

@@ -46,9 +46,12 @@ def modules(operand: torch.dtype) -> list:
 
 
 def scaled_mm_gemv(a: torch.Tensor, b: torch.Tensor, scales_a: torch.Tensor, scales_b: torch.Tensor,
-                   out_dtype: torch.dtype, bias: torch.Tensor | None, m: int, n: int) -> torch.Tensor:
-    """Runs checked operands (1-D scales) into a new ``[M, N]`` tensor; M <= GEMV_MAX_ROWS."""
+                   out_dtype: torch.dtype, bias: torch.Tensor | None, m: int, n: int,
+                   enable_pdl: bool = True) -> torch.Tensor:
+    """Runs checked operands (1-D scales) into a new ``[M, N]`` tensor; M <= GEMV_MAX_ROWS.
+    ``enable_pdl``: launched with programmatic dependent launch (sm_90+), the weights' first
+    batch is asked of L2 while the previous kernel finishes (docs/pdl.md)."""
     out = torch.empty((m, n), dtype=out_dtype, device=a.device)
     MODULES[(a.dtype, out_dtype)].load().scaled_mm_gemv(out, a, b, scales_a, scales_b,
-                                                        out if bias is None else bias, bias is not None)
+                                                        out if bias is None else bias, bias is not None, enable_pdl)
     return out

@@ -85,10 +85,11 @@ def modules(operand: torch.dtype) -> list:
 
 def scaled_mm(a: torch.Tensor, b: torch.Tensor, scales_a: torch.Tensor, scales_b: torch.Tensor,
               out_dtype: torch.dtype, bias: torch.Tensor | None, m: int, n: int, k: int,
-              config: Sm80Config | None = None) -> torch.Tensor:
+              config: Sm80Config | None = None, enable_pdl: bool = True) -> torch.Tensor:
     """Runs the checked operands (1-D scales) through the kernel of ``config`` (default:
     ``pick_config``) into a new ``[M, N]`` tensor. A single scales_b value is expanded to N (the
-    kernel reads the per-column scales as vectors)."""
+    kernel reads the per-column scales as vectors). ``enable_pdl`` is ignored: these GPUs have
+    no programmatic dependent launch."""
     config = config or pick_config(m, n, k)
     function = MODULES[(a.dtype, out_dtype, config.name)].load().scaled_mm
     if scales_b.numel() == 1 and n != 1:

@@ -175,12 +175,15 @@ def require_sm90(op: str, device: torch.device) -> None:
 
 def scaled_mm(a: torch.Tensor, b: torch.Tensor, scales_a: torch.Tensor, scales_b: torch.Tensor,
               out_dtype: torch.dtype, bias: torch.Tensor | None, m: int, n: int, k: int,
-              config: Sm90Config | None = None, swizzle: int | None = None, raster: int | None = None) -> torch.Tensor:
+              config: Sm90Config | None = None, swizzle: int | None = None, raster: int | None = None,
+              enable_pdl: bool = True) -> torch.Tensor:
     """Runs the checked operands (1-D scales) through the kernel of ``config`` (default: the
     GEMV where ``scaled_mm_gemv.applies``, else ``pick_config``) into a new ``[M, N]`` tensor;
-    ``swizzle`` and ``raster`` order the tiles (csrc/scaled_mm_sm90.cuh; default: ``pick_order``)."""
+    ``swizzle`` and ``raster`` order the tiles (csrc/scaled_mm_sm90.cuh; default: ``pick_order``).
+    ``enable_pdl`` launches the GEMV with programmatic dependent launch; CUTLASS's kernels launch
+    without it."""
     if config is None and scaled_mm_gemv.applies(m, n, k):
-        return scaled_mm_gemv.scaled_mm_gemv(a, b, scales_a, scales_b, out_dtype, bias, m, n)
+        return scaled_mm_gemv.scaled_mm_gemv(a, b, scales_a, scales_b, out_dtype, bias, m, n, enable_pdl)
     config = config or pick_config(m, n, k)
     picked_swizzle, picked_raster = pick_order(m, n, config)
     swizzle = picked_swizzle if swizzle is None else swizzle
