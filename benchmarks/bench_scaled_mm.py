@@ -180,7 +180,10 @@ NOTE = ("bf16 output. int8: per-token x per-channel scales; fp8: per-tensor, and
         "mode where this PyTorch has it. Peers in the same run: torch.mm (bf16), torch._scaled_mm (cuBLASLt), torch._int_mm "
         "(int32 out, M > 16 only) with the scaling in eager PyTorch. Times: median of CUDA-graph replays over "
         "operand sets rotated so that L2 cannot hold them; each row starts after 1 s idle, so that clocks slowed by "
-        "the previous row's large products do not carry over.")
+        "the previous row's large products do not carry over. Ours run with their defaults: at M <= 16 the "
+        "decoding GEMV, launched with PDL (docs/pdl.md), so each call in the timed graph asks for its weights "
+        "while the previous call finishes, as it would after the activations' quantizer in an engine; the "
+        "CUTLASS kernels and the peers launch without PDL.")
 
 
 def print_row(r: dict) -> None:
