@@ -11,11 +11,13 @@
 //   - Rows of a are staged a block at a time (up to kInt8MmBlockRows, a few hundred KiB: L2) in
 //     a per-thread buffer, zero-padded to whole vectors, so only w's side of the K tail needs a
 //     mask.
-//   - A block of kTileA rows or more goes through register tiles of kTileA rows of a by
-//     kTileW = 4 rows of w, each summing int32 vectors over all of K. A w tile stays in L1 while
-//     every tile of the block passes over it, and the next w tile is prefetched meanwhile.
-//   - A smaller block (decode: M of 1 to 3) is memory-bound: w is read row by row, one
-//     sequential stream, which the hardware prefetchers follow best.
+//   - A block of two rows or more goes through register tiles of up to kTileA rows of a (4
+//     where the target has 32 vector registers, 2 on AVX2 and SSE) by kTileW = 4 rows of w,
+//     each summing int32 vectors over all of K. A w tile stays in L1 while every tile of the
+//     block passes over it, and the next w tile is prefetched meanwhile. The taller tile widens
+//     each loaded w vector once for 4 rows of a instead of 2.
+//   - A single row (decode: M = 1) is memory-bound: w is read row by row, one sequential
+//     stream, which the hardware prefetchers follow best.
 //   - Sums land in an int32 block of kInt8MmChunkCols columns, which the epilogue scales and
 //     stores a row at a time.
 //
@@ -78,10 +80,15 @@ HWY_INLINE void Int8MmPrefetchNext(const std::int8_t* const* w, std::size_t i) {
 
 /// Products by ReorderWidenMulAccumulate: a staged as int16, w widened as it is loaded. Every
 /// vector is a named variable (no arrays of vectors: SVE's are sizeless), hence the fixed
-/// 2 x 4 tile.
+/// tiles: 4 x 4 sums where 32 vector registers hold them beside the operands, 2 x 4 where there
+/// are 16 (x86 below AVX-512, 32-bit Arm, the emulated targets).
 struct Int8MmWiden {
   using Staged = std::int16_t;
+#if (HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3) || HWY_ARCH_ARM_V7 || HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SCALAR
   static constexpr int kTileA = 2;
+#else
+  static constexpr int kTileA = 4;
+#endif
   static constexpr int kTileW = 4;
   using D16 = hn::ScalableTag<std::int16_t>;
   using D32 = hn::Repartition<std::int32_t, D16>;
@@ -109,10 +116,8 @@ struct Int8MmWiden {
   }
 
   /// out[0] = sum_k a[k] * w[k] for one row of a, reading w as one sequential stream.
-  template <int kRows>
-  static void Stream(const std::int16_t* HWY_RESTRICT a, std::size_t /*a_stride*/, const std::int8_t* HWY_RESTRICT w,
-                     std::size_t k, std::int32_t* HWY_RESTRICT out, std::size_t /*out_stride*/) {
-    static_assert(kRows == 1, "a stream has 1 row of a");
+  static void Stream(const std::int16_t* HWY_RESTRICT a, const std::int8_t* HWY_RESTRICT w, std::size_t k,
+                     std::int32_t* HWY_RESTRICT out) {
     const D16 d16;
     const D32 d32;
     const D8 d8;
@@ -134,17 +139,21 @@ struct Int8MmWiden {
     out[0] = hn::GetLane(hn::SumOfLanes(d32, sum));
   }
 
-  /// out[r * out_stride + t] = sum_k a[r][k] * w[t][k] for 1 or 2 rows of a and 4 rows of w.
+  /// out[r * out_stride + t] = sum_k a[r][k] * w[t][k] for 1 to kTileA rows of a and 4 rows of w.
   template <int kRows>
   static void Tile(const std::int16_t* HWY_RESTRICT a, std::size_t a_stride, const std::int8_t* const* w,
                    std::size_t k, std::int32_t* HWY_RESTRICT out, std::size_t out_stride) {
-    static_assert(kRows == 1 || kRows == 2, "a tile has 1 or 2 rows of a");
+    static_assert(kRows >= 1 && kRows <= kTileA, "a tile has 1 to kTileA rows of a");
     const D16 d16;
     const D32 d32;
-    const std::int16_t* a1 = a + (kRows == 2 ? a_stride : 0);
+    const std::int16_t* a1 = a + (kRows >= 2 ? a_stride : 0);
+    const std::int16_t* a2 = a + (kRows >= 3 ? 2 * a_stride : 0);
+    const std::int16_t* a3 = a + (kRows >= 4 ? 3 * a_stride : 0);
     // sRT: a row R with w row T; cRT: its second half (ReorderWidenMulAccumulate's sum1).
     auto s00 = hn::Zero(d32), s01 = s00, s02 = s00, s03 = s00, c00 = s00, c01 = s00, c02 = s00, c03 = s00;
     auto s10 = s00, s11 = s00, s12 = s00, s13 = s00, c10 = s00, c11 = s00, c12 = s00, c13 = s00;
+    auto s20 = s00, s21 = s00, s22 = s00, s23 = s00, c20 = s00, c21 = s00, c22 = s00, c23 = s00;
+    auto s30 = s00, s31 = s00, s32 = s00, s33 = s00, c30 = s00, c31 = s00, c32 = s00, c33 = s00;
     const auto step = [&](std::size_t i, std::size_t count) HWY_ATTR {
       Int8MmPrefetchNext(w, i);
       const V16 w0 = LoadWide(w[0] + i, count), w1 = LoadWide(w[1] + i, count);
@@ -154,12 +163,26 @@ struct Int8MmWiden {
       s01 = hn::ReorderWidenMulAccumulate(d32, x0, w1, s01, c01);
       s02 = hn::ReorderWidenMulAccumulate(d32, x0, w2, s02, c02);
       s03 = hn::ReorderWidenMulAccumulate(d32, x0, w3, s03, c03);
-      if constexpr (kRows == 2) {
+      if constexpr (kRows >= 2) {
         const V16 x1 = hn::Load(d16, a1 + i);
         s10 = hn::ReorderWidenMulAccumulate(d32, x1, w0, s10, c10);
         s11 = hn::ReorderWidenMulAccumulate(d32, x1, w1, s11, c11);
         s12 = hn::ReorderWidenMulAccumulate(d32, x1, w2, s12, c12);
         s13 = hn::ReorderWidenMulAccumulate(d32, x1, w3, s13, c13);
+      }
+      if constexpr (kRows >= 3) {
+        const V16 x2 = hn::Load(d16, a2 + i);
+        s20 = hn::ReorderWidenMulAccumulate(d32, x2, w0, s20, c20);
+        s21 = hn::ReorderWidenMulAccumulate(d32, x2, w1, s21, c21);
+        s22 = hn::ReorderWidenMulAccumulate(d32, x2, w2, s22, c22);
+        s23 = hn::ReorderWidenMulAccumulate(d32, x2, w3, s23, c23);
+      }
+      if constexpr (kRows >= 4) {
+        const V16 x3 = hn::Load(d16, a3 + i);
+        s30 = hn::ReorderWidenMulAccumulate(d32, x3, w0, s30, c30);
+        s31 = hn::ReorderWidenMulAccumulate(d32, x3, w1, s31, c31);
+        s32 = hn::ReorderWidenMulAccumulate(d32, x3, w2, s32, c32);
+        s33 = hn::ReorderWidenMulAccumulate(d32, x3, w3, s33, c33);
       }
     };
     // The partial vector first, so the full-vector loop carries no tail test.
@@ -174,11 +197,23 @@ struct Int8MmWiden {
     out[1] = sum(s01, c01);
     out[2] = sum(s02, c02);
     out[3] = sum(s03, c03);
-    if constexpr (kRows == 2) {
+    if constexpr (kRows >= 2) {
       out[out_stride + 0] = sum(s10, c10);
       out[out_stride + 1] = sum(s11, c11);
       out[out_stride + 2] = sum(s12, c12);
       out[out_stride + 3] = sum(s13, c13);
+    }
+    if constexpr (kRows >= 3) {
+      out[2 * out_stride + 0] = sum(s20, c20);
+      out[2 * out_stride + 1] = sum(s21, c21);
+      out[2 * out_stride + 2] = sum(s22, c22);
+      out[2 * out_stride + 3] = sum(s23, c23);
+    }
+    if constexpr (kRows >= 4) {
+      out[3 * out_stride + 0] = sum(s30, c30);
+      out[3 * out_stride + 1] = sum(s31, c31);
+      out[3 * out_stride + 2] = sum(s32, c32);
+      out[3 * out_stride + 3] = sum(s33, c33);
     }
   }
 };
@@ -190,17 +225,13 @@ inline constexpr std::int64_t kInt8MmChunkCols = 64;
 /// Bytes of staged rows of a per block: a few hundred KiB stay in L2 across a chunk of w.
 inline constexpr std::size_t kInt8MmStageBytes = 256 * 1024;
 
-/// Engine::Tile<rows> (kStream: Engine::Stream<rows>) for 1 <= rows <= kRows.
-template <bool kStream, int kRows, typename... Args>
+/// Engine::Tile<rows> for 1 <= rows <= kRows.
+template <int kRows, typename... Args>
 HWY_INLINE void Int8MmRows(int rows, Args... args) {
   if constexpr (kRows > 1) {
-    if (rows < kRows) return Int8MmRows<kStream, kRows - 1>(rows, args...);
+    if (rows < kRows) return Int8MmRows<kRows - 1>(rows, args...);
   }
-  if constexpr (kStream) {
-    Int8MmEngine::Stream<kRows>(args...);
-  } else {
-    Int8MmEngine::Tile<kRows>(args...);
-  }
+  Int8MmEngine::Tile<kRows>(args...);
 }
 
 /// out[m0 + r, n0 + c] = float(sums[r, c]) * scales_a * scales_b (+ bias), for r < rows, c < cols.
@@ -251,12 +282,10 @@ HWY_NOINLINE void Int8ScaledMm(const Int8ScaledMmParams& p, std::int64_t m_begin
     for (std::int64_t r = 0; r < rows; ++r) Engine::Stage(p.a + (m0 + r) * p.a_stride, staged + r * kp, k);
     for (std::int64_t n0 = n_begin; n0 < n_end; n0 += kInt8MmChunkCols) {
       const std::int64_t cols = std::min(kInt8MmChunkCols, n_end - n0);
-      if (rows < Engine::kTileA) {
-        // Too few rows for a tile (small M): w row by row, as one sequential stream.
+      if (rows == 1) {
+        // One row (decoding): w row by row, as one sequential stream.
         for (std::int64_t c = 0; c < cols; ++c) {
-          Int8MmRows<true, Engine::kTileA - 1>(static_cast<int>(rows), static_cast<const Staged*>(staged), kp,
-                                               p.w + (n0 + c) * p.w_stride, k, sums + c,
-                                               static_cast<std::size_t>(kInt8MmChunkCols));
+          Engine::Stream(static_cast<const Staged*>(staged), p.w + (n0 + c) * p.w_stride, k, sums + c);
         }
       } else {
         for (std::int64_t c = 0; c < cols; c += Engine::kTileW) {
@@ -265,11 +294,10 @@ HWY_NOINLINE void Int8ScaledMm(const Int8ScaledMmParams& p, std::int64_t m_begin
           const std::int8_t* w[2 * Engine::kTileW];
           for (int t = 0; t < 2 * Engine::kTileW; ++t) w[t] = p.w + std::min(n0 + c + t, n_end - 1) * p.w_stride;
           for (std::int64_t r = 0; r < rows; r += Engine::kTileA) {
-            Int8MmRows<false, Engine::kTileA>(static_cast<int>(std::min<std::int64_t>(Engine::kTileA, rows - r)),
-                                              static_cast<const Staged*>(staged + r * kp), kp,
-                                              static_cast<const std::int8_t* const*>(w), k,
-                                              sums + r * kInt8MmChunkCols + c,
-                                              static_cast<std::size_t>(kInt8MmChunkCols));
+            Int8MmRows<Engine::kTileA>(static_cast<int>(std::min<std::int64_t>(Engine::kTileA, rows - r)),
+                                       static_cast<const Staged*>(staged + r * kp), kp,
+                                       static_cast<const std::int8_t* const*>(w), k, sums + r * kInt8MmChunkCols + c,
+                                       static_cast<std::size_t>(kInt8MmChunkCols));
           }
         }
       }
