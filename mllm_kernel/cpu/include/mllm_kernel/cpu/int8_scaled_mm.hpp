@@ -146,9 +146,6 @@ struct Int8MmWiden {
     static_assert(kRows >= 1 && kRows <= kTileA, "a tile has 1 to kTileA rows of a");
     const D16 d16;
     const D32 d32;
-    const std::int16_t* a1 = a + (kRows >= 2 ? a_stride : 0);
-    const std::int16_t* a2 = a + (kRows >= 3 ? 2 * a_stride : 0);
-    const std::int16_t* a3 = a + (kRows >= 4 ? 3 * a_stride : 0);
     // sRT: a row R with w row T; cRT: its second half (ReorderWidenMulAccumulate's sum1).
     auto s00 = hn::Zero(d32), s01 = s00, s02 = s00, s03 = s00, c00 = s00, c01 = s00, c02 = s00, c03 = s00;
     auto s10 = s00, s11 = s00, s12 = s00, s13 = s00, c10 = s00, c11 = s00, c12 = s00, c13 = s00;
@@ -158,63 +155,40 @@ struct Int8MmWiden {
       Int8MmPrefetchNext(w, i);
       const V16 w0 = LoadWide(w[0] + i, count), w1 = LoadWide(w[1] + i, count);
       const V16 w2 = LoadWide(w[2] + i, count), w3 = LoadWide(w[3] + i, count);
-      const V16 x0 = hn::Load(d16, a + i);
-      s00 = hn::ReorderWidenMulAccumulate(d32, x0, w0, s00, c00);
-      s01 = hn::ReorderWidenMulAccumulate(d32, x0, w1, s01, c01);
-      s02 = hn::ReorderWidenMulAccumulate(d32, x0, w2, s02, c02);
-      s03 = hn::ReorderWidenMulAccumulate(d32, x0, w3, s03, c03);
-      if constexpr (kRows >= 2) {
-        const V16 x1 = hn::Load(d16, a1 + i);
-        s10 = hn::ReorderWidenMulAccumulate(d32, x1, w0, s10, c10);
-        s11 = hn::ReorderWidenMulAccumulate(d32, x1, w1, s11, c11);
-        s12 = hn::ReorderWidenMulAccumulate(d32, x1, w2, s12, c12);
-        s13 = hn::ReorderWidenMulAccumulate(d32, x1, w3, s13, c13);
-      }
-      if constexpr (kRows >= 3) {
-        const V16 x2 = hn::Load(d16, a2 + i);
-        s20 = hn::ReorderWidenMulAccumulate(d32, x2, w0, s20, c20);
-        s21 = hn::ReorderWidenMulAccumulate(d32, x2, w1, s21, c21);
-        s22 = hn::ReorderWidenMulAccumulate(d32, x2, w2, s22, c22);
-        s23 = hn::ReorderWidenMulAccumulate(d32, x2, w3, s23, c23);
-      }
-      if constexpr (kRows >= 4) {
-        const V16 x3 = hn::Load(d16, a3 + i);
-        s30 = hn::ReorderWidenMulAccumulate(d32, x3, w0, s30, c30);
-        s31 = hn::ReorderWidenMulAccumulate(d32, x3, w1, s31, c31);
-        s32 = hn::ReorderWidenMulAccumulate(d32, x3, w2, s32, c32);
-        s33 = hn::ReorderWidenMulAccumulate(d32, x3, w3, s33, c33);
-      }
+      // One row r of a times the 4 rows of w, into that row's sums.
+      const auto row = [&](int r, auto& t0, auto& t1, auto& t2, auto& t3, auto& u0, auto& u1, auto& u2,
+                           auto& u3) HWY_ATTR {
+        const V16 x = hn::Load(d16, a + r * a_stride + i);
+        t0 = hn::ReorderWidenMulAccumulate(d32, x, w0, t0, u0);
+        t1 = hn::ReorderWidenMulAccumulate(d32, x, w1, t1, u1);
+        t2 = hn::ReorderWidenMulAccumulate(d32, x, w2, t2, u2);
+        t3 = hn::ReorderWidenMulAccumulate(d32, x, w3, t3, u3);
+      };
+      row(0, s00, s01, s02, s03, c00, c01, c02, c03);
+      if constexpr (kRows >= 2) row(1, s10, s11, s12, s13, c10, c11, c12, c13);
+      if constexpr (kRows >= 3) row(2, s20, s21, s22, s23, c20, c21, c22, c23);
+      if constexpr (kRows >= 4) row(3, s30, s31, s32, s33, c30, c31, c32, c33);
     };
     // The partial vector first, so the full-vector loop carries no tail test.
     const std::size_t n = hn::Lanes(d16);
     const std::size_t full = k / n * n;
     if (full < k) step(full, k - full);
     for (std::size_t i = 0; i < full; i += n) step(i, n);
-    const auto sum = [&](auto s, auto c) HWY_ATTR {
-      return hn::GetLane(hn::SumOfLanes(d32, hn::RearrangeToOddPlusEven(s, c)));
+    const auto sum = [&](auto t, auto u) HWY_ATTR {
+      return hn::GetLane(hn::SumOfLanes(d32, hn::RearrangeToOddPlusEven(t, u)));
     };
-    out[0] = sum(s00, c00);
-    out[1] = sum(s01, c01);
-    out[2] = sum(s02, c02);
-    out[3] = sum(s03, c03);
-    if constexpr (kRows >= 2) {
-      out[out_stride + 0] = sum(s10, c10);
-      out[out_stride + 1] = sum(s11, c11);
-      out[out_stride + 2] = sum(s12, c12);
-      out[out_stride + 3] = sum(s13, c13);
-    }
-    if constexpr (kRows >= 3) {
-      out[2 * out_stride + 0] = sum(s20, c20);
-      out[2 * out_stride + 1] = sum(s21, c21);
-      out[2 * out_stride + 2] = sum(s22, c22);
-      out[2 * out_stride + 3] = sum(s23, c23);
-    }
-    if constexpr (kRows >= 4) {
-      out[3 * out_stride + 0] = sum(s30, c30);
-      out[3 * out_stride + 1] = sum(s31, c31);
-      out[3 * out_stride + 2] = sum(s32, c32);
-      out[3 * out_stride + 3] = sum(s33, c33);
-    }
+    // Row r's 4 sums into out's row r.
+    const auto put = [&](int r, auto t0, auto t1, auto t2, auto t3, auto u0, auto u1, auto u2, auto u3) HWY_ATTR {
+      std::int32_t* o = out + r * out_stride;
+      o[0] = sum(t0, u0);
+      o[1] = sum(t1, u1);
+      o[2] = sum(t2, u2);
+      o[3] = sum(t3, u3);
+    };
+    put(0, s00, s01, s02, s03, c00, c01, c02, c03);
+    if constexpr (kRows >= 2) put(1, s10, s11, s12, s13, c10, c11, c12, c13);
+    if constexpr (kRows >= 3) put(2, s20, s21, s22, s23, c20, c21, c22, c23);
+    if constexpr (kRows >= 4) put(3, s30, s31, s32, s33, c30, c31, c32, c33);
   }
 };
 using Int8MmEngine = Int8MmWiden;
