@@ -17,10 +17,9 @@ from mllm_kernel.jit_utils import jit_module, make_cpp_args
 OUT_DTYPES = (torch.float16, torch.bfloat16)
 #: Rows of activations the kernel takes (two 8-row MMA operands).
 GEMV_MAX_ROWS = 16
-#: Weight rows (output columns) of a block. From GEMV_MIN_N columns a layer makes a block or more
-#: an SM of an H100 (the smallest layer measured, 2048 x 4096: 5.9 us against CUTLASS's 7.2 at
-#: M = 1); narrower layers keep CUTLASS.
-TILE_ROWS = 16
+#: Output columns from which the GEMV runs: a block takes 16, so from here a layer makes a block or
+#: more an SM of an H100 (the smallest layer measured, 2048 x 4096: 5.9 us against CUTLASS's 7.2
+#: at M = 1); narrower layers keep CUTLASS.
 GEMV_MIN_N = 2048
 
 
