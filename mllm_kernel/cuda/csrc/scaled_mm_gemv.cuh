@@ -89,12 +89,14 @@ __global__ void __launch_bounds__(kGemvThreads, 2) scaled_mm_gemv_kernel(const _
   }
   const std::int64_t chunks = p.k / 16;  // 16-byte chunks of a row (K is a multiple of 16)
   const std::int64_t steps = (p.k + kGemvStepBytes - 1) / kGemvStepBytes;
+  // Whether the lane's chunk of step s lies inside K (a step past the last is past it for every t).
+  const auto in_k = [&](std::int64_t s) { return s * 4 + t < chunks; };
 
   if (p.pdl) {
 #pragma unroll
     for (int u = 0; u < kGemvBatch; ++u) {
       const std::int64_t s = warp + u * kGemvWarps;
-      if (s * 4 + t < chunks) prefetch_l2(w_lo + s * 4), prefetch_l2(w_hi + s * 4);
+      if (in_k(s)) prefetch_l2(w_lo + s * 4), prefetch_l2(w_hi + s * 4);
     }
     pdl_wait_and_release();
   }
@@ -105,8 +107,8 @@ __global__ void __launch_bounds__(kGemvThreads, 2) scaled_mm_gemv_kernel(const _
 #pragma unroll
     for (int u = 0; u < kGemvBatch; ++u) {
       const std::int64_t s = s0 + u * kGemvWarps;
-      const bool ok = s * 4 + t < chunks;  // (a step past the last is past it for every t)
-      const std::int64_t at = s * 4;        // the step's first chunk: int4 units from the lane's
+      const bool ok = in_k(s);
+      const std::int64_t at = s * 4;  // the step's offset from the lane's rows, in 16-byte chunks
       lo[u] = ok ? load_streaming(w_lo + at) : make_int4(0, 0, 0, 0);
       hi[u] = ok ? load_streaming(w_hi + at) : make_int4(0, 0, 0, 0);
 #pragma unroll
