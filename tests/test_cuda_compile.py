@@ -148,15 +148,18 @@ template __global__ void probe<bf16_t>(bf16_t*, const bf16_t*, float*);
 
 def test_marlin_gemm_builds_for_ampere_ada_and_orin(tmp_path):
     """The weight-only GEMM (fp16 activations with 8-bit weights and bf16 with float8 ones: the
-    variants the JIT test above does not build) compiles for sm_80 (A100), sm_86 (three
+    variants the JIT test above does not build), and the module's GEMV beside it, compile for
+    sm_80 (A100), sm_86 (three
     pipeline stages) and sm_87 (Jetson Orin), where float8 weights have no tensor cores of their
     own; every 4-bit tile and the 8-bit 16-row one fit the 163 KB of shared memory a block has
     on sm_80 and sm_87, and the 4-bit 16- and 32-row tiles the 99 KB of sm_86 and sm_89."""
     from mllm_kernel.jit_utils.paths import CUDA_CSRC_DIR
 
     source = tmp_path / "marlin.cu"
-    source.write_text('#include "marlin_gemm.cuh"\nvoid* probe = (void*)&marlin_gemm<fp16_t, 8>;\n'
+    source.write_text('#include "marlin_gemm.cuh"\n#include "marlin_gemv.cuh"\n'
+                      'void* probe = (void*)&marlin_gemm<fp16_t, 8>;\n'
                       'void* probe_fp8 = (void*)&marlin_gemm<bf16_t, 8, true>;\n'
+                      'void* probe_gemv = (void*)&marlin_gemv<bf16_t, 4>;\n'
                       "constexpr int kAmpere = 163 * 1024, kAda = 99 * 1024;\n"
                       "static_assert(MarlinSmem<4, 4>::bytes(marlin_stages(80)) <= kAmpere &&\n"
                       "              MarlinSmem<4, 2>::bytes(marlin_stages(87)) <= kAmpere &&\n"

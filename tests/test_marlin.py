@@ -356,15 +356,16 @@ def test_marlin_kernel_over_any_split_of_k(kind, group_size, act_order, m):
 
 
 @cuda
-@pytest.mark.parametrize("kind,group_size", [("gptq4", 128), ("gptq4", 256), ("awq", 128), ("awq", -1), ("gptq8", 64),
-                                             ("gptq8", -1), ("fp8", 128), ("fp8", -1)])
-@pytest.mark.parametrize("m,n,k", [(1, 768, 1280), (3, 832, 1280), (8, 768, 1280), (8, 320, 4096), (1, 256, 8192)])
+@pytest.mark.parametrize("kind,group_size", [("gptq4", 128), ("gptq4", 64), ("gptq4", 256), ("awq", 128), ("awq", 64),
+                                             ("awq", -1), ("gptq8", 32), ("gptq8", -1), ("fp8", 128), ("fp8", -1)])
+@pytest.mark.parametrize("m,n,k", [(1, 768, 1280), (3, 832, 1280), (8, 768, 1280), (9, 768, 1280), (13, 832, 1280),
+                                   (16, 320, 4096), (8, 320, 4096), (1, 256, 8192)])
 def test_marlin_gemv_over_any_split_of_k(kind, group_size, m, n, k):
-    """The GEMV kernel's module function (decoding, up to 8 rows): splits of K from none to one
-    16-row step a block, which the kernel rounds up to whole batches for both K-halves (80 steps:
-    some splits come out fewer or with a short last one; 256 and 512 steps: 16 and 32 splits,
-    whose fix-up asks for 16 at once), 832 columns (a block with a tile past N), the output and
-    the partial sums poisoned first; its counters left zero."""
+    """The GEMV kernel's module function (decoding, up to 16 rows; one or two 8-row blocks of a):
+    splits of K from none to one 16-row step a block, which the kernel rounds up to whole stages
+    for both K-halves (80 steps: some splits come out fewer or with a short last one; 256 and
+    512 steps: 16 and 32 splits, whose fix-up asks for 16 at once), 832 columns (a block with a
+    tile past N), the output and the partial sums poisoned first; its counters left zero."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     dtype = torch.float16 if m == 3 else torch.bfloat16
@@ -374,7 +375,7 @@ def test_marlin_gemv_over_any_split_of_k(kind, group_size, m, n, k):
     empty = torch.empty(0, dtype=torch.int32, device="cuda")
     zeros = prep["zeros"] if prep["zeros"] is not None else empty
     module = gptq_marlin._GEMV[(dtype, weights)]
-    locks = torch.zeros(gptq_marlin.output_blocks(m, n), dtype=torch.int32, device="cuda")
+    locks = torch.zeros(gptq_marlin.gemv_blocks(n), dtype=torch.int32, device="cuda")
     for splits in (1, 2, 3, 5, 7, 16, 32, k // 16):
         c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
         partials = torch.full((splits * m * n,) if splits > 1 else (0,), float("nan"), device="cuda")
@@ -384,13 +385,14 @@ def test_marlin_gemv_over_any_split_of_k(kind, group_size, m, n, k):
 
 
 @cuda
-@pytest.mark.parametrize("kind,group_size", [("gptq4", 128), ("gptq4", 64), ("gptq4", 80), ("gptq8", 64), ("gptq8", 256)])
-@pytest.mark.parametrize("m", [1, 8])
+@pytest.mark.parametrize("kind,group_size", [("gptq4", 128), ("gptq4", 32), ("gptq4", 80), ("gptq8", 32), ("gptq8", 80),
+                                             ("gptq8", 256)])
+@pytest.mark.parametrize("m", [1, 8, 16])
 def test_marlin_gemv_act_order(kind, group_size, m):
     """GPTQ act-order through the GEMV kernel: a's columns in perm order, g_idx sorted by it
-    (batches of one group where the groups are a multiple of a batch's rows, 128 for 4-bit and 64
-    for 8-bit weights; batches across groups otherwise), then random ids (nearly every batch across
-    groups, and a run of whole batches in one), over splits of K."""
+    (stages of one group where the groups are a multiple of a stage's rows, 64 for 4-bit and 32
+    for 8-bit weights; stages across groups otherwise), then random ids (nearly every stage across
+    groups, and a run of whole stages in one), over splits of K."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     k, n, dtype = 1280, 512, torch.bfloat16
@@ -399,7 +401,7 @@ def test_marlin_gemv_act_order(kind, group_size, m):
     a_in = a[:, prep["perm"].long()].contiguous()
     module = gptq_marlin._GEMV[(dtype, 8 if kind == "gptq8" else 4)]
     empty = torch.empty(0, dtype=torch.int32, device="cuda")
-    locks = torch.zeros(gptq_marlin.output_blocks(m, n), dtype=torch.int32, device="cuda")
+    locks = torch.zeros(gptq_marlin.gemv_blocks(n), dtype=torch.int32, device="cuda")
     for splits in (1, 3, 80):
         c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
         partials = torch.full((splits * m * n,) if splits > 1 else (0,), float("nan"), device="cuda")
@@ -430,14 +432,14 @@ def test_marlin_gemv_bad_inputs():
     k, n, dtype = 1280, 256, torch.bfloat16
     empty = torch.empty(0, dtype=torch.int32, device="cuda")
     locks = torch.zeros(1, dtype=torch.int32, device="cuda")
-    prep = _prepare("gptq4", k, n, 64, False, dtype, seed=2)
+    prep = _prepare("gptq4", k, n, 32, False, dtype, seed=2)
     module = gptq_marlin._GEMV[(dtype, 4)]
-    a = torch.randn(9, k, device="cuda").to(dtype)
-    c = torch.empty(9, n, dtype=dtype, device="cuda")
-    with pytest.raises(ValueError, match="marlin_gemv takes at most 8 rows, got 9"):
-        module(a, c, prep["q"], prep["s"], empty, empty, empty, empty, 9, n, k, 1, True)
-    with pytest.raises(ValueError, match=r"marlin_gemv takes groups of a multiple of 128 rows \(or channel-wise scales\), "
-                                         r"got groups of 64"):
+    a = torch.randn(17, k, device="cuda").to(dtype)
+    c = torch.empty(17, n, dtype=dtype, device="cuda")
+    with pytest.raises(ValueError, match="marlin_gemv takes at most 16 rows, got 17"):
+        module(a, c, prep["q"], prep["s"], empty, empty, empty, empty, 17, n, k, 1, True)
+    with pytest.raises(ValueError, match=r"marlin_gemv takes groups of a multiple of 64 rows \(or channel-wise scales\), "
+                                         r"got groups of 32"):
         module(a[:1], c[:1], prep["q"], prep["s"], empty, empty, empty, empty, 1, n, k, 1, True)
     prep = _prepare("gptq4", k, n, 128, False, dtype, seed=2)
     partials = torch.empty(80 * n, device="cuda")
@@ -457,11 +459,13 @@ def test_marlin_gemv_bad_inputs():
 
 @cuda
 @pytest.mark.parametrize("kind,group_size", [("gptq4", 128), ("awq", 128), ("gptq8", -1), ("fp8", 128), ("gptq4", 32)])
-@pytest.mark.parametrize("m,n", [(1, 1024), (5, 1024), (8, 1024), (9, 1024), (1, 960)])
+@pytest.mark.parametrize("m,n", [(1, 1024), (5, 1024), (8, 1024), (9, 1024), (16, 1024), (17, 1024), (1, 960),
+                                 (8, 8512), (12, 8512)])
 def test_gptq_marlin_gemm_decodes_with_the_gemv(monkeypatch, kind, group_size, m, n):
-    """gptq_marlin_gemm runs the GEMV kernel for up to 8 rows on layers of GEMV_MIN_WEIGHTS
-    weights with groups it takes (on sm_90+), the general kernel otherwise (groups of 32 rows,
-    9 rows, 960 x 1024 weights); the answer is right either way."""
+    """gptq_marlin_gemm runs the GEMV kernel for up to 16 rows on layers of GEMV_MIN_WEIGHTS
+    weights with groups it takes (on sm_90+; beyond 8 rows, on layers of at most one GEMV block
+    an SM), the general kernel otherwise (4-bit groups of 32 rows, 17 rows, 960 x 1024 weights,
+    12 rows on 133 blocks of 64 columns); the answer is right either way."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     k, dtype = 1024, torch.bfloat16
@@ -473,16 +477,17 @@ def test_gptq_marlin_gemm_decodes_with_the_gemv(monkeypatch, kind, group_size, m
     c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
     out = _run(prep, a, n, k, c=c)
     _check(out, a, prep["w_ref"], dtype)
-    gemv = (m <= 8 and n * k >= gptq_marlin.GEMV_MIN_WEIGHTS and group_size != 32
-            and torch.cuda.get_device_capability() >= (9, 0))
+    sm_count = torch.cuda.get_device_properties(0).multi_processor_count
+    gemv = (m <= 16 and n * k >= gptq_marlin.GEMV_MIN_WEIGHTS and group_size != 32
+            and (m <= 8 or gptq_marlin.gemv_blocks(n) <= sm_count) and torch.cuda.get_device_capability() >= (9, 0))
     assert [name for name, _ in calls] == ["_GEMV" if gemv else "_GEMM"]
 
 
 @cuda
 @pytest.mark.parametrize("kind", ["gptq4", "gptq8"])
-@pytest.mark.parametrize("m", [1, 8])
+@pytest.mark.parametrize("m", [1, 8, 16])
 def test_gptq_marlin_gemm_decodes_act_order_with_the_gemv(monkeypatch, kind, m):
-    """GPTQ act-order up to 8 rows: the activations gathered by perm, then the GEMV kernel with
+    """GPTQ act-order up to 16 rows: the activations gathered by perm, then the GEMV kernel with
     g_idx (on sm_90+)."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
@@ -497,16 +502,18 @@ def test_gptq_marlin_gemm_decodes_act_order_with_the_gemv(monkeypatch, kind, m):
     assert [name for name, _ in calls] == ["_GEMV" if gemv else "_GEMM"]
 
 
-def test_gemv_splits_fill_one_wave():
+def test_gemv_splits_only_where_blocks_leave_sms_idle():
     from mllm_kernel.cuda.jit.gptq_marlin import gemv_splits
 
-    # Two blocks an SM of 132: 56 blocks (14336 columns) split K in 4, 112 (28672) in 2; each
-    # split keeps 16 steps.
-    assert gemv_splits(14336, 4096, 132) == 4
-    assert gemv_splits(28672, 4096, 132) == 2
-    assert gemv_splits(57344, 4096, 132) == 1
-    assert gemv_splits(8192, 512, 132) == 2
-    assert gemv_splits(8192, 256, 132) == 1
+    # 132 SMs: 96 blocks of 64 columns (6144) or more run unsplit; 64 (4096) split in 4, one wave
+    # of two blocks an SM; 16 (1024) in 8 where each split keeps 32 steps, else fewer.
+    assert gemv_splits(6144, 4096, 132) == 1
+    assert gemv_splits(14336, 4096, 132) == 1
+    assert gemv_splits(4096, 4096, 132) == 4
+    assert gemv_splits(4096, 14336, 132) == 4
+    assert gemv_splits(1024, 4096, 132) == 8
+    assert gemv_splits(1024, 1024, 132) == 2
+    assert gemv_splits(1024, 512, 132) == 1
 
 
 @functools.lru_cache(maxsize=None)

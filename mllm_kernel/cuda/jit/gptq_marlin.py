@@ -3,8 +3,8 @@ Marlin-format weights, with vLLM's and sglang's signature (format:
 ``mllm_kernel/include/mllm_kernel/marlin.hpp``; kernel: ``mllm_kernel/cuda/csrc/marlin_gemm.cuh``).
 One module per activation dtype (float16, bfloat16) and weight type (4-bit, 8-bit integers,
 float8_e4m3fn: FP8 checkpoints on GPUs without FP8 tensor cores); sm_80 and newer. Decoding
-(up to ``GEMV_MAX_ROWS`` rows) runs ``csrc/marlin_gemv.cuh``, which streams the weights straight
-into registers.
+(up to ``GEMV_MAX_ROWS`` rows) runs ``csrc/marlin_gemv.cuh``, whose warps stream the weights
+through rings of shared memory.
 From ``DENSE_MIN_M`` rows of activations on, where the product is compute-bound, the weights are
 dequantized into a temporary ``[N, K]`` matrix (``csrc/marlin_dequant.cuh``) and multiplied by
 cuBLAS (``torch.mm``), as serving engines do for large batches.
@@ -99,23 +99,28 @@ STAGE_STEPS = 8
 SWAP_ROWS = 8
 
 #: Rows up to which layers take the GEMV kernel (kGemvMaxRows in csrc/marlin_gemv.cuh).
-GEMV_MAX_ROWS = 8
-#: Weights (N x K) from which the GEMV kernel runs. H100, M = 1 and 8, both kernels in one
-#: process over 27 shapes from 896 x 896 to 28672 x 4096: the GEMV was faster at all but a few,
-#: 4-bit 9-21% at the Llama-3-8B shapes at M = 1 (14336 x 4096: 20.0 -> 16.4 µs), 8-bit 10-19%;
-#: slower at 896 x 896 (4.6 -> 6.0 µs: a split of K keeps 16 steps, so few blocks), 8-bit at
-#: 512 x 4096 M = 1 (7.7 -> 8.2) and 4-bit at 2048 x 8192 M = 1 (9.8 -> 11.2).
+GEMV_MAX_ROWS = 16
+#: Rows up to which the GEMV takes layers of any width; from there to GEMV_MAX_ROWS, only layers
+#: of at most one GEMV block an SM. H100, M = 12 and 16, GEMV against the general kernel in one
+#: process: faster or even up to 96 blocks (6144 columns: 15.7 against 16.3 µs at M = 16; 1024 x
+#: 4096: 6.0 against 11.4), even at 224 (14336) and slower beyond an SM's worth (8960 x 1536:
+#: 11.1 against 10.5; 28672 x 4096: 45.7 against 39.3), where its unsplit blocks come in uneven
+#: waves.
+GEMV_ANY_WIDTH_ROWS = 8
+#: Weights (N x K) from which the GEMV kernel runs (below, the general kernel; both were measured
+#: on the H100 over 27 shapes from 896 x 896 to 28672 x 4096, where the GEMV was as fast or faster
+#: from here on).
 GEMV_MIN_WEIGHTS = 1 << 20
 #: Blocks of the GEMV kernel an SM holds (its __launch_bounds__).
 GEMV_BLOCKS_PER_SM = 2
-#: 16-row steps of K a GEMV split takes at least (one 4-bit batch for each of its K-halves).
-GEMV_MIN_SPLIT_STEPS = 16
+#: 16-row steps of K a GEMV split takes at least (a 4-bit stage for each of its 8 warps).
+GEMV_MIN_SPLIT_STEPS = 32
 
 
 def gemv_group_rows(bits: int) -> int:
-    """Rows of K a GEMV warp loads at once (gemv_batch there, 16 rows a step): its groups must be
-    a multiple of them."""
-    return 16 * 32 // bits
+    """Rows of K in a stage of a GEMV warp's ring (gemv_stage_steps there, 16 rows a step): its
+    groups must be a multiple of them."""
+    return 16 * 16 // bits
 
 
 @functools.lru_cache(maxsize=None)
@@ -125,11 +130,14 @@ def _capability(index: int) -> tuple[int, int]:
 
 def gemv_applies(a: torch.Tensor, m: int, n: int, k: int, bits: int, scales, act_order: bool,
                  zeros: torch.Tensor) -> bool:
-    """Whether a call runs the GEMV kernel: up to GEMV_MAX_ROWS rows on a layer of
-    GEMV_MIN_WEIGHTS weights or more, with channel-wise scales or groups of a multiple of
-    ``gemv_group_rows(bits)`` rows (with act-order: as many rows a group on average, and no zero
-    points), on sm_90+ (where it was measured)."""
+    """Whether a call runs the GEMV kernel: up to GEMV_MAX_ROWS rows (beyond
+    GEMV_ANY_WIDTH_ROWS, on layers of at most one block an SM) on a layer of GEMV_MIN_WEIGHTS
+    weights or more, with channel-wise scales or groups of a multiple of ``gemv_group_rows(bits)``
+    rows (with act-order: as many rows a group on average, and no zero points), on sm_90+ (where
+    it was measured)."""
     if m > GEMV_MAX_ROWS or n * k < GEMV_MIN_WEIGHTS or (act_order and zeros.numel() > 0):
+        return False
+    if m > GEMV_ANY_WIDTH_ROWS and gemv_blocks(n) > _sm_count(a.device.index):
         return False
     if not (isinstance(scales, torch.Tensor) and scales.dim() == 2 and scales.size(0) >= 1):
         return False
@@ -139,12 +147,31 @@ def gemv_applies(a: torch.Tensor, m: int, n: int, k: int, bits: int, scales, act
     return _capability(a.device.index) >= (9, 0)
 
 
+#: Output columns a GEMV block computes (a repacked tile's).
+GEMV_BLOCK_N = 64
+
+
+def gemv_blocks(n: int) -> int:
+    """Output blocks of the GEMV kernel on N columns (one split-K counter each)."""
+    return -(-n // GEMV_BLOCK_N)
+
+
 def gemv_splits(n: int, k: int, sm_count: int) -> int:
-    """K splits of the GEMV kernel: one wave of GEMV_BLOCKS_PER_SM blocks an SM (the fastest of
-    the splits measured at each wide Llama shape), each split at least GEMV_MIN_SPLIT_STEPS
-    steps."""
-    blocks = -(-n // BLOCK_N)
-    return max(1, min(sm_count * GEMV_BLOCKS_PER_SM // blocks, k // 16 // GEMV_MIN_SPLIT_STEPS))
+    """K splits of the GEMV kernel: none unless the output blocks leave half the SMs idle
+    (each split's partial sums cost a fix-up); then doubled while the blocks still fit one wave
+    of GEMV_BLOCKS_PER_SM an SM and each split keeps GEMV_MIN_SPLIT_STEPS steps. H100, bf16,
+    M = 1, 8 and 16, splits 1-8 at each Llama-3-8B shape: 4096 x 4096 (64 blocks) and
+    4096 x 14336 ran fastest in 4 splits (7.4 µs against 8.1 unsplit, 16.1 against 22.9),
+    6144 x 4096 (96 blocks) and 14336 x 4096 unsplit (8.8 µs against 10.5 in 2 splits; 16.4
+    against 18.6)."""
+    blocks, steps = gemv_blocks(n), k // 16
+    splits = 1
+    if 2 * blocks > sm_count:
+        return splits
+    while (2 * splits * blocks <= GEMV_BLOCKS_PER_SM * sm_count
+           and steps // (2 * splits) >= GEMV_MIN_SPLIT_STEPS):
+        splits *= 2
+    return splits
 
 
 def m_tiles_for(m: int) -> int:
@@ -305,7 +332,7 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
                      and b_scales.size(0) > 1)
         if gemv_applies(a, size_m, size_n, size_k, bits, b_scales, act_order, zeros):
             splits = gemv_splits(size_n, size_k, _sm_count(a.device.index))
-            partials, locks = _split_buffers(a, workspace, splits, size_m, size_n, 1)
+            partials, locks = _split_buffers(a, workspace, splits, size_m, size_n, gemv_blocks(size_n))
             _GEMV[(a.dtype, weights)](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
                                       splits, pdl)
             return c
@@ -321,14 +348,14 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
         weight = torch.empty((size_n, size_k), dtype=a.dtype, device=a.device)
         _DEQUANT[(a.dtype, weights)](b_q_weight, b_scales, zeros, g_idx, weight, size_n, size_k)
         return torch.mm(a, weight.t(), out=c)
-    partials, locks = _split_buffers(a, workspace, splits, size_m, size_n, m_tiles)
+    partials, locks = _split_buffers(a, workspace, splits, size_m, size_n, output_blocks(size_m, size_n, m_tiles))
     _GEMM[(a.dtype, weights)](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
                            m_tiles, splits, pdl)
     return c
 
 
 def _split_buffers(a: torch.Tensor, workspace: torch.Tensor | None, splits: int, m: int, n: int,
-                   m_tiles: int) -> tuple[torch.Tensor, torch.Tensor]:
+                   blocks: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The float32 partial sums and the arrival counters of a call that splits K (empty when it
     does not): the caller's workspace when it holds a counter for each output block, else the
     module's own."""
@@ -336,5 +363,5 @@ def _split_buffers(a: torch.Tensor, workspace: torch.Tensor | None, splits: int,
         return _empty(a.device), _empty(a.device)
     partials = torch.empty(splits * m * n, dtype=torch.float32, device=a.device)
     usable = (workspace is not None and workspace.dtype == torch.int32 and workspace.device == a.device
-              and workspace.is_contiguous() and workspace.numel() >= output_blocks(m, n, m_tiles))
+              and workspace.is_contiguous() and workspace.numel() >= blocks)
     return partials, workspace.reshape(-1) if usable else _locks(a.device, _sm_count(a.device.index))

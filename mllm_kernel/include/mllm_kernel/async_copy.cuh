@@ -21,6 +21,12 @@ MLLM_DEVICE void cp_async16_or_zero(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(address), "l"(src), "r"(valid ? 16 : 0));
 }
 
+/// Copies 4 bytes from global `src` to shared `dst` (both 4-byte aligned), through L1.
+MLLM_DEVICE void cp_async4(void* dst, const void* src) {
+  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(address), "l"(src));
+}
+
 /// Asks L2 to fetch the line that holds global `src`: only a hint, and nothing reaches the SM,
 /// so it may come before a PDL wait even for data the previous kernel is writing (L2 is where
 /// every SM's writes meet).
