@@ -459,12 +459,12 @@ def test_marlin_gemv_bad_inputs():
 
 @cuda
 @pytest.mark.parametrize("kind,group_size", [("gptq4", 128), ("awq", 128), ("gptq8", -1), ("fp8", 128), ("gptq4", 32)])
-@pytest.mark.parametrize("m,n", [(1, 1024), (5, 1024), (8, 1024), (9, 1024), (16, 1024), (17, 1024), (1, 960),
+@pytest.mark.parametrize("m,n", [(1, 1024), (5, 1024), (8, 1024), (9, 1024), (16, 1024), (17, 1024), (1, 448),
                                  (8, 8512), (12, 8512)])
 def test_gptq_marlin_gemm_decodes_with_the_gemv(monkeypatch, kind, group_size, m, n):
     """gptq_marlin_gemm runs the GEMV kernel for up to 16 rows on layers of GEMV_MIN_WEIGHTS
     weights with groups it takes (on sm_90+; beyond 8 rows, on layers of at most one GEMV block
-    an SM), the general kernel otherwise (4-bit groups of 32 rows, 17 rows, 960 x 1024 weights,
+    an SM), the general kernel otherwise (4-bit groups of 32 rows, 17 rows, 448 x 1024 weights,
     12 rows on 133 blocks of 64 columns); the answer is right either way."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
@@ -728,6 +728,7 @@ def test_gptq_marlin_gemm_on_gpus_whose_blocks_lack_the_tiles_shared_memory(monk
     from mllm_kernel.cuda.jit import gptq_marlin
 
     real = gptq_marlin._kernel_blocks_per_sm.__wrapped__
+    monkeypatch.setattr(gptq_marlin, "gemv_applies", lambda *args: False)  # (3 rows: else the GEMV on sm_90)
     monkeypatch.setattr(gptq_marlin, "_kernel_blocks_per_sm",
                         lambda device, dtype, bits, m_tiles, *rest: 0 if m_tiles > largest else
                         real(device, dtype, bits, m_tiles, *rest))

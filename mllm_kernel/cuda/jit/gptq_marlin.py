@@ -107,10 +107,11 @@ GEMV_MAX_ROWS = 16
 #: 11.1 against 10.5; 28672 x 4096: 45.7 against 39.3), where its unsplit blocks come in uneven
 #: waves.
 GEMV_ANY_WIDTH_ROWS = 8
-#: Weights (N x K) from which the GEMV kernel runs (below, the general kernel; both were measured
-#: on the H100 over 27 shapes from 896 x 896 to 28672 x 4096, where the GEMV was as fast or faster
-#: from here on).
-GEMV_MIN_WEIGHTS = 1 << 20
+#: Weights (N x K) from which the GEMV kernel runs, the smallest layer measured (below, the
+#: general kernel). H100, M = 1, 8 and 16, one process, over 18 shapes from 512 x 1024 to
+#: 28672 x 4096: the GEMV was faster at every one up to 8 rows (896 x 896 M = 1: 2.9 against
+#: 4.6 µs; 512 x 1024: 3.7 against 4.6).
+GEMV_MIN_WEIGHTS = 1 << 19
 #: Blocks of the GEMV kernel an SM holds (its __launch_bounds__).
 GEMV_BLOCKS_PER_SM = 2
 #: 16-row steps of K a GEMV split takes at least (a 4-bit stage for each of its 8 warps).
