@@ -370,7 +370,9 @@ def test_marlin_gemv_over_any_split_of_k(kind, group_size, m, n, k):
 
     dtype = torch.float16 if m == 3 else torch.bfloat16
     prep = _prepare(kind, k, n, group_size, False, dtype, seed=m + n)
-    a = torch.randn(m, k, device="cuda").to(dtype)
+    # 3 rows: a row stride of k + 2, rows 4-byte aligned only (the kernel copies a 4 bytes a lane,
+    # else 16).
+    a = torch.randn(m, k + 2, device="cuda").to(dtype)[:, 2:] if m == 3 else torch.randn(m, k, device="cuda").to(dtype)
     weights = {"gptq8": 8, "fp8": gptq_marlin.FP8}.get(kind, 4)
     empty = torch.empty(0, dtype=torch.int32, device="cuda")
     zeros = prep["zeros"] if prep["zeros"] is not None else empty
@@ -459,13 +461,11 @@ def test_marlin_gemv_bad_inputs():
 
 @cuda
 @pytest.mark.parametrize("kind,group_size", [("gptq4", 128), ("awq", 128), ("gptq8", -1), ("fp8", 128), ("gptq4", 32)])
-@pytest.mark.parametrize("m,n", [(1, 1024), (5, 1024), (8, 1024), (9, 1024), (16, 1024), (17, 1024), (1, 448),
-                                 (8, 8512), (12, 8512)])
+@pytest.mark.parametrize("m,n", [(1, 1024), (5, 1024), (8, 1024), (9, 1024), (16, 1024), (17, 1024), (1, 448)])
 def test_gptq_marlin_gemm_decodes_with_the_gemv(monkeypatch, kind, group_size, m, n):
     """gptq_marlin_gemm runs the GEMV kernel for up to 16 rows on layers of GEMV_MIN_WEIGHTS
-    weights with groups it takes (on sm_90+; beyond 8 rows, on layers of at most one GEMV block
-    an SM), the general kernel otherwise (4-bit groups of 32 rows, 17 rows, 448 x 1024 weights,
-    12 rows on 133 blocks of 64 columns); the answer is right either way."""
+    weights with groups it takes (on sm_90+), the general kernel otherwise (4-bit groups of 32
+    rows, 17 rows, 448 x 1024 weights); the answer is right either way."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     k, dtype = 1024, torch.bfloat16
@@ -477,9 +477,8 @@ def test_gptq_marlin_gemm_decodes_with_the_gemv(monkeypatch, kind, group_size, m
     c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
     out = _run(prep, a, n, k, c=c)
     _check(out, a, prep["w_ref"], dtype)
-    sm_count = torch.cuda.get_device_properties(0).multi_processor_count
     gemv = (m <= 16 and n * k >= gptq_marlin.GEMV_MIN_WEIGHTS and group_size != 32
-            and (m <= 8 or gptq_marlin.gemv_blocks(n) <= sm_count) and torch.cuda.get_device_capability() >= (9, 0))
+            and torch.cuda.get_device_capability() >= (9, 0))
     assert [name for name, _ in calls] == ["_GEMV" if gemv else "_GEMM"]
 
 

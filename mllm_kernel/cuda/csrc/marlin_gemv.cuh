@@ -65,7 +65,7 @@ struct GemvStage {
   static constexpr int kStages = 3;
   int4 w[kSteps][32 * kLaneVecs];  // step u: lane l's vectors at [u][l * kLaneVecs + v]
   // Row r of a, word i at [r][i ^ 4 (r % 8)]: the swizzle spreads the 8 rows a fragment load
-  // reads over all 32 banks.
+  // reads over all 32 banks, and keeps 16-byte chunks whole.
   std::uint32_t a[8 * kRowBlocks][32];
   int4 scales[8];  // the group's 64 scales of the warp's tile, 8 a lane g
   std::uint32_t zeros[8];  // the group's zero-point words, one a lane g
@@ -191,13 +191,19 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
   };
   Ids next_ids = load_ids(first);
 
-  // Where the next stage to issue starts: the lane's weights, its word of a's rows (lane / kRowWords,
-  // 32 / kRowWords rows a copy) and, for plain groups, the group and the step that ends it.
+  // Where the next stage to issue starts: the lane's weights, its words of a's rows and, for plain
+  // groups, the group and the step that ends it. a's rows come 16 bytes a lane where they are
+  // 16-byte aligned (a contiguous a), else 4: copy_words words of row copy_row, rows_per_copy
+  // rows a copy instruction (16 rows of a are as many bytes as the warp's weights: the fewer
+  // copies, the fewer instructions a stage), through L1, since the SM's other block reads the
+  // same rows.
   const int4* w_next = b + static_cast<std::int64_t>(first) * row_vecs;
-  constexpr int kRowsPerCopy = 32 / kRowWords;
-  const int copy_row = lane / kRowWords, copy_word = lane % kRowWords;
+  const bool a_vec = p.lda % 8 == 0 && reinterpret_cast<std::uintptr_t>(p.a) % 16 == 0;
+  const int copy_words = a_vec ? 4 : 1;
+  const int lanes_per_row = kRowWords / copy_words, rows_per_copy = 32 / lanes_per_row;
+  const int copy_row = lane / lanes_per_row, copy_word = lane % lanes_per_row * copy_words;
   const std::uint32_t* a_next = a_words + copy_row * a_row_words + first * 8 + copy_word;
-  const std::int64_t a_copy_stride = kRowsPerCopy * a_row_words;
+  const std::int64_t a_copy_stride = rows_per_copy * a_row_words;
   int issue_group = channelwise ? -1 : first / group_steps;
   int group_end = (issue_group + 1) * group_steps;
 
@@ -211,8 +217,13 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
 #pragma unroll
         for (int v = 0; v < kLaneVecs; ++v) cp_async16(&st.w[u][lane * kLaneVecs + v], w_next + u * row_vecs + v);
       const std::uint32_t* src = a_next;
-      for (int r = copy_row; r < rows; r += kRowsPerCopy, src += a_copy_stride) {
-        cp_async4(&st.a[r][Stage::a_word(r, copy_word)], src);
+      for (int r = copy_row; r < rows; r += rows_per_copy, src += a_copy_stride) {
+        std::uint32_t* dst = &st.a[r][Stage::a_word(r, copy_word)];
+        if (a_vec) {
+          cp_async16_cached_or_zero(dst, src, true);
+        } else {
+          cp_async4(dst, src);
+        }
       }
     } else {
       // The end of K: steps past last read as zeros, so that the stage's MMAs need no test of
@@ -225,13 +236,16 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
           cp_async16_or_zero(&st.w[u][lane * kLaneVecs + v], ok ? w_next + u * row_vecs + v : b, ok);
         }
       }
-      const bool ok = r0 + copy_word / 8 < last;
+      const bool ok = r0 + copy_word / 8 < last;  // (a lane's words lie in one step)
       const std::uint32_t* src = a_next;
-      for (int r = copy_row; r < rows; r += kRowsPerCopy, src += a_copy_stride) {
-        if (ok) {
-          cp_async4(&st.a[r][Stage::a_word(r, copy_word)], src);
+      for (int r = copy_row; r < rows; r += rows_per_copy, src += a_copy_stride) {
+        std::uint32_t* dst = &st.a[r][Stage::a_word(r, copy_word)];
+        if (a_vec) {
+          cp_async16_cached_or_zero(dst, ok ? src : a_words, ok);
+        } else if (ok) {
+          cp_async4(dst, src);
         } else {
-          st.a[r][Stage::a_word(r, copy_word)] = 0u;
+          *dst = 0u;
         }
       }
     }

@@ -98,15 +98,11 @@ STAGE_STEPS = 8
 #: Rows up to which the kernel swaps its MMA operands (kSwapRows there; not with act-order).
 SWAP_ROWS = 8
 
-#: Rows up to which layers take the GEMV kernel (kGemvMaxRows in csrc/marlin_gemv.cuh).
+#: Rows up to which layers take the GEMV kernel (kGemvMaxRows in csrc/marlin_gemv.cuh). H100,
+#: M = 9, 12 and 16, one process against the general kernel: faster at every Llama-3-8B shape
+#: (14336 x 4096 M = 16: 20.0 against 23.9 µs) and at 28672 x 4096 (37.1 against 39.8) and
+#: 8960 x 1536; at 11008 x 4096 (172 blocks for 132 SMs) 8-bit weights were 6% slower.
 GEMV_MAX_ROWS = 16
-#: Rows up to which the GEMV takes layers of any width; from there to GEMV_MAX_ROWS, only layers
-#: of at most one GEMV block an SM. H100, M = 12 and 16, GEMV against the general kernel in one
-#: process: faster or even up to 96 blocks (6144 columns: 15.7 against 16.3 µs at M = 16; 1024 x
-#: 4096: 6.0 against 11.4), even at 224 (14336) and slower beyond an SM's worth (8960 x 1536:
-#: 11.1 against 10.5; 28672 x 4096: 45.7 against 39.3), where its unsplit blocks come in uneven
-#: waves.
-GEMV_ANY_WIDTH_ROWS = 8
 #: Weights (N x K) from which the GEMV kernel runs, the smallest layer measured (below, the
 #: general kernel). H100, M = 1, 8 and 16, one process, over 18 shapes from 512 x 1024 to
 #: 28672 x 4096: the GEMV was faster at every one up to 8 rows (896 x 896 M = 1: 2.9 against
@@ -131,14 +127,11 @@ def _capability(index: int) -> tuple[int, int]:
 
 def gemv_applies(a: torch.Tensor, m: int, n: int, k: int, bits: int, scales, act_order: bool,
                  zeros: torch.Tensor) -> bool:
-    """Whether a call runs the GEMV kernel: up to GEMV_MAX_ROWS rows (beyond
-    GEMV_ANY_WIDTH_ROWS, on layers of at most one block an SM) on a layer of GEMV_MIN_WEIGHTS
-    weights or more, with channel-wise scales or groups of a multiple of ``gemv_group_rows(bits)``
-    rows (with act-order: as many rows a group on average, and no zero points), on sm_90+ (where
-    it was measured)."""
+    """Whether a call runs the GEMV kernel: up to GEMV_MAX_ROWS rows on a layer of
+    GEMV_MIN_WEIGHTS weights or more, with channel-wise scales or groups of a multiple of
+    ``gemv_group_rows(bits)`` rows (with act-order: as many rows a group on average, and no zero
+    points), on sm_90+ (where it was measured)."""
     if m > GEMV_MAX_ROWS or n * k < GEMV_MIN_WEIGHTS or (act_order and zeros.numel() > 0):
-        return False
-    if m > GEMV_ANY_WIDTH_ROWS and gemv_blocks(n) > _sm_count(a.device.index):
         return False
     if not (isinstance(scales, torch.Tensor) and scales.dim() == 2 and scales.size(0) >= 1):
         return False

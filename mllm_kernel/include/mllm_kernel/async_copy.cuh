@@ -27,6 +27,12 @@ MLLM_DEVICE void cp_async4(void* dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(address), "l"(src));
 }
 
+/// As cp_async16_or_zero, through L1: for data that other blocks on the SM read too.
+MLLM_DEVICE void cp_async16_cached_or_zero(void* dst, const void* src, bool valid) {
+  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"(address), "l"(src), "r"(valid ? 16 : 0));
+}
+
 /// Asks L2 to fetch the line that holds global `src`: only a hint, and nothing reaches the SM,
 /// so it may come before a PDL wait even for data the previous kernel is writing (L2 is where
 /// every SM's writes meet).
