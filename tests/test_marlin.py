@@ -643,7 +643,8 @@ def test_marlin_act_order_takes_g_idx_in_any_order(m):
 
 @cuda
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
-@pytest.mark.parametrize("m,k,pad", [(1, 16, 0), (3, 4104, 8), (300, 14336, 0), (2, 32768, 0), (2, 32776, 0)])
+@pytest.mark.parametrize("m,k,pad", [(1, 16, 0), (1, 14336, 0), (3, 4104, 8), (300, 14336, 0), (2, 32768, 0),
+                                      (2, 32776, 0)])
 def test_gather_columns_is_index_select(dtype, m, k, pad):
     """Act-order's gather of the activations' columns: a[:, perm] bit for bit, rows padded or
     not, the output poisoned first; past GATHER_MAX_K (and for misaligned rows) it is

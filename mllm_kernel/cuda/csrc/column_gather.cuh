@@ -4,9 +4,11 @@
 //   column_gather<T>(a, index, out, enable_pdl)
 // a [M, K] with 16-byte aligned rows (a row stride that is a multiple of 8), index int32 [K]
 // (16-byte aligned; values out of [0, K) read the nearest column in range), out [M, K]
-// contiguous; K a multiple of 8, at most what a block's shared memory holds. One block per row:
-// the row comes into shared memory in 16-byte loads and leaves in index order in 16-byte stores,
-// both coalesced, where gathering from global memory reads a 32-byte sector for each element.
+// contiguous; K a multiple of 8, at most what a block's shared memory holds. A block takes a row
+// and a chunk of its output: the row comes into shared memory in 16-byte loads and its chunk
+// leaves in index order in 16-byte stores, both coalesced, where gathering from global memory
+// reads a 32-byte sector for each element. Few rows (decoding) split each row's output in
+// chunks of one vector a thread, so that a thread's index loads are not a chain of round trips.
 #pragma once
 
 #include <mllm_kernel/runtime.cuh>
@@ -18,6 +20,7 @@
 #include <dlpack/dlpack.h>
 #include <mllm_kernel/tensor_view.hpp>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace {
@@ -39,7 +42,9 @@ __global__ void __launch_bounds__(kGatherThreads)
   const T* row = reinterpret_cast<const T*>(row_vecs);
   int4* dst = reinterpret_cast<int4*>(out + static_cast<std::int64_t>(blockIdx.x) * k);
   const int4* idx = reinterpret_cast<const int4*>(index);
-  for (int v = threadIdx.x; v < vecs; v += kGatherThreads) {
+  // The chunk: vectors blockIdx.y, blockIdx.y + gridDim.y, ... of kGatherThreads each.
+  const int stride = kGatherThreads * static_cast<int>(gridDim.y);
+  for (int v = static_cast<int>(blockIdx.y) * kGatherThreads + threadIdx.x; v < vecs; v += stride) {
     const int4 lo = __ldg(idx + 2 * v), hi = __ldg(idx + 2 * v + 1);
     const int from[kGatherVec] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
     alignas(16) T values[kGatherVec];
@@ -73,7 +78,10 @@ void column_gather(mllm_kernel::TensorView a, mllm_kernel::TensorView index, mll
   RuntimeCheck(static_cast<std::int64_t>(smem) <= runtime::get_available_dynamic_smem_per_block(dl.device_id),
                "K = ", k, " does not fit a block's shared memory");
   RuntimeCheck(m <= 0x7fffffff, "M = ", m, " is too large");
-  LaunchKernel(static_cast<unsigned>(m), kGatherThreads, dl, smem)
+  // Chunks a row: enough blocks for two an SM, at most one vector a thread.
+  const std::int64_t vec_chunks = div_ceil(k / kGatherVec, kGatherThreads);
+  const std::int64_t chunks = std::max<std::int64_t>(1, std::min(vec_chunks, div_ceil(2 * runtime::get_sm_count(dl.device_id), m)));
+  LaunchKernel(dim3(static_cast<unsigned>(m), static_cast<unsigned>(chunks)), kGatherThreads, dl, smem)
       .enable_pdl(enable_pdl)(column_gather_kernel<T>, static_cast<const T*>(a.data_ptr()), lda.unwrap(),
                               static_cast<const std::int32_t*>(index.data_ptr()), static_cast<T*>(out.data_ptr()),
                               static_cast<int>(k));
