@@ -69,7 +69,7 @@ struct GemvStage {
   std::uint32_t a[8 * kRowBlocks][32];
   int4 scales[8];  // the group's 64 scales of the warp's tile, 8 a lane g
   std::uint32_t zeros[8];  // the group's zero-point words, one a lane g
-  int group;  // act-order: the stage's group, or -1 when its rows span several
+  int group;  // the stage's group (act-order: -1 when its rows span several)
   static __device__ __forceinline__ int a_word(int r, int i) { return i ^ ((r & 7) << 2); }
 };
 
@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
   const int copy_row = lane / lanes_per_row, copy_word = lane % lanes_per_row * copy_words;
   const std::uint32_t* a_next = a_words + copy_row * a_row_words + first * 8 + copy_word;
   const std::int64_t a_copy_stride = rows_per_copy * a_row_words;
-  int issue_group = channelwise ? -1 : first / group_steps;
+  int issue_group = channelwise || kActOrder ? -1 : first / group_steps;
   int group_end = (issue_group + 1) * group_steps;
 
   // Starts the copies of the stage of steps [r0, r0 + kSteps) into `st` (nothing at or past
