@@ -916,6 +916,25 @@ def test_cpu_gptq_marlin_gemm_groups_split_inside_a_block(bits):
     torch.testing.assert_close(out.double(), a.double() @ w_ref, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("kind,group_size", [("gptq4", 128), ("gptq4", -1), ("awq", 128), ("awq", -1)])
+def test_cpu_gptq_marlin_gemm_bf16_as_exact_as_float32(kind, group_size):
+    """bf16 activations on 4-bit weights (the CPU's bf16 dot products where it has them, which
+    carry 128 + q and take 128 times the sums of a off per group): within one bf16 rounding of
+    the same activations in float32 (the float path) and float32 sums' error (2^-20 of the sum of
+    |a w|, 4096 times tighter than the other tests' bound), over a long K and channel-wise groups,
+    where the offset is largest."""
+    k, n, m = 4096, 256, 3
+    prep = _prepare(kind, k, n, group_size, False, torch.bfloat16, seed=5, device="cpu")
+    a = (torch.randn(m, k) * 4).to(torch.bfloat16)
+    out = _run(prep, a, n, k).float()
+    prep32 = dict(prep, s=prep["s"].float())
+    ref = _run(prep32, a.float(), n, k)
+    ulp = ref.abs().to(torch.bfloat16).float() * 2.0 ** -7
+    bound = (a.double().abs() @ prep["w_ref"].abs()).float() * 2.0 ** -20
+    excess = (out - ref).abs() - ulp - bound
+    assert bool((excess <= 0).all()), float(excess.max())
+
+
 def test_cpu_gptq_marlin_gemm_strided_a_and_threads():
     k, n, m = 512, 1024, 6
     prep = _prepare("gptq4", k, n, 128, False, torch.bfloat16, seed=9, device="cpu")

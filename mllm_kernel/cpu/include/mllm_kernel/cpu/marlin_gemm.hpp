@@ -12,7 +12,9 @@
 // sum_k a[k] * q[k, n] accumulates per word (and half of a 4-bit word) in float32, and the zero
 // point and scale come in once a group, when the group ends:
 //   total[n] += scale[g, n] * (sum over the group of a * q - zero[g, n] * sum over the group of a)
-// (each column's 4 words, one per q, are added then). Groups are runs of K rows with one group
+// (each column's 4 words, one per q, are added then); with bf16 activations on 4-bit weights,
+// where the CPU has AVX-512 BF16, pairs of values go through its bf16 dot product instead
+// (MarlinTileBlocksBf16). Groups are runs of K rows with one group
 // id (g_idx, or consecutive rows of group_size); a group that changes inside a 16-row block
 // splits that block by masking rows, so any g_idx gives the right sum, and sorted ids (serving
 // code sorts them) cost one pass a block.
@@ -51,6 +53,8 @@ inline constexpr int kMarlinRows = 4;
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 HWY_BEFORE_NAMESPACE();
 namespace mllm_kernel::cpu::HWY_NAMESPACE {
@@ -177,6 +181,71 @@ HWY_INLINE void MarlinTileBlocks(DF df, const std::int32_t* const* words, int ro
   }
 }
 
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && defined(__AVX512BF16__)
+/// Whether 4-bit weights with bf16 activations take MarlinTileBlocksBf16: where the CPU has
+/// AVX-512 BF16's dot product of bf16 pairs (a JIT build for the running CPU), which Highway 1.0.3
+/// does not offer.
+inline constexpr bool kMarlinBf16Dot = true;
+/// sum + x.lo * y.lo + x.hi * y.hi in each 32-bit lane, x and y pairs of bf16 values (vdpbf16ps).
+HWY_INLINE VF DotBf16Pairs(VF sum, hn::Vec<hn::RebindToUnsigned<DF>> x, VF y) {
+  return VF{_mm512_dpbf16_ps(sum.raw, reinterpret_cast<__m512bh>(x.raw), reinterpret_cast<__m512bh>(y.raw))};
+}
+#else
+inline constexpr bool kMarlinBf16Dot = false;
+#endif
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && defined(__AVX512BF16__)
+/// MarlinTileBlocks for 4-bit weights with bf16 activations, through bf16 dot products: the
+/// nibbles of a word (values 0, 2, 4, 6, 1, 3, 5, 7, MarlinValues) pair up as rows 2q and 2q + 1
+/// (nibbles 0 and 4 for the word's first column, 2 and 6 for its second) and 2q + 8, 2q + 9
+/// (nibbles 1 and 5, 3 and 7), each pair made 128 + q in a 32-bit lane by one AND and OR under
+/// bf16's exponent, exactly; `pairs[i]` holds the activations of block i as
+/// the bf16 pairs (rows 2q, 2q + 1), then (2q + 8, 2q + 9), of each word position. The sums come
+/// out 128 times the group's sum of a too high, which the group's close takes off with the zero
+/// point (kMarlinBf16Bias). Half the instructions of converting each value to float. The pairs
+/// of row r start at pairs[i] + r * 8 * period, where MarlinTileBlocks's patterns of the row do.
+template <int kBlocks>
+HWY_INLINE void MarlinTileBlocksBf16(DF df, const std::int32_t* const* words, int rows, const float* const* pairs,
+                                     std::size_t period, float* HWY_RESTRICT sums, std::size_t sums_stride) {
+  using W = MarlinWidth<4>;
+  const hn::RebindToUnsigned<DF> du;
+  const std::size_t lanes = hn::Lanes(df);
+  const std::size_t row_patterns = W::kValues * period;
+  const auto mask = hn::Set(du, 0x000f000fu), exponent = hn::Set(du, 0x43004300u);
+  const auto pair = [&](auto w) HWY_ATTR { return hn::Or(hn::And(w, mask), exponent); };
+  for (std::size_t o = 0; o < static_cast<std::size_t>(W::kWords); o += lanes) {
+    const auto w0 = hn::BitCast(du, hn::LoadU(hn::RebindToSigned<DF>(), words[0] + o));
+    const auto w1 = hn::BitCast(du, hn::LoadU(hn::RebindToSigned<DF>(), words[kBlocks - 1] + o));
+    const auto a0 = pair(w0), a1 = pair(hn::ShiftRight<4>(w0)), a2 = pair(hn::ShiftRight<8>(w0)),
+               a3 = pair(hn::ShiftRight<12>(w0));
+    const auto b0 = pair(w1), b1 = pair(hn::ShiftRight<4>(w1)), b2 = pair(hn::ShiftRight<8>(w1)),
+               b3 = pair(hn::ShiftRight<12>(w1));
+    for (int r = 0; r < rows; ++r) {
+      float* s = sums + r * sums_stride;
+      VF lo = hn::LoadU(df, s + o), hi = hn::LoadU(df, s + W::kWords + o);
+      VF lo2 = hn::Zero(df), hi2 = hn::Zero(df);
+      const float* x = pairs[0] + r * row_patterns + o % period;
+      lo = DotBf16Pairs(lo, a0, hn::LoadU(df, x));
+      lo2 = DotBf16Pairs(lo2, a1, hn::LoadU(df, x + period));
+      hi = DotBf16Pairs(hi, a2, hn::LoadU(df, x));
+      hi2 = DotBf16Pairs(hi2, a3, hn::LoadU(df, x + period));
+      if constexpr (kBlocks == 2) {
+        const float* y = pairs[1] + r * row_patterns + o % period;
+        lo = DotBf16Pairs(lo, b0, hn::LoadU(df, y));
+        lo2 = DotBf16Pairs(lo2, b1, hn::LoadU(df, y + period));
+        hi = DotBf16Pairs(hi, b2, hn::LoadU(df, y));
+        hi2 = DotBf16Pairs(hi2, b3, hn::LoadU(df, y + period));
+      }
+      hn::StoreU(hn::Add(lo, lo2), df, s + o);
+      hn::StoreU(hn::Add(hi, hi2), df, s + W::kWords + o);
+    }
+  }
+}
+#endif
+/// What MarlinTileBlocksBf16's sums carry besides the weights' values: 128 (bf16's exponent
+/// pattern 0x4300) for every value.
+inline constexpr float kMarlinBf16Bias = 128.0f;
+
 /// c[rows, tiles] for Marlin-format kBits-bit weights over the 16-row blocks [block_begin,
 /// block_end) of K; see the top of this file. With `partial` (float32 [M, N]) the sums of those
 /// blocks go there instead of to c, for a caller that splits K and adds the parts.
@@ -184,6 +253,7 @@ template <typename T, int kBits>
 void MarlinGemmBits(const host::MarlinGemmParams& p, std::int64_t tile_begin, std::int64_t tile_end,
                     std::int64_t block_begin, std::int64_t block_end, float* partial) {
   using W = MarlinWidth<kBits>;
+  constexpr bool kDot = kMarlinBf16Dot && kBits == 4 && std::is_same_v<T, bf16_t>;
   const DF df;
   const std::size_t period = std::max<std::size_t>(W::kPatternWords, hn::Lanes(df));
   const std::size_t row_patterns = W::kValues * period;
@@ -260,8 +330,9 @@ void MarlinGemmBits(const host::MarlinGemmParams& p, std::int64_t tile_begin, st
           // Zero point words follow the grouped order: 8 positions a word, interleaved.
           const std::uint32_t word =
               p.zeros != nullptr ? static_cast<std::uint32_t>(p.zeros[group * (p.n / 8) + panel * 8 + i / 8]) : 0u;
-          panel_zeros[i] = p.zeros != nullptr ? static_cast<float>(word >> (4 * marlin::slot_of(4, i % 8)) & 0xfu)
-                                              : static_cast<float>(1 << (kBits - 1));
+          panel_zeros[i] = (p.zeros != nullptr ? static_cast<float>(word >> (4 * marlin::slot_of(4, i % 8)) & 0xfu)
+                                               : static_cast<float>(1 << (kBits - 1))) +
+                           (kDot ? kMarlinBf16Bias : 0.0f);
         }
         for (int r = 0; r < rows; ++r) {
           for (int t = 0; t < tiles; ++t) {
@@ -326,6 +397,22 @@ void MarlinGemmBits(const host::MarlinGemmParams& p, std::int64_t tile_begin, st
             group_sum[r] += x[i];
           }
           float* pattern = patterns + (set * max_rows + r) * row_patterns;
+          if constexpr (kDot) {
+            // Word position i meets rows 2q, 2q + 1 and 2q + 8, 2q + 9, q = i / 4: as bf16 pairs
+            // (a's values are bf16, so their float32 copies' top halves are them exactly).
+            const auto bf16_bits = [](float v) {
+              std::uint32_t bits;
+              std::memcpy(&bits, &v, sizeof(bits));
+              return bits >> 16;
+            };
+            auto* pair_words = reinterpret_cast<std::uint32_t*>(pattern);
+            for (std::size_t i = 0; i < period; ++i) {
+              const int q = static_cast<int>(i % W::kPatternWords) / 4;
+              pair_words[i] = bf16_bits(x[2 * q]) | bf16_bits(x[2 * q + 1]) << 16;
+              pair_words[period + i] = bf16_bits(x[2 * q + 8]) | bf16_bits(x[2 * q + 9]) << 16;
+            }
+            continue;
+          }
           for (int s = 0; s < W::kValues; ++s) {
             // Exact (a power of two); the top value is shifted down instead (MarlinValues).
             const float scale = s == W::kValues - 1 ? 1.0f : 1.0f / static_cast<float>(1u << (kBits * s));
@@ -354,6 +441,17 @@ void MarlinGemmBits(const host::MarlinGemmParams& p, std::int64_t tile_begin, st
             }
           }
           float* tile_sums = sums + t * kMarlinTileSums;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && defined(__AVX512BF16__)
+          if constexpr (kDot) {
+            const float* pair_sets[2] = {pattern_sets[0], pattern_sets[1]};
+            if (count == 2) {
+              MarlinTileBlocksBf16<2>(df, words, rows, pair_sets, period, tile_sums, sums_stride);
+            } else {
+              MarlinTileBlocksBf16<1>(df, words, rows, pair_sets, period, tile_sums, sums_stride);
+            }
+            continue;
+          }
+#endif
           if (count == 2) {
             MarlinTileBlocks<kBits, 2>(df, words, rows, pattern_sets, period, tile_sums, sums_stride);
           } else {
