@@ -202,7 +202,9 @@ inline constexpr bool kMarlinBf16Dot = false;
 /// bf16's exponent, exactly; `pairs[i]` holds the activations of block i as
 /// the bf16 pairs (rows 2q, 2q + 1), then (2q + 8, 2q + 9), of each word position. The sums come
 /// out 128 times the group's sum of a too high, which the group's close takes off with the zero
-/// point (kMarlinBf16Bias). Half the instructions of converting each value to float. The pairs
+/// point (kMarlinBf16Bias), every kMarlinBf16CloseBlocks blocks at least, since the offset
+/// costs the float32 sums bits in proportion to their length. Half the instructions of
+/// converting each value to float. The pairs
 /// of row r start at pairs[i] + r * 8 * period, where MarlinTileBlocks's patterns of the row do.
 template <int kBlocks>
 HWY_INLINE void MarlinTileBlocksBf16(DF df, const std::int32_t* const* words, int rows, const float* const* pairs,
@@ -245,6 +247,10 @@ HWY_INLINE void MarlinTileBlocksBf16(DF df, const std::int32_t* const* words, in
 /// What MarlinTileBlocksBf16's sums carry besides the weights' values: 128 (bf16's exponent
 /// pattern 0x4300) for every value.
 inline constexpr float kMarlinBf16Bias = 128.0f;
+/// 16-row blocks after which MarlinTileBlocksBf16's sums are closed into the totals even within
+/// a group (channel-wise scales: all of K), so that the offset's float32 sums stay short: 128
+/// rows, a common group.
+inline constexpr int kMarlinBf16CloseBlocks = 8;
 
 /// c[rows, tiles] for Marlin-format kBits-bit weights over the 16-row blocks [block_begin,
 /// block_end) of K; see the top of this file. With `partial` (float32 [M, N]) the sums of those
@@ -311,28 +317,37 @@ void MarlinGemmBits(const host::MarlinGemmParams& p, std::int64_t tile_begin, st
       // whose scales sit at 8 u + 2 j + h: the two halves' sums, interleaved, meet 8 consecutive
       // scales. 8 bits: the 32 words 32 u .. 32 u + 31 hold columns 16 j + u + 8 h at word
       // 32 u + 8 q + 2 j + h, so summing the four runs of 8 (q = 0..3) meets them in scale order.
+      // The scales and zero points in panel_scales and panel_zeros are those of group `loaded`.
+      std::int64_t loaded = -1;
+      // Blocks added since the sums were last closed (MarlinTileBlocksBf16's sums are closed
+      // every kMarlinBf16CloseBlocks, whatever the group).
+      int since_close = 0;
       const auto close_group = [&]() {
+        since_close = 0;
         if (group < 0) return;
         const std::size_t width = static_cast<std::size_t>(tiles) * marlin::kTileN;
         const T* row = scales + group * p.n + panel * marlin::kTileN;
-        if (!channelwise) {
-          ForEachChunk(df, width, [&](std::size_t i, std::size_t count) HWY_ATTR {
-            hn::StoreU(Load(df, row + i, count), df, panel_scales + i);
-          });
-        } else {
-          for (std::size_t i = 0; i < width; ++i) {  // one group only: the channel-wise order to the grouped one
-            const std::int64_t n = panel * marlin::kTileN + static_cast<std::int64_t>(i);
-            panel_scales[marlin::grouped_scale_pos(n) - panel * marlin::kTileN] =
-                hn::GetLane(Load(df, scales + marlin::channel_scale_pos(n), 1));
+        if (group != loaded) {  // the group's scales and zero points, read once a group
+          if (!channelwise) {
+            ForEachChunk(df, width, [&](std::size_t i, std::size_t count) HWY_ATTR {
+              hn::StoreU(Load(df, row + i, count), df, panel_scales + i);
+            });
+          } else {
+            for (std::size_t i = 0; i < width; ++i) {  // one group only: the channel-wise order to the grouped one
+              const std::int64_t n = panel * marlin::kTileN + static_cast<std::int64_t>(i);
+              panel_scales[marlin::grouped_scale_pos(n) - panel * marlin::kTileN] =
+                  hn::GetLane(Load(df, scales + marlin::channel_scale_pos(n), 1));
+            }
           }
-        }
-        for (std::size_t i = 0; i < width; ++i) {
-          // Zero point words follow the grouped order: 8 positions a word, interleaved.
-          const std::uint32_t word =
-              p.zeros != nullptr ? static_cast<std::uint32_t>(p.zeros[group * (p.n / 8) + panel * 8 + i / 8]) : 0u;
-          panel_zeros[i] = (p.zeros != nullptr ? static_cast<float>(word >> (4 * marlin::slot_of(4, i % 8)) & 0xfu)
-                                               : static_cast<float>(1 << (kBits - 1))) +
-                           (kDot ? kMarlinBf16Bias : 0.0f);
+          for (std::size_t i = 0; i < width; ++i) {
+            // Zero point words follow the grouped order: 8 positions a word, interleaved.
+            const std::uint32_t word =
+                p.zeros != nullptr ? static_cast<std::uint32_t>(p.zeros[group * (p.n / 8) + panel * 8 + i / 8]) : 0u;
+            panel_zeros[i] = (p.zeros != nullptr ? static_cast<float>(word >> (4 * marlin::slot_of(4, i % 8)) & 0xfu)
+                                                 : static_cast<float>(1 << (kBits - 1))) +
+                             (kDot ? kMarlinBf16Bias : 0.0f);
+          }
+          loaded = group;
         }
         for (int r = 0; r < rows; ++r) {
           for (int t = 0; t < tiles; ++t) {
@@ -477,11 +492,13 @@ void MarlinGemmBits(const host::MarlinGemmParams& p, std::int64_t tile_begin, st
       for (std::int64_t block = block_begin; block < block_end; ++block) {
         const bool uniform = block_ids(block, ids);
         if (uniform && ids[0] != group) close_group(), group = ids[0];
+        if (kDot && since_close >= kMarlinBf16CloseBlocks) close_group();
         // Two blocks of the current group at once when the next one is all in it too.
         if (uniform && block + 1 < block_end && block_ids(block + 1, next_ids) && next_ids[0] == group) {
           build_patterns(block, 0, marlin::kTileK, 0);
           build_patterns(block + 1, 0, marlin::kTileK, 1);
           add_blocks(block, 2);
+          since_close += 2;
           ++block;
           continue;
         }
@@ -494,6 +511,7 @@ void MarlinGemmBits(const host::MarlinGemmParams& p, std::int64_t tile_begin, st
           add_blocks(block, 1);
           start = end;
         }
+        ++since_close;
       }
       close_group();
       for (int r = 0; r < rows; ++r) {
