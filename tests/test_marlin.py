@@ -387,6 +387,33 @@ def test_marlin_gemv_over_any_split_of_k(kind, group_size, m, n, k):
 
 
 @cuda
+@pytest.mark.parametrize("kind,group_size", [("gptq4", 128), ("gptq4", -1), ("awq", 128), ("awq", -1)])
+@pytest.mark.parametrize("splits", [1, 4])
+def test_marlin_gemv_bf16_within_float32_error(kind, group_size, splits):
+    """The GEMV's bf16 path on 4-bit weights (which feeds the MMAs 128 + q and takes 128 times the
+    sums of a off, every 128 rows at least): within the output's rounding and 2^-15 of the sum
+    of |a w| of the exact product (128 times tighter than the other tests' bound), over a long K
+    and channel-wise groups, the longest sums."""
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    k, n, m = 4096, 256, 3
+    prep = _prepare(kind, k, n, group_size, False, torch.bfloat16, seed=5)
+    a = (torch.randn(m, k, generator=torch.Generator().manual_seed(11)) * 4).to(torch.bfloat16).cuda()
+    empty = torch.empty(0, dtype=torch.int32, device="cuda")
+    zeros = prep["zeros"] if prep["zeros"] is not None else empty
+    c = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    partials = torch.empty(splits * m * n if splits > 1 else 0, device="cuda")
+    locks = torch.zeros(gptq_marlin.gemv_blocks(n), dtype=torch.int32, device="cuda")
+    gptq_marlin._GEMV[(torch.bfloat16, 4)](a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, splits,
+                                           True)
+    exact = a.double().cpu() @ prep["w_ref"]
+    rounding = exact.abs().to(torch.bfloat16).double() * 2.0 ** -8
+    bound = (a.double().abs().cpu() @ prep["w_ref"].abs()) * 2.0 ** -15
+    excess = (c.double().cpu() - exact).abs() - rounding - bound
+    assert bool((excess <= 0).all()), float(excess.max())
+
+
+@cuda
 @pytest.mark.parametrize("kind,group_size", [("gptq4", 128), ("gptq4", 32), ("gptq4", 80), ("gptq8", 32), ("gptq8", 80),
                                              ("gptq8", 256)])
 @pytest.mark.parametrize("m", [1, 8, 16])

@@ -153,7 +153,14 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
 #pragma unroll
     for (int xb = 0; xb < 8; ++xb) set_sub(xb, as_pair<T>(zero_point_pair<T>(word >> (4 * marlin::slot_of(4, xb)))));
   }
+  // Stages computed since the sums were last folded into the totals. kFold folds every
+  // kFoldStages stages (128 rows) whatever the group (channel-wise scales: all of the warp's K),
+  // since the 128 offset costs the float32 sums bits in proportion to their length.
+  int unfolded = 0;
+  constexpr int kFoldStages = 128 / (kSteps * marlin::kTileK);
   auto fold_group = [&]() {
+    if (unfolded == 0) return;  // (nothing summed since)
+    unfolded = 0;
 #pragma unroll
     for (int rb = 0; rb < kRowBlocks; ++rb) {
 #pragma unroll
@@ -358,6 +365,7 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
 #pragma unroll
       for (int j = 0; j < 4; ++j) gscale[j][0] = gscale[j][1] = 1.0f;
       compute(st, r0, std::integral_constant<bool, kActOrder>{});
+      ++unfolded;
     } else {
       if (!channelwise && stage_group != group) {
         fold_group();
@@ -372,6 +380,7 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
         }
       }
       compute(st, r0, std::false_type{});
+      if (++unfolded == kFoldStages && kFold) fold_group();
     }
     __syncwarp();
     slot = slot == kStages - 1 ? 0 : slot + 1;
