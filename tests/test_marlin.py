@@ -257,6 +257,16 @@ def _check(out, a, w_ref, dtype):
     assert bool((err <= eps * bound + eps * ref.abs() + 1e-6).all()), float((err - eps * bound).max())
 
 
+def _check_bf16_within_float32_error(out, a, w_ref):
+    """out (bf16) within its rounding and 2^-15 of the sum of |a w| of the exact product a @ w_ref:
+    128 times tighter than _check's bound for bf16."""
+    exact = a.double().cpu() @ w_ref
+    rounding = exact.abs().to(torch.bfloat16).double() * 2.0 ** -8
+    bound = (a.double().abs().cpu() @ w_ref.abs()) * 2.0 ** -15
+    excess = (out.double().cpu() - exact).abs() - rounding - bound
+    assert bool((excess <= 0).all()), float(excess.max())
+
+
 CASES = [("gptq4", -1, False), ("gptq4", 32, False), ("gptq4", 128, False), ("gptq4", 64, True), ("gptq8", 128, False),
          ("gptq8", -1, False), ("gptq8", 64, True), ("awq", 64, False), ("awq", 128, False), ("awq", 32, False),
          ("fp8", -1, False), ("fp8", 128, False)]
@@ -406,11 +416,7 @@ def test_marlin_gemv_bf16_within_float32_error(kind, group_size, splits):
     locks = torch.zeros(gptq_marlin.gemv_blocks(n), dtype=torch.int32, device="cuda")
     gptq_marlin._GEMV[(torch.bfloat16, 4)](a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, splits,
                                            True)
-    exact = a.double().cpu() @ prep["w_ref"]
-    rounding = exact.abs().to(torch.bfloat16).double() * 2.0 ** -8
-    bound = (a.double().abs().cpu() @ prep["w_ref"].abs()) * 2.0 ** -15
-    excess = (c.double().cpu() - exact).abs() - rounding - bound
-    assert bool((excess <= 0).all()), float(excess.max())
+    _check_bf16_within_float32_error(c, a, prep["w_ref"])
 
 
 @cuda
@@ -954,12 +960,7 @@ def test_cpu_gptq_marlin_gemm_bf16_within_float32_error(kind, group_size):
     k, n, m = 4096, 256, 3
     prep = _prepare(kind, k, n, group_size, False, torch.bfloat16, seed=5, device="cpu")
     a = (torch.randn(m, k, generator=torch.Generator().manual_seed(11)) * 4).to(torch.bfloat16)
-    out = _run(prep, a, n, k).double()
-    exact = a.double() @ prep["w_ref"]
-    rounding = exact.abs().to(torch.bfloat16).double() * 2.0 ** -8
-    bound = (a.double().abs() @ prep["w_ref"].abs()) * 2.0 ** -15
-    excess = (out - exact).abs() - rounding - bound
-    assert bool((excess <= 0).all()), float(excess.max())
+    _check_bf16_within_float32_error(_run(prep, a, n, k), a, prep["w_ref"])
 
 
 def test_cpu_gptq_marlin_gemm_strided_a_and_threads():

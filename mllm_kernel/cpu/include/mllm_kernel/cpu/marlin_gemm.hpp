@@ -190,11 +190,6 @@ inline constexpr bool kMarlinBf16Dot = true;
 HWY_INLINE VF DotBf16Pairs(VF sum, hn::Vec<hn::RebindToUnsigned<DF>> x, VF y) {
   return VF{_mm512_dpbf16_ps(sum.raw, reinterpret_cast<__m512bh>(x.raw), reinterpret_cast<__m512bh>(y.raw))};
 }
-#else
-inline constexpr bool kMarlinBf16Dot = false;
-#endif
-
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && defined(__AVX512BF16__)
 /// MarlinTileBlocks for 4-bit weights with bf16 activations, through bf16 dot products: the
 /// nibbles of a word (values 0, 2, 4, 6, 1, 3, 5, 7, MarlinValues) pair up as rows 2q and 2q + 1
 /// (nibbles 0 and 4 for the word's first column, 2 and 6 for its second) and 2q + 8, 2q + 9
@@ -243,6 +238,8 @@ HWY_INLINE void MarlinTileBlocksBf16(DF df, const std::int32_t* const* words, in
     }
   }
 }
+#else
+inline constexpr bool kMarlinBf16Dot = false;
 #endif
 /// What MarlinTileBlocksBf16's sums carry besides the weights' values: 128 (bf16's exponent
 /// pattern 0x4300) for every value.
