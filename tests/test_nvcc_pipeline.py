@@ -40,7 +40,8 @@ def _objects(spec, folder: Path) -> list[str]:
 
 def test_plan_runs_host_and_device_chains_side_by_side(tmp_path):
     """cudafe++ waits only for the host preprocessor, each cicc only for its device one, and
-    the final host compile for everything; cudafe++ no longer writes the module id."""
+    the final host compile for everything but ptxas and fatbinary (the image is linked apart);
+    cudafe++ no longer writes the module id."""
     pipeline = nvcc_pipeline.plan(_listing(_spec(), tmp_path), tmp_path / "keep")
     assert pipeline is not None
     tools = [s.tool for s in pipeline.steps]
@@ -52,7 +53,60 @@ def test_plan_runs_host_and_device_chains_side_by_side(tmp_path):
         if tool == "cicc":
             assert [tools[j] for j in pipeline.steps[i].after] == ["gcc"]
             assert cudafe not in pipeline.steps[i].after
-    assert pipeline.steps[-1].after == list(range(len(tools) - 1))
+    assert [tools[j] for j in pipeline.steps[-1].after] == [t for t in tools[:-1] if t not in ("ptxas", "fatbinary")]
+    # fatbinary writes nvcc's own fatbin.c elsewhere: the host stubs include the wrapper written here.
+    embedded = pipeline.embedded
+    assert embedded is not None and tools[embedded.step] == "fatbinary"
+    fatbinary = pipeline.steps[embedded.step].command
+    assert f"--embedded-fatbin={embedded.nvcc_wrapper}" in fatbinary and str(embedded.wrapper) not in fatbinary
+
+
+def _section(library: Path, name: str) -> bytes:
+    out = library.parent / "section.bin"
+    subprocess.run(["objcopy", "-O", "binary", f"--only-section={name}", str(library), str(out)], check=True)
+    return out.read_bytes()
+
+
+def test_the_fatbinary_linked_apart_is_the_image_nvcc_made(tmp_path):
+    """The module's device code section holds exactly the image fatbinary wrote, whose own
+    fatbin.c was checked to wrap it as the wrapper written here does."""
+    spec = _spec("pipeline_image")
+    library, _ = build.compile_module(spec, tmp_path)
+    (image,) = tmp_path.glob("*.nvcc/*.fatbin")
+    assert image.with_suffix(".o").is_file()
+    data = image.read_bytes()
+    assert _section(library, ".nv_fatbin") == data.ljust((len(data) + 7) // 8 * 8, b"\0")
+    # The wrapper the host code registers holds the image's address (relocated at load).
+    assert len(_section(library, ".nvFatBinSegment")) == 24
+
+
+def test_an_unknown_fatbin_wrapper_compiles_the_host_code_again_over_nvccs(tmp_path, monkeypatch):
+    """A toolchain whose fatbin.c is not the known wrapper: the host code is compiled again with
+    nvcc's file, and the image is embedded as nvcc embeds it (no object of its own)."""
+    monkeypatch.setattr(nvcc_pipeline.EmbeddedImage, "matches_nvcc", lambda self: False)
+    spec = _spec("pipeline_unknown_wrapper")
+    library, _ = build.compile_module(spec, tmp_path)
+    (image,) = tmp_path.glob("*.nvcc/*.fatbin")
+    assert not image.with_suffix(".o").exists()
+    assert "fatbinData" in image.with_suffix(".fatbin.c").read_text()
+    data = image.read_bytes()
+    assert _section(library, ".nv_fatbin") == data.ljust((len(data) + 7) // 8 * 8, b"\0")
+
+
+def test_nvccs_fatbin_wrapper_is_recognised_only_around_its_image(tmp_path):
+    """matches_nvcc accepts nvcc's fatbin.c for its own image, and nothing else: another image,
+    or a wrapper that differs from the known one."""
+    pipeline = nvcc_pipeline.plan(_listing(_spec(), tmp_path), tmp_path / "keep")
+    nvcc_pipeline.run(pipeline, tmp_path / "unit.cu", lambda argv: subprocess.run(argv, check=True))
+    embedded = pipeline.embedded
+    assert embedded.matches_nvcc()
+    real = embedded.image.read_bytes()
+    embedded.image.write_bytes(real[:-8] + bytes(8))
+    assert not embedded.matches_nvcc()
+    embedded.image.write_bytes(real)
+    text = embedded.nvcc_wrapper.read_text()
+    embedded.nvcc_wrapper.write_text(text.replace("0x466243b1, 1", "0x466243b1, 2"))
+    assert not embedded.matches_nvcc()
 
 
 def test_kernels_in_anonymous_namespaces_keep_one_name_on_both_sides(tmp_path):

@@ -226,17 +226,18 @@ def _run(spec: BuildSpec, command: list[str], build_dir: Path) -> None:
         logger.info("mllm_kernel: compiler output:\n%s", output)
 
 
-def _compile_cuda(spec: BuildSpec, command: list[str], build_dir: Path, source: Path, dep: Path) -> None:
+def _compile_cuda(spec: BuildSpec, command: list[str], build_dir: Path, source: Path, dep: Path) -> list[str]:
     """Runs a CUDA unit's nvcc ``command`` (which ends ``-MD -MF dep -c source -o obj``) with its
     host and device halves at the same time (nvcc_pipeline), or as it is when that cannot or
-    fails (a failure is then nvcc's own, with its messages)."""
+    fails (a failure is then nvcc's own, with its messages). Returns the objects to link beside
+    ``obj`` (the fatbinary's, when the graph links it apart)."""
     if nvcc_pipeline.enabled():
         at = command.index("-MD")  # "-MD", "-MF", dep: nvcc's own dependency output, done here instead
         base = command[:at] + command[at + 3:]
         pipeline = nvcc_pipeline.plan(base, build_dir / f"{source.stem}.nvcc")
         if pipeline is not None:
             try:
-                nvcc_pipeline.run(pipeline, source, lambda argv: _run(spec, argv, build_dir))
+                extra = nvcc_pipeline.run(pipeline, source, lambda argv: _run(spec, argv, build_dir))
             except JitCompileError:
                 # An error in the source fails nvcc alone too, which then reports it as usual; a
                 # toolchain whose steps the graph misreads does not, and the build goes on.
@@ -244,11 +245,12 @@ def _compile_cuda(spec: BuildSpec, command: list[str], build_dir: Path, source: 
                 logger.warning("mllm_kernel: %s: nvcc's steps failed when run as a graph but nvcc alone "
                                "succeeded; %s=0 skips the graph (build folder: %s)", spec.label,
                                nvcc_pipeline.PIPELINE_ENV, build_dir)
-                return
+                return []
             prerequisites = sorted({d for f in pipeline.depfiles for d in parse_depfile(f)})
             dep.write_text(f"{source}: " + " ".join(d.replace(" ", "\\ ") for d in prerequisites) + "\n")
-            return
+            return [str(o) for o in extra]
     _run(spec, command, build_dir)
+    return []
 
 
 def parse_depfile(path: Path) -> list[str]:
@@ -327,7 +329,7 @@ def compile_module(spec: BuildSpec, build_dir: Path) -> tuple[Path, list[str]]:
         if spec.host_runtime:
             runtime = pool.submit(host_runtime.library).result()
         for future in runs:
-            future.result()
+            objects += future.result() or []  # a CUDA unit's fatbinary may be an object of its own
 
     library = build_dir / f"{spec.name}.so"
     link = [toolchain.find_cxx(), "-shared", *objects, "-o", str(library), f"-L{tvm_lib_dir}", "-ltvm_ffi",

@@ -6,7 +6,15 @@ per architecture, ptxas, fatbinary, then the host compiler over cudafe++'s outpu
 fatbinary embedded. cudafe++ and cicc each parse the whole unit, and neither reads what the
 other writes but the module id (the name both give anonymous namespaces, which must agree for
 host stubs to find their kernels). With the id written beforehand, the host chain and each
-device chain run side by side; the fatbinary and the final host compile wait for them.
+device chain run side by side.
+
+The final host compile reads the host stubs cicc writes, and the fatbinary, which nvcc embeds
+as ``<unit>.fatbin.c`` (the image as assembler data, and the wrapper the stubs register). Here
+that file declares the image instead of holding it, so the host compile starts once cicc is done,
+beside ptxas; the image is assembled into an object of its own (``EmbeddedImage``), linked
+beside the unit's. Before that object is used, nvcc's own ``fatbin.c`` (written elsewhere) is
+checked to be exactly that wrapper around exactly that image; a toolchain whose file differs
+gets its host compile run again over nvcc's file.
 
 The commands are nvcc's own (``nvcc --dryrun``), so flags and versions stay nvcc's business:
 a listing with a step this module does not know, or a command that asks nvcc itself for
@@ -17,14 +25,19 @@ nvcc when the graph fails, so a toolchain it misreads costs time, not a build.
 
 from __future__ import annotations
 
+import array
 import hashlib
+import logging
 import os
 import re
 import shlex
 import subprocess
+import sys
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+logger = logging.getLogger("mllm_kernel")
 
 PIPELINE_ENV = "MLLM_KERNEL_NVCC_PIPELINE"
 
@@ -55,6 +68,84 @@ class Step:
     after: list[int] = field(default_factory=list)
 
 
+#: nvcc's ``<unit>.fatbin.c`` before and after its image data (``.quad`` lines), with the image's
+#: length in quads: the wrapper the host stubs register, which names the image ``fatbinData``.
+_FATBIN_HEAD = """#ifndef __SKIP_INTERNAL_FATBINARY_HEADERS
+#include "fatbinary_section.h"
+#endif
+#define __CUDAFATBINSECTION  ".nvFatBinSegment"
+#define __CUDAFATBINDATASECTION  ".nv_fatbin"
+asm(
+".section .nv_fatbin, \\"a\\"\\n"
+".align 8\\n"
+"fatbinData:\\n"
+"""
+_FATBIN_TAIL = """".text\\n");
+#ifdef __cplusplus
+extern "C" {
+#endif
+extern const unsigned long long fatbinData[QUADS];
+#ifdef __cplusplus
+}
+#endif
+#ifdef __cplusplus
+extern "C" {
+#endif
+static const __fatBinC_Wrapper_t __fatDeviceText __attribute__ ((aligned (8))) __attribute__ ((section (__CUDAFATBINSECTION)))= 
+\t{ 0x466243b1, 1, fatbinData, 0 };
+#ifdef __cplusplus
+}
+#endif
+"""
+_QUAD_LINE = re.compile(r'^"\.quad (0x[0-9a-f]{16}(?:, ?0x[0-9a-f]{16})*)\\n"$')
+
+
+@dataclass
+class EmbeddedImage:
+    """A unit's fatbinary as an object of its own: ``wrapper`` (the ``fatbin.c`` the host stubs
+    include) declares ``symbol``, which ``object`` defines by assembling ``image``. fatbinary
+    writes its own ``fatbin.c`` to ``nvcc_wrapper``, to be checked against them."""
+
+    step: int  # the fatbinary step's index
+    wrapper: Path
+    nvcc_wrapper: Path
+    image: Path
+    object: Path
+    symbol: str
+
+    def write_wrapper(self) -> None:
+        """nvcc's wrapper with the image declared (defined by ``object``) instead of held."""
+        includes = _FATBIN_HEAD[:_FATBIN_HEAD.index("asm(")]
+        declaration_and_wrapper = _FATBIN_TAIL[_FATBIN_TAIL.index("#ifdef"):]
+        self.wrapper.write_text(includes + declaration_and_wrapper.replace("[QUADS]", "[]").replace("fatbinData",
+                                                                                                   self.symbol))
+
+    def assembly(self) -> str:
+        """The image as data, where nvcc puts it; the symbol global within the module only."""
+        image = str(self.image).replace("\\", "\\\\").replace('"', '\\"')
+        return (f'.section .nv_fatbin, "a"\n.balign 8\n.globl {self.symbol}\n.hidden {self.symbol}\n{self.symbol}:\n'
+                f'.incbin "{image}"\n.balign 8\n.section .note.GNU-stack, "", @progbits\n')
+
+    def matches_nvcc(self) -> bool:
+        """Whether nvcc's own fatbin.c is that wrapper around exactly the image's bytes."""
+        text = self.nvcc_wrapper.read_text()
+        image = self.image.read_bytes()
+        quads = (len(image) + 7) // 8
+        tail = _FATBIN_TAIL.replace("QUADS", str(quads))
+        if not (text.startswith(_FATBIN_HEAD) and text.endswith(tail)):
+            return False
+        hexes = []
+        for line in text[len(_FATBIN_HEAD):len(text) - len(tail)].splitlines():
+            match = _QUAD_LINE.match(line)
+            if match is None:
+                return False
+            hexes += [h.strip()[2:] for h in match.group(1).split(",")]
+        data = array.array("Q", bytes.fromhex("".join(hexes)))
+        if sys.byteorder == "little":
+            data.byteswap()  # each quad is written as a number, most significant digit first
+        return data.tobytes() == image.ljust(quads * 8, b"\0")
+
+
 @dataclass
 class Pipeline:
     """nvcc's steps for one unit: the environment of each (``NAME=value``), the steps in order."""
@@ -63,6 +154,8 @@ class Pipeline:
     steps: list[Step]
     depfiles: list[Path]
     module_id_file: Path
+    #: The fatbinary linked as an object of its own (None: embedded by the host compile, as nvcc does).
+    embedded: EmbeddedImage | None = None
 
 
 def _tool(command: str) -> str:
@@ -136,13 +229,38 @@ def plan(nvcc_command: list[str], keep_dir: Path) -> Pipeline | None:
     if not steps or module_id_file is None or steps[-1].tool not in _HOST_COMPILERS or "-c" not in shlex.split(
             steps[-1].command):
         return None
+    embedded = _embed_apart(steps)
     for i, step in enumerate(steps[:-1]):
         named = _paths(step.command, folder)
         step.after = [j for j in range(i) if steps[j].outputs & named]
     # The final host compile reads cudafe++'s output, the stubs cicc writes and the fatbinary
-    # by relative #includes: it waits for everything.
-    steps[-1].after = list(range(len(steps) - 1))
-    return Pipeline(assignments, steps, depfiles, module_id_file)
+    # by relative #includes: it waits for everything, but for the image when it is linked apart.
+    image_only = {"ptxas", "fatbinary"} if embedded is not None else set()
+    steps[-1].after = [j for j in range(len(steps) - 1) if steps[j].tool not in image_only]
+    return Pipeline(assignments, steps, depfiles, module_id_file, embedded)
+
+
+def _embed_apart(steps: list[Step]) -> EmbeddedImage | None:
+    """The fatbinary step's image linked apart (its fatbin.c written elsewhere, the step's
+    command changed to match), or None when the listing has no single such step."""
+    fatbinaries = [i for i, s in enumerate(steps) if s.tool == "fatbinary"]
+    if len(fatbinaries) != 1:
+        return None
+    step = steps[fatbinaries[0]]
+    tokens = shlex.split(step.command)
+    values = {flag: value for flag, eq, value in (t.partition("=") for t in tokens) if eq}
+    if "--embedded-fatbin" not in values or "--create" not in values:
+        return None
+    wrapper, image = Path(values["--embedded-fatbin"]), Path(values["--create"])
+    nvcc_wrapper = wrapper.with_name(wrapper.name.replace(".fatbin.c", "") + ".nvcc-fatbin.c")
+    pattern = re.compile(r'--embedded-fatbin=("?)' + re.escape(str(wrapper)) + r"\1(?=\s|$)")
+    command, count = pattern.subn(lambda _: "--embedded-fatbin=" + shlex.quote(str(nvcc_wrapper)), step.command)
+    if count != 1:
+        return None
+    step.command = command
+    step.outputs = (step.outputs - {str(wrapper)}) | {str(nvcc_wrapper)}
+    symbol = "__mllm_kernel_fatbin_" + re.sub(r"\W", "_", image.stem)
+    return EmbeddedImage(fatbinaries[0], wrapper, nvcc_wrapper, image, image.with_suffix(".o"), symbol)
 
 
 def module_id(source: Path) -> str:
@@ -153,10 +271,14 @@ def module_id(source: Path) -> str:
     return f"_{digest}_{len(stem)}_{stem}"
 
 
-def run(pipeline: Pipeline, source: Path, run_step) -> None:
+def run(pipeline: Pipeline, source: Path, run_step) -> list[Path]:
     """Runs the steps, each once those it waits for are done, through ``run_step(argv)`` (which
-    raises on failure); a failure stops the steps not yet started."""
+    raises on failure); a failure stops the steps not yet started. Returns the objects to link
+    beside the unit's own: the fatbinary's, when it is linked apart."""
     pipeline.module_id_file.write_text(module_id(source))
+    embedded = pipeline.embedded
+    if embedded is not None:
+        embedded.write_wrapper()
     preamble = "".join(f"export {shlex.quote(a)}; " for a in pipeline.assignments)
     done: dict[int, Future] = {}
 
@@ -172,7 +294,28 @@ def run(pipeline: Pipeline, source: Path, run_step) -> None:
             done[i] = pool.submit(go)
         return done[i]
 
+    def assemble(fatbinary: Future) -> bool:
+        fatbinary.result()
+        if not embedded.matches_nvcc():
+            return False
+        assembly = embedded.object.with_suffix(".s")
+        assembly.write_text(embedded.assembly())
+        run_step([shlex.split(pipeline.steps[-1].command)[0], "-c", str(assembly), "-o", str(embedded.object)])
+        return True
+
     # Every step gets a worker, so one waiting on another never starves the pool. The last step
-    # waits for all the others (plan), so starting it starts them.
-    with ThreadPoolExecutor(max_workers=len(pipeline.steps)) as pool:
-        start(len(pipeline.steps) - 1, pool).result()
+    # waits for all the others but the image's (plan), so starting it starts them.
+    with ThreadPoolExecutor(max_workers=len(pipeline.steps) + 1) as pool:
+        host = start(len(pipeline.steps) - 1, pool)
+        image = pool.submit(assemble, start(embedded.step, pool)) if embedded is not None else None
+        host.result()
+        if image is None:
+            return []
+        if image.result():
+            return [embedded.object]
+    # nvcc's fatbin.c is not the wrapper this module writes: the host compile again, over nvcc's.
+    logger.info("mllm_kernel: %s: nvcc's fatbin.c has an unknown form; its host code compiled again with it",
+                source.name)
+    os.replace(embedded.nvcc_wrapper, embedded.wrapper)
+    run_step(["bash", "-c", preamble + "exec " + pipeline.steps[-1].command])
+    return []
