@@ -3,8 +3,10 @@ every way that matters (no GPU needed; runs in CI where nvcc exists)."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -40,8 +42,8 @@ def _objects(spec, folder: Path) -> list[str]:
 
 def test_plan_runs_host_and_device_chains_side_by_side(tmp_path):
     """cudafe++ waits only for the host preprocessor, each cicc only for its device one, and
-    the final host compile for everything but ptxas and fatbinary (the image is linked apart);
-    cudafe++ no longer writes the module id."""
+    the final host compile only for the preprocessors and cudafe++ (the stubs come through a
+    pipe, the image is linked apart); cudafe++ no longer writes the module id."""
     pipeline = nvcc_pipeline.plan(_listing(_spec(), tmp_path), tmp_path / "keep")
     assert pipeline is not None
     tools = [s.tool for s in pipeline.steps]
@@ -53,7 +55,12 @@ def test_plan_runs_host_and_device_chains_side_by_side(tmp_path):
         if tool == "cicc":
             assert [tools[j] for j in pipeline.steps[i].after] == ["gcc"]
             assert cudafe not in pipeline.steps[i].after
-    assert [tools[j] for j in pipeline.steps[-1].after] == [t for t in tools[:-1] if t not in ("ptxas", "fatbinary")]
+    assert sorted(tools[j] for j in pipeline.steps[-1].after) == ["cudafe++", "gcc", "gcc", "gcc"]
+    # The last arch's cicc writes the stubs cudafe++'s output includes, elsewhere than that file.
+    stubs = pipeline.stubs
+    assert stubs is not None and tools[stubs.step] == "cicc"
+    assert f"--stub_file_name {stubs.written}" in pipeline.steps[stubs.step].command
+    assert f"{stubs.pipe.name}" in pipeline.steps[cudafe].command
     # fatbinary writes nvcc's own fatbin.c elsewhere: the host stubs include the wrapper written here.
     embedded = pipeline.embedded
     assert embedded is not None and tools[embedded.step] == "fatbinary"
@@ -65,6 +72,52 @@ def _section(library: Path, name: str) -> bytes:
     out = library.parent / "section.bin"
     subprocess.run(["objcopy", "-O", "binary", f"--only-section={name}", str(library), str(out)], check=True)
     return out.read_bytes()
+
+
+def test_the_stubs_reach_the_host_compile_as_cicc_wrote_them(tmp_path):
+    """After a build the piped stubs lie where the host code includes them, a plain file with
+    cicc's text (the kernels' registrations)."""
+    _objects(_spec("pipeline_stubs"), tmp_path)
+    host = next(tmp_path.glob("*.nvcc/*.cudafe1.cpp"))
+    (included,) = re.findall(r'#include "([^"]+stub.c)"', host.read_text())
+    stubs = host.parent / included
+    assert stubs.is_file() and not list(tmp_path.glob("*.nvcc/*.stub.c.cicc"))
+    assert "seed_copy_kernel" in stubs.read_text() and "__cudaRegisterEntry" in stubs.read_text()
+
+
+def _fifo(tmp_path: Path) -> nvcc_pipeline.StubPipe:
+    stubs = nvcc_pipeline.StubPipe(0, tmp_path / "unit.stub.c", tmp_path / "unit.stub.c.cicc")
+    os.mkfifo(stubs.pipe)
+    return stubs
+
+
+def test_a_host_compile_that_ends_without_reading_the_stubs_does_not_hold_the_feeder(tmp_path):
+    stubs = _fifo(tmp_path)
+    stubs.written.write_text("int stub;\n")
+    with ThreadPoolExecutor(2) as pool:
+        writer = pool.submit(lambda: None)
+        host = pool.submit(lambda: None)
+        host.result()
+        pool.submit(stubs.feed, writer, host).result(timeout=10)
+
+
+def test_a_failed_cicc_gives_the_host_compiler_no_stubs_and_its_error(tmp_path):
+    """The host compiler, blocked on the pipe, reads an empty file and goes on; the feeder
+    raises cicc's error."""
+    stubs = _fifo(tmp_path)
+
+    def cicc():
+        raise JitCompileError("unit", tmp_path, ["cicc"], "cicc failed")
+
+    def host_compiler():
+        return stubs.pipe.read_bytes()
+
+    with ThreadPoolExecutor(3) as pool:
+        host = pool.submit(host_compiler)
+        feeder = pool.submit(stubs.feed, pool.submit(cicc), host)
+        assert host.result(timeout=10) == b""
+        with pytest.raises(JitCompileError, match="cicc failed"):
+            feeder.result(timeout=10)
 
 
 def test_the_fatbinary_linked_apart_is_the_image_nvcc_made(tmp_path):

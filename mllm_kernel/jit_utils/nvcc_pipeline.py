@@ -8,13 +8,17 @@ other writes but the module id (the name both give anonymous namespaces, which m
 host stubs to find their kernels). With the id written beforehand, the host chain and each
 device chain run side by side.
 
-The final host compile reads the host stubs cicc writes, and the fatbinary, which nvcc embeds
-as ``<unit>.fatbin.c`` (the image as assembler data, and the wrapper the stubs register). Here
-that file declares the image instead of holding it, so the host compile starts once cicc is done,
-beside ptxas; the image is assembled into an object of its own (``EmbeddedImage``), linked
-beside the unit's. Before that object is used, nvcc's own ``fatbin.c`` (written elsewhere) is
-checked to be exactly that wrapper around exactly that image; a toolchain whose file differs
-gets its host compile run again over nvcc's file.
+The final host compile reads cudafe++'s output, the host stubs cicc writes, and the
+fatbinary, which nvcc embeds as ``<unit>.fatbin.c`` (the image as assembler data, and the wrapper
+the stubs register). Here it waits for none but cudafe++:
+  - the stubs, #included at the end of cudafe++'s output, come through a named pipe
+    (``StubPipe``): the host compiler parses the unit while cicc works, and reads them when it
+    gets there;
+  - ``fatbin.c`` declares the image instead of holding it, and the image is assembled into an
+    object of its own after fatbinary (``EmbeddedImage``), linked beside the unit's. Before
+    that object is used, nvcc's own ``fatbin.c`` (written elsewhere) is checked to be exactly
+    that wrapper around exactly that image; a toolchain whose file differs gets its host code
+    compiled again over nvcc's file.
 
 The commands are nvcc's own (``nvcc --dryrun``), so flags and versions stay nvcc's business:
 a listing with a step this module does not know, or a command that asks nvcc itself for
@@ -26,6 +30,7 @@ nvcc when the graph fails, so a toolchain it misreads costs time, not a build.
 from __future__ import annotations
 
 import array
+import errno
 import hashlib
 import logging
 import os
@@ -33,7 +38,8 @@ import re
 import shlex
 import subprocess
 import sys
-from concurrent.futures import Future, ThreadPoolExecutor
+import time
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -147,6 +153,52 @@ class EmbeddedImage:
 
 
 @dataclass
+class StubPipe:
+    """The host stubs cicc writes to ``written``, handed to the host compile through ``pipe`` (the
+    file cudafe++'s output #includes, a named pipe while the steps run)."""
+
+    step: int  # the cicc step that writes them
+    pipe: Path
+    written: Path
+
+    def feed(self, writer: Future, host: Future) -> None:
+        """Once cicc is done, writes its stubs into the pipe when the host compiler opens it; gives
+        up when the host compile ends without opening it. A failed cicc gives the host compiler
+        no stubs (it must not wait forever) and its error."""
+        error: BaseException | None = None
+        try:
+            writer.result()
+            content = self.written.read_bytes()
+        except BaseException as e:  # noqa: BLE001 - re-raised once the pipe is closed
+            error, content = e, b""
+        fd = None
+        while fd is None:
+            try:
+                fd = os.open(self.pipe, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as e:
+                if e.errno != errno.ENXIO:  # ENXIO: the host compiler has not reached the stubs yet
+                    raise
+                if host.done():
+                    break
+                time.sleep(0.002)
+        if fd is not None:
+            os.set_blocking(fd, True)
+            try:
+                with os.fdopen(fd, "wb") as pipe:
+                    pipe.write(content)
+            except BrokenPipeError:
+                pass  # the host compiler stopped reading: its own failure is reported
+        if error is not None:
+            raise error
+
+    def settle(self) -> None:
+        """The stubs as a plain file where the host code includes them (for a compile run again,
+        and for anyone reading the kept intermediates)."""
+        if self.written.exists():
+            os.replace(self.written, self.pipe)
+
+
+@dataclass
 class Pipeline:
     """nvcc's steps for one unit: the environment of each (``NAME=value``), the steps in order."""
 
@@ -156,6 +208,8 @@ class Pipeline:
     module_id_file: Path
     #: The fatbinary linked as an object of its own (None: embedded by the host compile, as nvcc does).
     embedded: EmbeddedImage | None = None
+    #: The host stubs through a named pipe (None: the host compile waits for cicc, as in nvcc).
+    stubs: StubPipe | None = None
 
 
 def _tool(command: str) -> str:
@@ -230,14 +284,51 @@ def plan(nvcc_command: list[str], keep_dir: Path) -> Pipeline | None:
             steps[-1].command):
         return None
     embedded = _embed_apart(steps)
+    stubs = _pipe_stubs(steps)
     for i, step in enumerate(steps[:-1]):
         named = _paths(step.command, folder)
         step.after = [j for j in range(i) if steps[j].outputs & named]
     # The final host compile reads cudafe++'s output, the stubs cicc writes and the fatbinary
-    # by relative #includes: it waits for everything, but for the image when it is linked apart.
-    image_only = {"ptxas", "fatbinary"} if embedded is not None else set()
-    steps[-1].after = [j for j in range(len(steps) - 1) if steps[j].tool not in image_only]
-    return Pipeline(assignments, steps, depfiles, module_id_file, embedded)
+    # by relative #includes: it waits for everything, but for the image when it is linked apart
+    # and for cicc when the stubs come through a pipe.
+    not_waited = ({"ptxas", "fatbinary"} if embedded is not None else set()) | ({"cicc"} if stubs else set())
+    steps[-1].after = [j for j in range(len(steps) - 1) if steps[j].tool not in not_waited]
+    return Pipeline(assignments, steps, depfiles, module_id_file, embedded, stubs)
+
+
+def _flag_value(command: str, flag: str) -> str | None:
+    tokens = shlex.split(command)
+    for i, token in enumerate(tokens):
+        if token == flag and i + 1 < len(tokens):
+            return tokens[i + 1]
+        if token.startswith(flag + "="):
+            return token[len(flag) + 1:]
+    return None
+
+
+def _pipe_stubs(steps: list[Step]) -> StubPipe | None:
+    """The stubs the host code includes piped from the cicc step that writes them (its command
+    changed to write them elsewhere), or None when the listing has no single such step."""
+    cudafe = [s for s in steps if s.tool == "cudafe++"]
+    if len(cudafe) != 1 or not hasattr(os, "mkfifo"):
+        return None
+    # cudafe++ names the file as its output #includes it (beside that output), cicc by its path.
+    included = _flag_value(cudafe[0].command, "--stub_file_name")
+    writers = [(i, path) for i, s in enumerate(steps) if s.tool == "cicc"
+               for path in [_flag_value(s.command, "--stub_file_name")] if path and included
+               and Path(path).name == Path(included).name]
+    if len(writers) != 1:
+        return None
+    index, path = writers[0]
+    written = path + ".cicc"
+    pattern = re.compile(r'--stub_file_name(=|\s+)("?)' + re.escape(path) + r"\2(?=\s|$)")
+    command, count = pattern.subn(lambda m: "--stub_file_name" + m.group(1) + shlex.quote(written),
+                                  steps[index].command)
+    if count != 1:
+        return None
+    steps[index].command = command
+    steps[index].outputs = (steps[index].outputs - {path}) | {written}
+    return StubPipe(index, Path(path), Path(written))
 
 
 def _embed_apart(steps: list[Step]) -> EmbeddedImage | None:
@@ -276,9 +367,12 @@ def run(pipeline: Pipeline, source: Path, run_step) -> list[Path]:
     raises on failure); a failure stops the steps not yet started. Returns the objects to link
     beside the unit's own: the fatbinary's, when it is linked apart."""
     pipeline.module_id_file.write_text(module_id(source))
-    embedded = pipeline.embedded
+    embedded, stubs = pipeline.embedded, pipeline.stubs
     if embedded is not None:
         embedded.write_wrapper()
+    if stubs is not None:
+        stubs.pipe.unlink(missing_ok=True)
+        os.mkfifo(stubs.pipe)
     preamble = "".join(f"export {shlex.quote(a)}; " for a in pipeline.assignments)
     done: dict[int, Future] = {}
 
@@ -303,12 +397,21 @@ def run(pipeline: Pipeline, source: Path, run_step) -> list[Path]:
         run_step([shlex.split(pipeline.steps[-1].command)[0], "-c", str(assembly), "-o", str(embedded.object)])
         return True
 
-    # Every step gets a worker, so one waiting on another never starves the pool. The last step
-    # waits for all the others but the image's (plan), so starting it starts them.
-    with ThreadPoolExecutor(max_workers=len(pipeline.steps) + 1) as pool:
+    # Every step gets a worker, so one waiting on another never starves the pool; so do the
+    # stubs' feeder and the image's assembly, which start the steps the host compile does not
+    # wait for.
+    with ThreadPoolExecutor(max_workers=len(pipeline.steps) + 2) as pool:
         host = start(len(pipeline.steps) - 1, pool)
+        feeder = pool.submit(stubs.feed, start(stubs.step, pool), host) if stubs is not None else None
         image = pool.submit(assemble, start(embedded.step, pool)) if embedded is not None else None
-        host.result()
+        try:
+            host.result()
+            if feeder is not None:
+                feeder.result()
+        finally:
+            if feeder is not None:
+                wait([feeder])
+                stubs.settle()
         if image is None:
             return []
         if image.result():
