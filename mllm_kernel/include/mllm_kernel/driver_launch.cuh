@@ -8,12 +8,13 @@
 // to the runtime launch, which also reports the error.
 #pragma once
 
+#include <mllm_kernel/host_atomic.hpp>
+
 #include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <sched.h>
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -53,15 +54,15 @@ inline int compiled_virtual_arch(const void* kernel) {
 /// development machine).
 class InsertLock {
  public:
-  explicit InsertLock(std::atomic_flag& flag) : flag_(flag) {
-    while (flag_.test_and_set(std::memory_order_acquire)) sched_yield();
+  explicit InsertLock(bool& flag) : flag_(flag) {
+    while (test_and_set_acquire(flag_)) sched_yield();
   }
-  ~InsertLock() { flag_.clear(std::memory_order_release); }
+  ~InsertLock() { clear_release(flag_); }
   InsertLock(const InsertLock&) = delete;
   InsertLock& operator=(const InsertLock&) = delete;
 
  private:
-  std::atomic_flag& flag_;
+  bool& flag_;
 };
 
 /// The CUfunction of `kernel` (a __global__ function's host address) on device `device_id`,
@@ -69,34 +70,36 @@ class InsertLock {
 /// compiled_virtual_arch(kernel). Looked up once per (kernel, device) and kept in a fixed
 /// open-addressed table: lookups take no lock, inserts take one.
 inline CUfunction kernel_function(const void* kernel, int device_id, int* virtual_arch = nullptr) {
+  // Every field is read and written atomically (host_atomic.hpp); kernel is published last
+  // (release), once the other fields are set.
   struct Entry {
-    std::atomic<const void*> kernel{nullptr};  // published last (release): the other fields are set
-    std::atomic<int> device{-1};
-    std::atomic<CUfunction> function{nullptr};
-    std::atomic<int> virtual_arch{0};
+    const void* kernel = nullptr;
+    int device = -1;
+    CUfunction function = nullptr;
+    int virtual_arch = 0;
   };
   constexpr std::size_t kSlots = 1024;  // a power of two
   static Entry table[kSlots];
-  static std::atomic_flag insert = ATOMIC_FLAG_INIT;
+  static bool insert = false;
   const std::size_t start = (reinterpret_cast<std::uintptr_t>(kernel) >> 4) ^
                             (static_cast<std::size_t>(device_id) * 0x9e3779b97f4a7c15ULL);
-  const auto find = [&](std::memory_order order) -> Entry* {
+  const auto find = [&](bool acquire) -> Entry* {
     for (std::size_t i = 0; i < kSlots; ++i) {
       Entry& e = table[(start + i) & (kSlots - 1)];
-      const void* k = e.kernel.load(order);
-      if (k == nullptr || (k == kernel && e.device.load(std::memory_order_relaxed) == device_id)) return &e;
+      const void* k = acquire ? load_acquire(e.kernel) : load_relaxed(e.kernel);
+      if (k == nullptr || (k == kernel && load_relaxed(e.device) == device_id)) return &e;
     }
     return nullptr;  // full
   };
   const auto found = [&](Entry* entry) {
-    if (virtual_arch != nullptr) *virtual_arch = entry->virtual_arch.load(std::memory_order_relaxed);
-    return entry->function.load(std::memory_order_relaxed);
+    if (virtual_arch != nullptr) *virtual_arch = load_relaxed(entry->virtual_arch);
+    return load_relaxed(entry->function);
   };
-  Entry* e = find(std::memory_order_acquire);
-  if (e != nullptr && e->kernel.load(std::memory_order_relaxed) != nullptr) return found(e);
+  Entry* e = find(true);
+  if (e != nullptr && load_relaxed(e->kernel) != nullptr) return found(e);
   const InsertLock lock(insert);
-  e = find(std::memory_order_relaxed);  // another thread may have inserted it meanwhile
-  if (e != nullptr && e->kernel.load(std::memory_order_relaxed) != nullptr) return found(e);
+  e = find(false);  // another thread may have inserted it meanwhile
+  if (e != nullptr && load_relaxed(e->kernel) != nullptr) return found(e);
   cudaFunction_t function = nullptr;
   if (cudaGetFuncBySymbol(&function, kernel) != cudaSuccess || function == nullptr) {
     (void)cudaGetLastError();
@@ -105,10 +108,10 @@ inline CUfunction kernel_function(const void* kernel, int device_id, int* virtua
   const int arch = compiled_virtual_arch(kernel);
   if (virtual_arch != nullptr) *virtual_arch = arch;
   if (e != nullptr) {
-    e->function.store(reinterpret_cast<CUfunction>(function), std::memory_order_relaxed);
-    e->virtual_arch.store(arch, std::memory_order_relaxed);
-    e->device.store(device_id, std::memory_order_relaxed);
-    e->kernel.store(kernel, std::memory_order_release);
+    store_relaxed(e->function, reinterpret_cast<CUfunction>(function));
+    store_relaxed(e->virtual_arch, arch);
+    store_relaxed(e->device, device_id);
+    store_release(e->kernel, kernel);
   }
   return reinterpret_cast<CUfunction>(function);
 }

@@ -5,13 +5,13 @@
 #include <mllm_kernel/cuda_check.cuh>
 #include <mllm_kernel/driver_launch.cuh>
 #include <mllm_kernel/errors.hpp>
+#include <mllm_kernel/host_atomic.hpp>
 #include <mllm_kernel/source_location.hpp>
 
 #include <cuda_runtime.h>
 #include <dlpack/dlpack.h>
 #include <tvm/ffi/extra/c_env_api.h>
 
-#include <atomic>
 #include <cstddef>
 #include <utility>
 
@@ -21,24 +21,27 @@ namespace detail {
 
 inline constexpr int kMaxDevices = 64;
 
+/// One device attribute's value on each device, -1 until queried (read and written atomically).
+struct DeviceAttributeCache {
+  int values[kMaxDevices];
+  constexpr DeviceAttributeCache() : values() {
+    for (int& v : values) v = -1;
+  }
+};
+
 /// A device attribute, queried once per device and process.
-inline int cached_device_attribute(cudaDeviceAttr attr, int device_id, std::atomic<int>* cache) {
+inline int cached_device_attribute(cudaDeviceAttr attr, int device_id, DeviceAttributeCache& cache) {
   RuntimeCheck(device_id >= 0 && device_id < kMaxDevices, "device id ", device_id, " out of range");
-  int value = cache[device_id].load(std::memory_order_relaxed);
+  int value = load_relaxed(cache.values[device_id]);
   if (value < 0) {
     RuntimeDeviceCheck(cudaDeviceGetAttribute(&value, attr, device_id));
-    cache[device_id].store(value, std::memory_order_relaxed);
+    store_relaxed(cache.values[device_id], value);
   }
   return value;
 }
 
 inline int compute_capability_major(int device_id) {
-  static std::atomic<int> cache[kMaxDevices] = {};
-  static const bool init = [] {
-    for (auto& c : cache) c.store(-1);
-    return true;
-  }();
-  (void)init;
+  static constinit DeviceAttributeCache cache;
   return cached_device_attribute(cudaDevAttrComputeCapabilityMajor, device_id, cache);
 }
 

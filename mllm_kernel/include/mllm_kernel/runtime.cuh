@@ -5,7 +5,6 @@
 
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstddef>
 #include <map>
 #include <mutex>
@@ -14,15 +13,8 @@
 namespace mllm_kernel::host::runtime {
 
 namespace detail {
-/// One cache slot per device, -1 until first queried.
-struct AttributeCache {
-  std::atomic<int> values[host::detail::kMaxDevices];
-  AttributeCache() {
-    for (auto& v : values) v.store(-1);
-  }
-};
-inline int query(cudaDeviceAttr attr, int device_id, AttributeCache& cache) {
-  return host::detail::cached_device_attribute(attr, device_id, cache.values);
+inline int query(cudaDeviceAttr attr, int device_id, host::detail::DeviceAttributeCache& cache) {
+  return host::detail::cached_device_attribute(attr, device_id, cache);
 }
 inline int current_device() {
   int device = 0;
@@ -33,7 +25,7 @@ inline int current_device() {
 
 /// Number of streaming multiprocessors of `device_id` (the current device by default).
 inline int get_sm_count(int device_id = detail::current_device()) {
-  static detail::AttributeCache cache;
+  static constinit host::detail::DeviceAttributeCache cache;
   return detail::query(cudaDevAttrMultiProcessorCount, device_id, cache);
 }
 
@@ -62,19 +54,19 @@ inline int get_runtime_version() {
 
 /// Dynamic shared memory a block may opt into on `device_id`, in bytes.
 inline int get_available_dynamic_smem_per_block(int device_id = detail::current_device()) {
-  static detail::AttributeCache cache;
+  static constinit host::detail::DeviceAttributeCache cache;
   return detail::query(cudaDevAttrMaxSharedMemoryPerBlockOptin, device_id, cache);
 }
 
 /// Shared memory of one SM on `device_id`, in bytes (228 KB on an H100).
 inline int get_smem_per_sm(int device_id = detail::current_device()) {
-  static detail::AttributeCache cache;
+  static constinit host::detail::DeviceAttributeCache cache;
   return detail::query(cudaDevAttrMaxSharedMemoryPerMultiprocessor, device_id, cache);
 }
 
 /// Shared memory the system reserves for each resident block on `device_id`, in bytes.
 inline int get_reserved_smem_per_block(int device_id = detail::current_device()) {
-  static detail::AttributeCache cache;
+  static constinit host::detail::DeviceAttributeCache cache;
   return detail::query(cudaDevAttrReservedSharedMemoryPerBlock, device_id, cache);
 }
 
