@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
 import json
 import logging
 import os
@@ -253,6 +254,14 @@ def _compile_cuda(spec: BuildSpec, command: list[str], build_dir: Path, source: 
     return []
 
 
+def _import_quietly(name: str) -> None:
+    """Imports a module ahead of its use; a failure is left for that use to report."""
+    try:
+        importlib.import_module(name)
+    except Exception:  # noqa: BLE001
+        pass
+
+
 def parse_depfile(path: Path) -> list[str]:
     """The prerequisites of a make-style depfile written by ``-MD -MF`` (gcc or nvcc)."""
     text = path.read_text().replace("\\\n", " ")
@@ -324,8 +333,10 @@ def compile_module(spec: BuildSpec, build_dir: Path) -> tuple[Path, list[str]]:
         runtime_units = len(host_runtime.SOURCES) if spec.host_runtime and not host_runtime.is_built() else 0
         if cpu_pch.has_spare_core(len(commands) + runtime_units):
             cpu_pch.build_in_background(spec)
-    with ThreadPoolExecutor(max_workers=len(commands) + 1) as pool:
+    with ThreadPoolExecutor(max_workers=len(commands) + 2) as pool:
         runs = [pool.submit(c) for c in commands]
+        # tvm-ffi's first import (a tenth of a second or more) while the compilers run, not after.
+        pool.submit(_import_quietly, "tvm_ffi")
         if spec.host_runtime:
             runtime = pool.submit(host_runtime.library).result()
         for future in runs:

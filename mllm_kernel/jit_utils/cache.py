@@ -228,9 +228,10 @@ def find_library(spec: BuildSpec) -> Path:
 
 def load_module(spec: BuildSpec):
     """Loads the module of ``spec``: prebuilt, cached, or built first when needed."""
-    import tvm_ffi
+    library = find_library(spec)
+    import tvm_ffi  # after a build, which imports it meanwhile (build.compile_module)
 
-    return tvm_ffi.load_module(str(find_library(spec)))
+    return tvm_ffi.load_module(str(library))
 
 
 def bundle_libraries(spec: BuildSpec, directory: Path) -> None:
