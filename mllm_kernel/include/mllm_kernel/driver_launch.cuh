@@ -8,12 +8,10 @@
 // to the runtime launch, which also reports the error.
 #pragma once
 
-#include <mllm_kernel/host_atomic.hpp>
+#include <mllm_kernel/once_table.hpp>
 
 #include <cuda.h>
 #include <cuda_runtime.h>
-
-#include <sched.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -49,71 +47,35 @@ inline int compiled_virtual_arch(const void* kernel) {
   return 0;
 }
 
-/// A lock for kernel_function's rare inserts (a kernel's first launch on a device). std::mutex
-/// would bring <mutex> into every kernel's translation unit (about 0.2 s of nvcc's time on a
-/// development machine).
-class InsertLock {
- public:
-  explicit InsertLock(bool& flag) : flag_(flag) {
-    while (test_and_set_acquire(flag_)) sched_yield();
-  }
-  ~InsertLock() { clear_release(flag_); }
-  InsertLock(const InsertLock&) = delete;
-  InsertLock& operator=(const InsertLock&) = delete;
-
- private:
-  bool& flag_;
-};
-
 /// The CUfunction of `kernel` (a __global__ function's host address) on device `device_id`,
 /// which must be the current device; nullptr when it cannot be had. With `virtual_arch`, also
-/// compiled_virtual_arch(kernel). Looked up once per (kernel, device) and kept in a fixed
-/// open-addressed table: lookups take no lock, inserts take one.
+/// compiled_virtual_arch(kernel). Looked up once per (kernel, device).
 inline CUfunction kernel_function(const void* kernel, int device_id, int* virtual_arch = nullptr) {
-  // Every field is read and written atomically (host_atomic.hpp); kernel is published last
-  // (release), once the other fields are set.
-  struct Entry {
-    const void* kernel = nullptr;
-    int device = -1;
-    CUfunction function = nullptr;
-    int virtual_arch = 0;
+  struct Key {
+    const void* kernel;
+    int device;
+    bool operator==(const Key&) const = default;
   };
-  constexpr std::size_t kSlots = 1024;  // a power of two
-  static Entry table[kSlots];
-  static bool insert = false;
-  const std::size_t start = (reinterpret_cast<std::uintptr_t>(kernel) >> 4) ^
-                            (static_cast<std::size_t>(device_id) * 0x9e3779b97f4a7c15ULL);
-  const auto find = [&](bool acquire) -> Entry* {
-    for (std::size_t i = 0; i < kSlots; ++i) {
-      Entry& e = table[(start + i) & (kSlots - 1)];
-      const void* k = acquire ? load_acquire(e.kernel) : load_relaxed(e.kernel);
-      if (k == nullptr || (k == kernel && load_relaxed(e.device) == device_id)) return &e;
+  struct Value {
+    CUfunction function;
+    int virtual_arch;
+  };
+  static OnceTable<Key, Value, 1024> table;
+  const std::size_t hash = (reinterpret_cast<std::uintptr_t>(kernel) >> 4) ^
+                           (static_cast<std::size_t>(device_id) * 0x9e3779b97f4a7c15ULL);
+  Value value{};
+  const bool found = table.get(Key{kernel, device_id}, hash, value, [kernel](Value& computed) {
+    cudaFunction_t function = nullptr;
+    if (cudaGetFuncBySymbol(&function, kernel) != cudaSuccess || function == nullptr) {
+      (void)cudaGetLastError();
+      return false;
     }
-    return nullptr;  // full
-  };
-  const auto found = [&](Entry* entry) {
-    if (virtual_arch != nullptr) *virtual_arch = load_relaxed(entry->virtual_arch);
-    return load_relaxed(entry->function);
-  };
-  Entry* e = find(true);
-  if (e != nullptr && load_relaxed(e->kernel) != nullptr) return found(e);
-  const InsertLock lock(insert);
-  e = find(false);  // another thread may have inserted it meanwhile
-  if (e != nullptr && load_relaxed(e->kernel) != nullptr) return found(e);
-  cudaFunction_t function = nullptr;
-  if (cudaGetFuncBySymbol(&function, kernel) != cudaSuccess || function == nullptr) {
-    (void)cudaGetLastError();
-    return nullptr;
-  }
-  const int arch = compiled_virtual_arch(kernel);
-  if (virtual_arch != nullptr) *virtual_arch = arch;
-  if (e != nullptr) {
-    store_relaxed(e->function, reinterpret_cast<CUfunction>(function));
-    store_relaxed(e->virtual_arch, arch);
-    store_relaxed(e->device, device_id);
-    store_release(e->kernel, kernel);
-  }
-  return reinterpret_cast<CUfunction>(function);
+    computed = Value{reinterpret_cast<CUfunction>(function), compiled_virtual_arch(kernel)};
+    return true;
+  });
+  if (!found) return nullptr;
+  if (virtual_arch != nullptr) *virtual_arch = value.virtual_arch;
+  return value.function;
 }
 
 /// compiled_virtual_arch of `kernel` on the current device `device_id`, from kernel_function's

@@ -1,14 +1,13 @@
 // CUDA runtime queries used to size launches, each cached per device for the process.
 #pragma once
 
+#include <mllm_kernel/once_table.hpp>
 #include <mllm_kernel/utils.cuh>
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
-#include <map>
-#include <mutex>
-#include <tuple>
+#include <cstdint>
 
 namespace mllm_kernel::host::runtime {
 
@@ -74,15 +73,23 @@ inline int get_reserved_smem_per_block(int device_id = detail::current_device())
 /// current device; the answer is cached per (kernel, device, block size, smem).
 template <typename... KernelArgs>
 inline int get_blocks_per_sm(void (*kernel)(KernelArgs...), int block_size, std::size_t dynamic_smem = 0) {
-  using Key = std::tuple<const void*, int, int, std::size_t>;
-  static std::mutex mutex;
-  static std::map<Key, int> cache;
+  struct Key {
+    const void* kernel;
+    int device;
+    int block_size;
+    std::size_t smem;
+    bool operator==(const Key&) const = default;
+  };
+  static host::detail::OnceTable<Key, int, 256> table;
   const Key key{reinterpret_cast<const void*>(kernel), detail::current_device(), block_size, dynamic_smem};
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  const std::size_t hash = (reinterpret_cast<std::uintptr_t>(key.kernel) >> 4) ^
+                           (static_cast<std::size_t>(key.device) * 0x9e3779b97f4a7c15ULL) ^
+                           (static_cast<std::size_t>(block_size) << 20) ^ (dynamic_smem << 7);
   int blocks = 0;
-  RuntimeDeviceCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, block_size, dynamic_smem));
-  cache.emplace(key, blocks);
+  table.get(key, hash, blocks, [&](int& computed) {
+    RuntimeDeviceCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&computed, kernel, block_size, dynamic_smem));
+    return true;
+  });
   return blocks;
 }
 
