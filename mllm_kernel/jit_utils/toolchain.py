@@ -8,6 +8,7 @@ subprocess is started unless a build needs one (pkg-config is a last resort for 
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import re
 import shutil
@@ -359,17 +360,41 @@ def find_cutlass_include() -> str:
     raise ToolchainNotFoundError(CUTLASS_INSTALL_HINT)
 
 
+def _tvm_ffi_module(name: str):
+    """tvm-ffi's module ``name`` (``libinfo``, ``_version``: standard library imports only), run
+    from its file without importing the package when the package is not imported yet: a build's
+    key needs these, and the package's import (its compiled core, its PyTorch bindings) takes a
+    tenth of a second before a first call's compilers could start. The caller falls back to the
+    package's own import when the file is not there."""
+    import importlib.util
+    import sys
+
+    if "tvm_ffi" in sys.modules:
+        return importlib.import_module(f"tvm_ffi.{name}")
+    package = importlib.util.find_spec("tvm_ffi")
+    for folder in (package.submodule_search_locations or []) if package else []:
+        path = Path(folder) / f"{name}.py"
+        if path.is_file():
+            spec = importlib.util.spec_from_file_location(f"_mllm_kernel_tvm_ffi_{name}", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    return importlib.import_module(f"tvm_ffi.{name}")
+
+
 @functools.lru_cache(maxsize=None)
 def tvm_ffi_paths() -> tuple[tuple[str, ...], str]:
     """tvm-ffi's include folders (its own and DLPack's) and the folder of ``libtvm_ffi``."""
-    from tvm_ffi import libinfo
-
+    libinfo = _tvm_ffi_module("libinfo")
     includes = tuple(dict.fromkeys([libinfo.find_include_path(), libinfo.find_dlpack_include_path()]))
     return includes, str(Path(libinfo.find_libtvm_ffi()).parent)
 
 
 @functools.lru_cache(maxsize=None)
 def tvm_ffi_version() -> str:
-    import tvm_ffi
+    try:
+        return _tvm_ffi_module("_version").__version__
+    except ImportError:  # a source build without the generated file
+        import tvm_ffi
 
-    return tvm_ffi.__version__
+        return tvm_ffi.__version__
