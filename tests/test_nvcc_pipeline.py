@@ -85,6 +85,21 @@ def test_the_stubs_reach_the_host_compile_as_cicc_wrote_them(tmp_path):
     assert "seed_copy_kernel" in stubs.read_text() and "__cudaRegisterEntry" in stubs.read_text()
 
 
+def test_without_named_pipes_the_host_compile_waits_for_cicc(tmp_path, monkeypatch):
+    """A build folder whose file system makes no named pipe: the stubs are read from cicc's file,
+    after cicc, and the module builds."""
+    def no_fifo(path, *args, **kwargs):
+        raise OSError(95, "Operation not supported", str(path))
+
+    monkeypatch.setattr(nvcc_pipeline.os, "mkfifo", no_fifo)
+    pipeline = nvcc_pipeline.plan(_listing(_spec(), tmp_path), tmp_path / "keep")
+    tools = [s.tool for s in pipeline.steps]
+    assert pipeline.stubs is None and "cicc" in {tools[j] for j in pipeline.steps[-1].after}
+    assert all(".stub.c.cicc" not in s.command for s in pipeline.steps)  # cicc writes the included file
+    (tmp_path / "build").mkdir()
+    _objects(_spec("pipeline_no_fifo"), tmp_path / "build")
+
+
 def _fifo(tmp_path: Path) -> nvcc_pipeline.StubPipe:
     stubs = nvcc_pipeline.StubPipe(0, tmp_path / "unit.stub.c", tmp_path / "unit.stub.c.cicc")
     os.mkfifo(stubs.pipe)

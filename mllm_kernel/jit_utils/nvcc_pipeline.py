@@ -12,8 +12,8 @@ The final host compile reads cudafe++'s output, the host stubs cicc writes, and 
 fatbinary, which nvcc embeds as ``<unit>.fatbin.c`` (the image as assembler data, and the wrapper
 the stubs register). Here it waits for none but cudafe++:
   - the stubs, #included at the end of cudafe++'s output, come through a named pipe
-    (``StubPipe``): the host compiler parses the unit while cicc works, and reads them when it
-    gets there;
+    (``StubPipe``; where the build folder's file system has named pipes): the host compiler
+    parses the unit while cicc works, and reads them when it gets there;
   - ``fatbin.c`` declares the image instead of holding it, and the image is assembled into an
     object of its own after fatbinary (``EmbeddedImage``), linked beside the unit's. Before
     that object is used, nvcc's own ``fatbin.c`` (written elsewhere) is checked to be exactly
@@ -308,7 +308,8 @@ def _flag_value(command: str, flag: str) -> str | None:
 
 def _pipe_stubs(steps: list[Step]) -> StubPipe | None:
     """The stubs the host code includes piped from the cicc step that writes them (its command
-    changed to write them elsewhere), or None when the listing has no single such step."""
+    changed to write them elsewhere; the pipe made), or None when the listing has no single such
+    step or the build folder's file system has no named pipes."""
     cudafe = [s for s in steps if s.tool == "cudafe++"]
     if len(cudafe) != 1 or not hasattr(os, "mkfifo"):
         return None
@@ -325,6 +326,11 @@ def _pipe_stubs(steps: list[Step]) -> StubPipe | None:
     command, count = pattern.subn(lambda m: "--stub_file_name" + m.group(1) + shlex.quote(written),
                                   steps[index].command)
     if count != 1:
+        return None
+    try:
+        Path(path).unlink(missing_ok=True)
+        os.mkfifo(path)
+    except OSError:
         return None
     steps[index].command = command
     steps[index].outputs = (steps[index].outputs - {path}) | {written}
@@ -370,9 +376,6 @@ def run(pipeline: Pipeline, source: Path, run_step) -> list[Path]:
     embedded, stubs = pipeline.embedded, pipeline.stubs
     if embedded is not None:
         embedded.write_wrapper()
-    if stubs is not None:
-        stubs.pipe.unlink(missing_ok=True)
-        os.mkfifo(stubs.pipe)
     preamble = "".join(f"export {shlex.quote(a)}; " for a in pipeline.assignments)
     done: dict[int, Future] = {}
 
