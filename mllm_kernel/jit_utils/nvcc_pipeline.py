@@ -297,6 +297,7 @@ def plan(nvcc_command: list[str], keep_dir: Path) -> Pipeline | None:
 
 
 def _flag_value(command: str, flag: str) -> str | None:
+    """The value of ``flag`` in a listing's command (``--flag value`` or ``--flag=value``)."""
     tokens = shlex.split(command)
     for i, token in enumerate(tokens):
         if token == flag and i + 1 < len(tokens):
@@ -304,6 +305,14 @@ def _flag_value(command: str, flag: str) -> str | None:
         if token.startswith(flag + "="):
             return token[len(flag) + 1:]
     return None
+
+
+def _with_flag_value(command: str, flag: str, old: str, new: str) -> str | None:
+    """``command`` with ``flag``'s value ``old`` (quoted or not) replaced by ``new``; None unless
+    it occurs exactly once."""
+    pattern = re.compile(re.escape(flag) + r'(=|\s+)("?)' + re.escape(old) + r"\2(?=\s|$)")
+    changed, count = pattern.subn(lambda m: flag + m.group(1) + shlex.quote(new), command)
+    return changed if count == 1 else None
 
 
 def _pipe_stubs(steps: list[Step]) -> StubPipe | None:
@@ -322,10 +331,8 @@ def _pipe_stubs(steps: list[Step]) -> StubPipe | None:
         return None
     index, path = writers[0]
     written = path + ".cicc"
-    pattern = re.compile(r'--stub_file_name(=|\s+)("?)' + re.escape(path) + r"\2(?=\s|$)")
-    command, count = pattern.subn(lambda m: "--stub_file_name" + m.group(1) + shlex.quote(written),
-                                  steps[index].command)
-    if count != 1:
+    command = _with_flag_value(steps[index].command, "--stub_file_name", path, written)
+    if command is None:
         return None
     try:
         Path(path).unlink(missing_ok=True)
@@ -344,15 +351,13 @@ def _embed_apart(steps: list[Step]) -> EmbeddedImage | None:
     if len(fatbinaries) != 1:
         return None
     step = steps[fatbinaries[0]]
-    tokens = shlex.split(step.command)
-    values = {flag: value for flag, eq, value in (t.partition("=") for t in tokens) if eq}
-    if "--embedded-fatbin" not in values or "--create" not in values:
+    wrapper, image = _flag_value(step.command, "--embedded-fatbin"), _flag_value(step.command, "--create")
+    if wrapper is None or image is None:
         return None
-    wrapper, image = Path(values["--embedded-fatbin"]), Path(values["--create"])
+    wrapper, image = Path(wrapper), Path(image)
     nvcc_wrapper = wrapper.with_name(wrapper.name.replace(".fatbin.c", "") + ".nvcc-fatbin.c")
-    pattern = re.compile(r'--embedded-fatbin=("?)' + re.escape(str(wrapper)) + r"\1(?=\s|$)")
-    command, count = pattern.subn(lambda _: "--embedded-fatbin=" + shlex.quote(str(nvcc_wrapper)), step.command)
-    if count != 1:
+    command = _with_flag_value(step.command, "--embedded-fatbin", str(wrapper), str(nvcc_wrapper))
+    if command is None:
         return None
     step.command = command
     step.outputs = (step.outputs - {str(wrapper)}) | {str(nvcc_wrapper)}
@@ -377,6 +382,10 @@ def run(pipeline: Pipeline, source: Path, run_step) -> list[Path]:
     if embedded is not None:
         embedded.write_wrapper()
     preamble = "".join(f"export {shlex.quote(a)}; " for a in pipeline.assignments)
+
+    def run_command(command: str) -> None:
+        run_step(["bash", "-c", preamble + "exec " + command])
+
     done: dict[int, Future] = {}
 
     def start(i: int, pool: ThreadPoolExecutor) -> Future:
@@ -386,7 +395,7 @@ def run(pipeline: Pipeline, source: Path, run_step) -> list[Path]:
             def go() -> None:
                 for future in waits:
                     future.result()
-                run_step(["bash", "-c", preamble + "exec " + pipeline.steps[i].command])
+                run_command(pipeline.steps[i].command)
 
             done[i] = pool.submit(go)
         return done[i]
@@ -423,5 +432,5 @@ def run(pipeline: Pipeline, source: Path, run_step) -> list[Path]:
     logger.info("mllm_kernel: %s: nvcc's fatbin.c has an unknown form; its host code compiled again with it",
                 source.name)
     os.replace(embedded.nvcc_wrapper, embedded.wrapper)
-    run_step(["bash", "-c", preamble + "exec " + pipeline.steps[-1].command])
+    run_command(pipeline.steps[-1].command)
     return []

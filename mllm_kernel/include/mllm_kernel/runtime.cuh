@@ -12,9 +12,6 @@
 namespace mllm_kernel::host::runtime {
 
 namespace detail {
-inline int query(cudaDeviceAttr attr, int device_id, host::detail::DeviceAttributeCache& cache) {
-  return host::detail::cached_device_attribute(attr, device_id, cache);
-}
 inline int current_device() {
   int device = 0;
   RuntimeDeviceCheck(cudaGetDevice(&device));
@@ -25,7 +22,7 @@ inline int current_device() {
 /// Number of streaming multiprocessors of `device_id` (the current device by default).
 inline int get_sm_count(int device_id = detail::current_device()) {
   static constinit host::detail::DeviceAttributeCache cache;
-  return detail::query(cudaDevAttrMultiProcessorCount, device_id, cache);
+  return host::detail::cached_device_attribute(cudaDevAttrMultiProcessorCount, device_id, cache);
 }
 
 /// Major compute capability (9 on an H100).
@@ -54,19 +51,19 @@ inline int get_runtime_version() {
 /// Dynamic shared memory a block may opt into on `device_id`, in bytes.
 inline int get_available_dynamic_smem_per_block(int device_id = detail::current_device()) {
   static constinit host::detail::DeviceAttributeCache cache;
-  return detail::query(cudaDevAttrMaxSharedMemoryPerBlockOptin, device_id, cache);
+  return host::detail::cached_device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, device_id, cache);
 }
 
 /// Shared memory of one SM on `device_id`, in bytes (228 KB on an H100).
 inline int get_smem_per_sm(int device_id = detail::current_device()) {
   static constinit host::detail::DeviceAttributeCache cache;
-  return detail::query(cudaDevAttrMaxSharedMemoryPerMultiprocessor, device_id, cache);
+  return host::detail::cached_device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor, device_id, cache);
 }
 
 /// Shared memory the system reserves for each resident block on `device_id`, in bytes.
 inline int get_reserved_smem_per_block(int device_id = detail::current_device()) {
   static constinit host::detail::DeviceAttributeCache cache;
-  return detail::query(cudaDevAttrReservedSharedMemoryPerBlock, device_id, cache);
+  return host::detail::cached_device_attribute(cudaDevAttrReservedSharedMemoryPerBlock, device_id, cache);
 }
 
 /// Resident blocks of `kernel` per SM for a block size and dynamic shared memory on the
