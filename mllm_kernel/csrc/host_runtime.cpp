@@ -1,4 +1,4 @@
-// The host runtime (host_runtime.hpp): the out-of-line half of errors.hpp, dtype.hpp,
+// The host runtime (host_runtime.hpp): the out-of-line half of text.hpp, errors.hpp, dtype.hpp,
 // dl_device.hpp, tensor.hpp and rows.hpp. The JIT compiles it once per toolchain into a shared
 // library that every module links; the C++ tests link it statically.
 #include <mllm_kernel/dl_device.hpp>
@@ -6,16 +6,49 @@
 #include <mllm_kernel/errors.hpp>
 #include <mllm_kernel/rows.hpp>
 #include <mllm_kernel/tensor.hpp>
+#include <mllm_kernel/text.hpp>
 
 #include <dlpack/dlpack.h>
 
+#include <charconv>
 #include <cstdint>
-#include <string>
-#include <string_view>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 #include <utility>
 #include <vector>
 
 namespace mllm_kernel::host {
+
+// ---------------------------------------------------------------------------------------------
+// text.hpp
+
+Text::~Text() { std::free(data_); }
+
+Text& Text::append(const char* data, std::size_t size) {
+  if (size == 0) return *this;
+  if (size_ + size + 1 > capacity_) {
+    std::size_t capacity = capacity_ < 32 ? 32 : capacity_ * 2;
+    while (capacity < size_ + size + 1) capacity *= 2;
+    char* grown = static_cast<char*>(std::realloc(data_, capacity));
+    if (grown == nullptr) throw std::bad_alloc();
+    data_ = grown;
+    capacity_ = capacity;
+  }
+  std::memcpy(data_ + size_, data, size);
+  size_ += size;
+  data_[size_] = '\0';
+  return *this;
+}
+
+Text& Text::append(const char* text) { return append(text, std::strlen(text)); }
+
+bool Text::equals(const char* data, std::size_t size) const noexcept {
+  return size == size_ && (size == 0 || std::memcmp(data_, data, size) == 0);
+}
+
+bool Text::equals(const char* text) const noexcept { return std::strcmp(c_str(), text) == 0; }
 
 // ---------------------------------------------------------------------------------------------
 // errors.hpp
@@ -24,22 +57,46 @@ const char* PanicError::what() const noexcept { return message_.c_str(); }
 
 namespace detail {
 
-std::string list_text(const std::int64_t* values, int n) {
-  std::string out = "[";
-  for (int i = 0; i < n; ++i) {
-    if (i) out += ", ";
-    out += std::to_string(values[i]);
-  }
-  return out + "]";
+namespace {
+
+template <typename T>
+void append_integer(Text& out, T value) {
+  char buffer[24];
+  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  out.append(buffer, static_cast<std::size_t>(result.ptr - buffer));
 }
 
-void throw_panic_at(std::string kind, std::string message, const char* file, std::uint_least32_t line) {
-  message += " [at ";
-  message += short_file_name(file);
+template <typename T>
+void append_printf(Text& out, const char* format, T value) {
+  char buffer[32];
+  const int n = std::snprintf(buffer, sizeof(buffer), format, value);
+  out.append(buffer, static_cast<std::size_t>(n));
+}
+
+}  // namespace
+
+void append_signed(Text& out, long long value) { append_integer(out, value); }
+void append_unsigned(Text& out, unsigned long long value) { append_integer(out, value); }
+void append_floating(Text& out, double value) { append_printf(out, "%g", value); }
+void append_pointer(Text& out, const void* value) { append_printf(out, "%p", value); }
+
+Text list_text(const std::int64_t* values, int n) {
+  Text out("[");
+  for (int i = 0; i < n; ++i) {
+    if (i) out.append(", ");
+    append(out, values[i]);
+  }
+  out += ']';
+  return out;
+}
+
+void throw_panic_at(const char* kind, Text message, const char* file, std::uint_least32_t line) {
+  message.append(" [at ");
+  message.append(short_file_name(file));
   message += ':';
-  message += std::to_string(line);
+  append(message, line);
   message += ']';
-  throw PanicError(std::move(kind), std::move(message));
+  throw PanicError(kind, std::move(message));
 }
 
 }  // namespace detail
@@ -47,27 +104,29 @@ void throw_panic_at(std::string kind, std::string message, const char* file, std
 // ---------------------------------------------------------------------------------------------
 // dtype.hpp, dl_device.hpp
 
-std::string dtype_name(DLDataType dtype) {
-  std::string base;
+Text dtype_name(DLDataType dtype) {
+  using detail::concat;
+  const int bits = dtype.bits;
+  Text base;
   switch (dtype.code) {
-    case kDLFloat: base = "float" + std::to_string(dtype.bits); break;
-    case kDLInt: base = "int" + std::to_string(dtype.bits); break;
-    case kDLUInt: base = "uint" + std::to_string(dtype.bits); break;
-    case kDLBfloat: base = dtype.bits == 16 ? "bfloat16" : "bfloat" + std::to_string(dtype.bits); break;
+    case kDLFloat: base = concat("float", bits); break;
+    case kDLInt: base = concat("int", bits); break;
+    case kDLUInt: base = concat("uint", bits); break;
+    case kDLBfloat: base = concat("bfloat", bits); break;
     case kDLBool: base = "bool"; break;
     case kDLFloat8_e4m3fn: base = "float8_e4m3fn"; break;
     case kDLFloat8_e4m3fnuz: base = "float8_e4m3fnuz"; break;
     case kDLFloat8_e5m2: base = "float8_e5m2"; break;
     case kDLFloat8_e5m2fnuz: base = "float8_e5m2fnuz"; break;
     case kDLFloat8_e8m0fnu: base = "float8_e8m0fnu"; break;
-    case kDLComplex: base = "complex" + std::to_string(dtype.bits); break;
-    default: base = "dtype(code=" + std::to_string(dtype.code) + ", bits=" + std::to_string(dtype.bits) + ")";
+    case kDLComplex: base = concat("complex", bits); break;
+    default: base = concat("dtype(code=", static_cast<int>(dtype.code), ", bits=", bits, ")");
   }
-  if (dtype.lanes != 1) base += "x" + std::to_string(dtype.lanes);
+  if (dtype.lanes != 1) base.append(concat("x", static_cast<int>(dtype.lanes)));
   return base;
 }
 
-std::string device_type_name(int device_type) {
+Text device_type_name(int device_type) {
   switch (device_type) {
     case kDLCPU: return "cpu";
     case kDLCUDA: return "cuda";
@@ -79,20 +138,20 @@ std::string device_type_name(int device_type) {
     case kDLVulkan: return "vulkan";
     case kDLMetal: return "metal";
     case kDLOneAPI: return "oneapi";
-    default: return "device_type(" + std::to_string(device_type) + ")";
+    default: return detail::concat("device_type(", device_type, ")");
   }
 }
 
 /// "cpu" for the host, "cuda:1" for an accelerator.
-std::string device_name(DLDevice device) {
+Text device_name(DLDevice device) {
   if (device.device_type == kDLCPU) return "cpu";
-  return device_type_name(device.device_type) + ":" + std::to_string(device.device_id);
+  return detail::concat(device_type_name(device.device_type), ":", device.device_id);
 }
 
 // ---------------------------------------------------------------------------------------------
 // rows.hpp
 
-RowsView::RowsView(mllm_kernel::TensorView tensor, std::string_view name, source_location loc)
+RowsView::RowsView(mllm_kernel::TensorView tensor, const char* name, source_location loc)
     : tensor_{tensor.data_ptr(), tensor.device(), 2, tensor.dtype(), shape_, strides_, tensor.byte_offset()} {
   const int ndim = tensor.ndim();
   if (ndim == 0) {
@@ -137,45 +196,46 @@ RowsView::RowsView(mllm_kernel::TensorView tensor, std::string_view name, source
 
 namespace {
 
-std::string spec_text(const detail::InlineList<SizeSpec, detail::kMatcherMaxDims>& specs) {
-  std::string out = "[";
+Text spec_text(const detail::InlineList<SizeSpec, detail::kMatcherMaxDims>& specs) {
+  Text out("[");
   for (std::size_t i = 0; i < specs.size(); ++i) {
-    if (i) out += ", ";
-    out += specs[i].describe();
+    if (i) out.append(", ");
+    out.append(specs[i].describe());
   }
-  return out + "]";
+  out += ']';
+  return out;
 }
 
-std::string join_dtypes(const detail::InlineList<detail::DTypeSlot, detail::kMatcherMaxDTypes>& dtypes) {
-  std::string out;
+Text join_dtypes(const detail::InlineList<detail::DTypeSlot, detail::kMatcherMaxDTypes>& dtypes) {
+  Text out;
   for (std::size_t i = 0; i < dtypes.size(); ++i) {
-    if (i) out += ", ";
-    out += dtype_name(dtypes[i].value);
+    if (i) out.append(", ");
+    out.append(dtype_name(dtypes[i].value));
   }
   return out;
 }
 
-std::string join_device_types(const detail::InlineList<int, detail::kMatcherMaxDeviceTypes>& types) {
-  std::string out;
+Text join_device_types(const detail::InlineList<int, detail::kMatcherMaxDeviceTypes>& types) {
+  Text out;
   for (std::size_t i = 0; i < types.size(); ++i) {
-    if (i) out += " or ";
-    out += device_type_name(types[i]);
+    if (i) out.append(" or ");
+    out.append(device_type_name(types[i]));
   }
   return out;
 }
 
 }  // namespace
 
-std::string detail::Origin::text() const {
-  return file ? concat("tensor verified at ", short_file_name(file), ":", line) : std::string(name);
+Text detail::Origin::text() const {
+  return file ? concat("tensor verified at ", short_file_name(file), ":", line) : Text(name);
 }
 
-std::string SizeSpec::describe() const {
-  if (symbol_) return symbol_->name().empty() ? std::string("?") : std::string(symbol_->name());
-  return is_any() ? std::string("*") : std::to_string(value_);
+Text SizeSpec::describe() const {
+  if (symbol_) return *symbol_->name() == '\0' ? Text("?") : Text(symbol_->name());
+  return is_any() ? Text("*") : detail::concat(value_);
 }
 
-void TensorMatcher::match_value(const SizeSpec& spec, std::int64_t actual, std::string_view tensor,
+void TensorMatcher::match_value(const SizeSpec& spec, std::int64_t actual, const char* tensor,
                                 const detail::Origin& origin, const char* what, int index,
                                 const source_location& loc) {
   if (spec.is_any()) return;
@@ -184,10 +244,10 @@ void TensorMatcher::match_value(const SizeSpec& spec, std::int64_t actual, std::
       sym->bind(actual, origin);
       return;
     }
-    if (*sym->get() != actual) [[unlikely]] {
-      const std::string label = sym->name().empty() ? std::string() : detail::concat(" (", sym->name(), ")");
+    if (sym->unwrap() != actual) [[unlikely]] {
+      const Text label = *sym->name() == '\0' ? Text() : detail::concat(" (", sym->name(), ")");
       detail::throw_panic("ValueError",
-                          detail::concat(tensor, ": ", what, " ", index, label, " must be ", *sym->get(),
+                          detail::concat(tensor, ": ", what, " ", index, label, " must be ", sym->unwrap(),
                                          " as bound by ", sym->origin(), ", got ", actual),
                           loc);
     }
@@ -200,7 +260,7 @@ void TensorMatcher::match_value(const SizeSpec& spec, std::int64_t actual, std::
   }
 }
 
-void TensorMatcher::check(mllm_kernel::TensorView tensor, std::string_view name, const detail::Origin& origin,
+void TensorMatcher::check(mllm_kernel::TensorView tensor, const char* name, const detail::Origin& origin,
                           const source_location& loc) {
   const int ndim = tensor.ndim();
   const std::int64_t* shape = tensor.shape().data();
@@ -256,11 +316,11 @@ void TensorMatcher::check(mllm_kernel::TensorView tensor, std::string_view name,
 }
 
 void TensorMatcher::check_unnamed(mllm_kernel::TensorView tensor, const source_location& loc) {
-  unnamed_ = std::string("tensor verified at ") + short_file_name(loc.file_name()) + ":" + std::to_string(loc.line());
-  check(tensor, unnamed_, detail::Origin{{}, loc.file_name(), loc.line()}, loc);
+  unnamed_ = detail::concat("tensor verified at ", short_file_name(loc.file_name()), ":", loc.line());
+  check(tensor, unnamed_.c_str(), detail::Origin{"", loc.file_name(), loc.line()}, loc);
 }
 
-void TensorMatcher::check_dtype(DLDataType actual, std::string_view name, const detail::Origin& origin,
+void TensorMatcher::check_dtype(DLDataType actual, const char* name, const detail::Origin& origin,
                                 const source_location& loc) {
   if (!allowed_dtypes_.empty()) {
     bool ok = false;
@@ -276,15 +336,15 @@ void TensorMatcher::check_dtype(DLDataType actual, std::string_view name, const 
   if (dtype_ == nullptr) return;
   if (!dtype_->has_value()) {
     dtype_->bind(actual, origin);
-  } else if (!same_dtype(*dtype_->get(), actual)) {
+  } else if (!same_dtype(dtype_->unwrap(), actual)) {
     detail::throw_panic("ValueError",
-                        detail::concat(name, ": dtype must be ", dtype_name(*dtype_->get()), " as bound by ",
+                        detail::concat(name, ": dtype must be ", dtype_name(dtype_->unwrap()), " as bound by ",
                                        dtype_->origin(), ", got ", dtype_name(actual)),
                         loc);
   }
 }
 
-void TensorMatcher::check_device(DLDevice actual, std::string_view name, const detail::Origin& origin,
+void TensorMatcher::check_device(DLDevice actual, const char* name, const detail::Origin& origin,
                                  const source_location& loc) {
   if (!allowed_devices_.empty()) {
     bool ok = false;
@@ -299,9 +359,9 @@ void TensorMatcher::check_device(DLDevice actual, std::string_view name, const d
   if (device_ == nullptr) return;
   if (!device_->has_value()) {
     device_->bind(actual, origin);
-  } else if (!same_device(*device_->get(), actual)) {
+  } else if (!same_device(device_->unwrap(), actual)) {
     detail::throw_panic("ValueError",
-                        detail::concat(name, ": device must be ", device_name(*device_->get()), " as bound by ",
+                        detail::concat(name, ": device must be ", device_name(device_->unwrap()), " as bound by ",
                                        device_->origin(), ", got ", device_name(actual)),
                         loc);
   }

@@ -48,7 +48,7 @@ void std_failure() { throw std::runtime_error("not an ffi error"); }
 /// Every scalar parameter type the export reads, and a std::string result.
 std::string describe(bool flag, std::int32_t small, std::int64_t big, double real, float single) {
   return std::string(flag ? "true" : "false") + " " + std::to_string(small) + " " + std::to_string(big) + " " +
-         mllm_kernel::host::detail::concat(real, " ", single);
+         mllm_kernel::host::detail::concat(real, " ", single).c_str();
 }
 
 /// A floating-point and a bool result.

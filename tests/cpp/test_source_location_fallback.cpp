@@ -31,7 +31,7 @@ TEST(SourceLocationFallback, RuntimeCheckNamesTheCaller) {
     line = __LINE__; RuntimeCheck(false, "n must be positive, got ", -1);
     FAIL() << "RuntimeCheck(false) did not throw";
   } catch (const PanicError& error) {
-    EXPECT_EQ(error.kind(), "ValueError");
+    EXPECT_STREQ(error.kind(), "ValueError");
     EXPECT_EQ(error.message(), "n must be positive, got -1" + at(line));
   }
 }

@@ -63,7 +63,7 @@ TEST(RuntimeCheck, MessageKindAndCallerLocation) {
   const PanicError error = expect_panic([&] {
     line = __LINE__; RuntimeCheck(n > 0, "n must be positive, got ", n);
   });
-  EXPECT_EQ(error.kind(), "ValueError");
+  EXPECT_STREQ(error.kind(), "ValueError");
   EXPECT_EQ(error.message(), "n must be positive, got -3" + at(line));
 }
 
@@ -160,7 +160,7 @@ int returns_or_panics(int value, int* line) {
 TEST(Panic, AlwaysThrowsWithMessageAndLocation) {
   int line = 0;
   const PanicError error = expect_panic([&] { always_panics(42, &line); });
-  EXPECT_EQ(error.kind(), "ValueError");
+  EXPECT_STREQ(error.kind(), "ValueError");
   EXPECT_EQ(error.message(), "unsupported value 42" + at(line));
 }
 
@@ -171,10 +171,57 @@ TEST(Panic, NoReturnInValueFunction) {
   EXPECT_EQ(error.message(), "value must be positive, got -1" + at(line));
 }
 
+// ----------------------------------------------------------------------------------------------
+// Text
+
+TEST(Text, AppendsGrowsAndStaysTerminated) {
+  using mllm_kernel::host::Text;
+  Text text;
+  EXPECT_TRUE(text.empty());
+  EXPECT_STREQ(text.c_str(), "");
+  std::string expected;
+  for (int i = 0; i < 200; ++i) {  // past several reallocations
+    const std::string part = std::to_string(i) + ",";
+    text.append(part.c_str());
+    expected += part;
+    ASSERT_EQ(text.size(), expected.size());
+    ASSERT_STREQ(text.c_str(), expected.c_str());
+  }
+  text.append("xyz", 2);
+  text += '!';
+  text.append(std::string_view("sv"));
+  text.append("", 0);
+  expected += "xy!sv";
+  EXPECT_EQ(std::string(text.data(), text.size()), expected);
+  EXPECT_TRUE(text == expected.c_str());
+  EXPECT_FALSE(text == "xy!sv");
+}
+
+TEST(Text, CopiesMovesAndConverts) {
+  using mllm_kernel::host::Text;
+  const std::string source(100, 'a');
+  Text text(source);  // from anything with data() and size()
+  Text copy = text;
+  EXPECT_TRUE(copy == text);
+  copy += 'b';
+  EXPECT_EQ(text.size(), 100u);  // the copy owns its characters
+  EXPECT_EQ(copy.size(), 101u);
+  Text moved = std::move(copy);
+  EXPECT_EQ(moved.size(), 101u);
+  EXPECT_TRUE(copy.empty());  // NOLINT(bugprone-use-after-move): a moved-from Text is empty
+  EXPECT_STREQ(copy.c_str(), "");
+  moved = text;
+  EXPECT_TRUE(moved == text);
+  moved = Text("short");
+  EXPECT_TRUE(moved == "short");
+  EXPECT_TRUE(Text("ab", 1) == "a");
+  EXPECT_FALSE(Text("ab") == Text("abc"));
+}
+
 TEST(PanicError, KeepsKindAndMessage) {
   const PanicError error("RuntimeError", "device failed");
-  EXPECT_EQ(error.kind(), "RuntimeError");
-  EXPECT_EQ(error.message(), "device failed");
+  EXPECT_STREQ(error.kind(), "RuntimeError");
+  EXPECT_STREQ(error.message(), "device failed");
 }
 
 // ----------------------------------------------------------------------------------------------

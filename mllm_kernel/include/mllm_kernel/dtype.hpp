@@ -8,11 +8,11 @@
 #pragma once
 
 #include <mllm_kernel/host_runtime.hpp>
+#include <mllm_kernel/text.hpp>
 
 #include <dlpack/dlpack.h>
 
 #include <cstdint>
-#include <string>
 
 namespace mllm_kernel {
 
@@ -69,7 +69,7 @@ constexpr std::int64_t dtype_bytes(DLDataType dtype) {
 
 /// The PyTorch name of a DLPack dtype ("float32", "bfloat16", "float8_e4m3fn", ...), so
 /// messages read like PyTorch's own.
-MLLM_KERNEL_HOST_API std::string dtype_name(DLDataType dtype);
+MLLM_KERNEL_HOST_API Text dtype_name(DLDataType dtype);
 
 /// Whether two DLPack dtypes are the same (named, not an operator, to stay clear of the
 /// comparison operators other libraries declare for DLPack's structs).

@@ -3,8 +3,9 @@
 // Every check in the library throws `PanicError`; an entry point (ffi_export.hpp) turns it into
 // a Python exception of its kind (ValueError unless said otherwise) that carries the message and
 // the file:line of the check. Messages are built with `concat`, which formats its parts as an
-// ostream would (numbers as `<<` prints them) without <sstream>: this header is in every kernel's
-// translation unit, and each of nvcc's front ends would otherwise parse the iostreams.
+// ostream would (numbers as `<<` prints them) into a Text (text.hpp), without <sstream> or
+// <string>: this header is in every kernel's translation unit, and each of nvcc's front ends
+// would otherwise parse them.
 //
 //   RuntimeCheck(n > 0, "input must not be empty, got ", n);
 //   Panic("unsupported dtype ", dtype_name(dtype));
@@ -12,13 +13,10 @@
 
 #include <mllm_kernel/host_runtime.hpp>
 #include <mllm_kernel/source_location.hpp>
+#include <mllm_kernel/text.hpp>
 
-#include <charconv>
 #include <cstdint>
-#include <cstdio>
 #include <exception>
-#include <string>
-#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -29,16 +27,16 @@ namespace mllm_kernel::host {
 /// failures).
 class MLLM_KERNEL_HOST_API PanicError : public std::exception {
  public:
-  PanicError(std::string kind, std::string message) : kind_(std::move(kind)), message_(std::move(message)) {}
-  const std::string& kind() const noexcept { return kind_; }
-  const std::string& message() const noexcept { return message_; }
+  PanicError(Text kind, Text message) : kind_(std::move(kind)), message_(std::move(message)) {}
+  const char* kind() const noexcept { return kind_.c_str(); }
+  const char* message() const noexcept { return message_.c_str(); }
   /// The message. Defined in the host runtime, so the class's type information lives there
   /// once and an error thrown in one library is caught by type in another.
   const char* what() const noexcept override;
 
  private:
-  std::string kind_;
-  std::string message_;
+  Text kind_;
+  Text message_;
 };
 
 namespace detail {
@@ -46,55 +44,60 @@ namespace detail {
 template <typename T>
 inline constexpr bool kAlwaysFalse = false;
 
+// Number formatting, out of line in the host runtime (no <charconv> or <cstdio> here).
+MLLM_KERNEL_HOST_API void append_signed(Text& out, long long value);
+MLLM_KERNEL_HOST_API void append_unsigned(Text& out, unsigned long long value);
+/// "%g": 6 significant digits, as an ostream prints a double by default.
+MLLM_KERNEL_HOST_API void append_floating(Text& out, double value);
+MLLM_KERNEL_HOST_API void append_pointer(Text& out, const void* value);
+
 /// Appends `value` to `out` as `std::ostream << value` writes it with default flags: strings as
 /// they are, characters as characters, bool as 1/0, integers and enums in decimal, floating
 /// point as "%g" (6 significant digits), pointers in hex.
 template <typename T>
-void append(std::string& out, const T& value) {
+void append(Text& out, const T& value) {
   using U = std::decay_t<T>;
-  if constexpr (std::is_convertible_v<const T&, std::string_view>) {
-    out += std::string_view(value);
+  if constexpr (std::is_convertible_v<const T&, const char*>) {
+    out.append(static_cast<const char*>(value));
+  } else if constexpr (kCharSpan<T>) {
+    out.append(value.data(), value.size());
   } else if constexpr (std::is_same_v<U, char> || std::is_same_v<U, signed char> || std::is_same_v<U, unsigned char>) {
     out += static_cast<char>(value);
   } else if constexpr (std::is_same_v<U, bool>) {
     out += value ? '1' : '0';
   } else if constexpr (std::is_enum_v<U>) {
     append(out, +static_cast<std::underlying_type_t<U>>(value));  // promoted: printed as a number
+  } else if constexpr (std::is_integral_v<U> && std::is_signed_v<U>) {
+    append_signed(out, value);
   } else if constexpr (std::is_integral_v<U>) {
-    char buffer[24];
-    const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
-    out.append(buffer, result.ptr);
+    append_unsigned(out, value);
   } else if constexpr (std::is_floating_point_v<U>) {
-    char buffer[32];
-    const int n = std::snprintf(buffer, sizeof(buffer), "%g", static_cast<double>(value));
-    out.append(buffer, static_cast<std::size_t>(n));
+    append_floating(out, static_cast<double>(value));
   } else if constexpr (std::is_pointer_v<U>) {
-    char buffer[32];
-    const int n = std::snprintf(buffer, sizeof(buffer), "%p", static_cast<const void*>(value));
-    out.append(buffer, static_cast<std::size_t>(n));
+    append_pointer(out, static_cast<const void*>(value));
   } else {
     static_assert(kAlwaysFalse<T>, "concat: a message part must be a string, character, number, enum or pointer");
   }
 }
 
-/// The parts streamed into one string, as `std::ostringstream() << args...` would.
+/// The parts streamed into one text, as `std::ostringstream() << args...` would.
 template <typename... Args>
-std::string concat(const Args&... args) {
-  std::string out;
+Text concat(const Args&... args) {
+  Text out;
   (append(out, args), ...);
   return out;
 }
 
 /// "[a, b, c]": a shape or strides in messages.
-MLLM_KERNEL_HOST_API std::string list_text(const std::int64_t* values, int n);
+MLLM_KERNEL_HOST_API Text list_text(const std::int64_t* values, int n);
 
 /// Throws PanicError(kind, message) with " [at file:line]" appended to the message, so it says
 /// where the failed check lives.
-[[noreturn]] MLLM_KERNEL_HOST_API void throw_panic_at(std::string kind, std::string message, const char* file,
+[[noreturn]] MLLM_KERNEL_HOST_API void throw_panic_at(const char* kind, Text message, const char* file,
                                                       std::uint_least32_t line);
 
-[[noreturn]] inline void throw_panic(std::string kind, std::string message, const source_location& loc) {
-  throw_panic_at(std::move(kind), std::move(message), loc.file_name(), loc.line());
+[[noreturn]] inline void throw_panic(const char* kind, Text message, const source_location& loc) {
+  throw_panic_at(kind, std::move(message), loc.file_name(), loc.line());
 }
 
 }  // namespace detail

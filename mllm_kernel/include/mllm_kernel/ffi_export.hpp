@@ -18,6 +18,7 @@
 
 #include <mllm_kernel/errors.hpp>
 #include <mllm_kernel/tensor_view.hpp>
+#include <mllm_kernel/text.hpp>
 
 #include <dlpack/dlpack.h>
 #include <tvm/ffi/c_api.h>
@@ -25,8 +26,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
-#include <string>
-#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -43,29 +42,34 @@ struct FixedString {
 
 /// `message` with the op name of an export name (the part before "__", if any) in front:
 /// "rmsnorm: ...".
-inline std::string with_op_name(std::string_view export_name, const std::string& message) {
-  return std::string(export_name.substr(0, export_name.find("__"))) + ": " + message;
+inline host::Text with_op_name(const char* export_name, const char* message) {
+  std::size_t op = 0;
+  while (export_name[op] != '\0' && !(export_name[op] == '_' && export_name[op + 1] == '_')) ++op;
+  host::Text out(export_name, op);
+  out.append(": ");
+  out.append(message);
+  return out;
 }
 
 /// Raises `kind: message` as the error of the current call (returned -1 to tvm-ffi).
-inline int raise(const char* kind, const std::string& message) {
+inline int raise(const char* kind, const host::Text& message) {
   TVMFFIErrorSetRaisedFromCStr(kind, message.c_str());
   return -1;
 }
 
 /// tvm-ffi's name of the type an argument holds ("int", "float", "ffi.String", ...).
-inline std::string type_key(const TVMFFIAny& any) {
+inline host::Text type_key(const TVMFFIAny& any) {
   const TVMFFITypeInfo* info = TVMFFIGetTypeInfo(any.type_index);
-  if (info == nullptr) return "type_index(" + std::to_string(any.type_index) + ")";
-  return std::string(info->type_key.data, info->type_key.size);
+  if (info == nullptr) return host::detail::concat("type_index(", any.type_index, ")");
+  return host::Text(info->type_key.data, info->type_key.size);
 }
 
 /// The TypeError of an argument that does not convert, in tvm-ffi's own words.
 class ArgumentTypeError : public std::exception {
  public:
-  ArgumentTypeError(int index, const char* expected, std::string got)
+  ArgumentTypeError(int index, const char* expected, host::Text got)
       : index_(index), expected_(expected), got_(std::move(got)) {}
-  std::string message(std::string_view function) const {
+  host::Text message(const char* function) const {
     return host::detail::concat("Mismatched type on argument #", index_, " when calling: `", function,
                                 "`. Expected `", expected_, "` but got `", got_, "`");
   }
@@ -73,8 +77,13 @@ class ArgumentTypeError : public std::exception {
  private:
   int index_;
   const char* expected_;
-  std::string got_;
+  host::Text got_;
 };
+
+/// A std::string-like result type (characters at data() for size(), with char traits), returned
+/// to Python as a str; std::string itself needs no <string> here.
+template <typename R>
+concept StringResult = host::kCharSpan<R> && requires { typename R::traits_type; };
 
 /// Whether parameters of type P are read by this header (else tvm-ffi's C++ unpacking is needed).
 template <typename P>
@@ -83,7 +92,7 @@ inline constexpr bool kLightParam = std::is_arithmetic_v<std::remove_cvref_t<P>>
 
 /// Whether results of type R are written by this header.
 template <typename R>
-inline constexpr bool kLightResult = std::is_void_v<R> || std::is_arithmetic_v<R> || std::is_same_v<R, std::string>;
+inline constexpr bool kLightResult = std::is_void_v<R> || std::is_arithmetic_v<R> || StringResult<R>;
 
 /// Argument `index` as a parameter of type P, converted as tvm-ffi converts it: bool and
 /// integers from int or bool, floating point from float, int or bool, tensors from a tensor
@@ -150,10 +159,10 @@ int safe_call(R (*function)(Args...), const TVMFFIAny* args, std::int32_t num_ar
   } catch (const ArgumentTypeError& error) {
     return raise("TypeError", error.message(kName.value));
   } catch (const host::PanicError& error) {
-    return raise(error.kind().c_str(), with_op_name(kName.value, error.message()));
+    return raise(error.kind(), with_op_name(kName.value, error.message()));
 #ifdef TVM_FFI_ERROR_H_
   } catch (const tvm::ffi::Error& error) {
-    return raise(error.kind().c_str(), with_op_name(kName.value, error.message()));
+    return raise(error.kind().c_str(), with_op_name(kName.value, error.message().c_str()));
 #endif
   } catch (const std::exception& error) {
     return raise("RuntimeError", with_op_name(kName.value, error.what()));
@@ -172,9 +181,9 @@ R entry_point(Args... args) {
   try {
     return kFunction(std::forward<Args>(args)...);
   } catch (const host::PanicError& error) {
-    throw tvm::ffi::Error(error.kind(), with_op_name(kName.value, error.message()), std::string());
+    throw tvm::ffi::Error(error.kind(), with_op_name(kName.value, error.message()).c_str(), std::string());
   } catch (const tvm::ffi::Error& error) {
-    throw tvm::ffi::Error(error.kind(), with_op_name(kName.value, error.message()), std::string());
+    throw tvm::ffi::Error(error.kind(), with_op_name(kName.value, error.message().c_str()).c_str(), std::string());
   }
 }
 

@@ -15,8 +15,6 @@
 #include <mllm_kernel/tensor_view.hpp>
 
 #include <cstdint>
-#include <string>
-#include <string_view>
 
 namespace mllm_kernel::host {
 
@@ -26,7 +24,7 @@ class RowsView {
  public:
   /// Views `tensor` as rows, or throws ValueError naming `name`: a 0-dim tensor, or leading
   /// dims that no single row stride describes (such as a transposed [T, B, D]).
-  MLLM_KERNEL_HOST_API RowsView(mllm_kernel::TensorView tensor, std::string_view name,
+  MLLM_KERNEL_HOST_API RowsView(mllm_kernel::TensorView tensor, const char* name,
                                 source_location loc = source_location::current());
   RowsView(const RowsView&) = delete;
   RowsView& operator=(const RowsView&) = delete;

@@ -25,17 +25,16 @@
 #include <mllm_kernel/host_runtime.hpp>
 #include <mllm_kernel/rows.hpp>
 #include <mllm_kernel/source_location.hpp>
+#include <mllm_kernel/text.hpp>
 #include <mllm_kernel/utils.hpp>
 
 #include <dlpack/dlpack.h>
 #include <mllm_kernel/tensor_view.hpp>
 
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
-#include <optional>
-#include <string>
-#include <string_view>
 
 namespace mllm_kernel::host {
 
@@ -45,11 +44,11 @@ namespace detail {
 /// check that passes allocates nothing: `name` has static storage (a tensor's name, a literal);
 /// a value from an unnamed tensor is told by the location of its verify call.
 struct Origin {
-  std::string_view name;
+  const char* name = "";
   const char* file = nullptr;  // set for an unnamed tensor
   std::uint_least32_t line = 0;
 
-  MLLM_KERNEL_HOST_API std::string text() const;
+  MLLM_KERNEL_HOST_API Text text() const;
 };
 
 /// A named holder for a DLDataType: nvcc 13 in C++20 mode crashes (internal error in
@@ -90,42 +89,42 @@ inline constexpr std::size_t kMatcherMaxDeviceTypes = 8;
 }  // namespace detail
 
 /// A named size (or stride) that binds on first sight and must match afterwards. Names and
-/// origins are kept as views: pass string literals.
+/// origins are kept as pointers: pass string literals.
 class SymbolicSize {
  public:
-  explicit SymbolicSize(std::string_view name = "") : name_(name) {}
+  explicit SymbolicSize(const char* name = "") : name_(name) {}
   SymbolicSize(const SymbolicSize&) = delete;
   SymbolicSize& operator=(const SymbolicSize&) = delete;
 
   /// The symbol's name as given ("hidden"), used in messages.
-  std::string_view name() const { return name_; }
+  const char* name() const { return name_; }
   /// Whether a value has been bound.
-  bool has_value() const { return value_.has_value(); }
-  /// The bound value, if any.
-  std::optional<std::int64_t> get() const { return value_; }
+  bool has_value() const { return bound_; }
   /// Where the value was bound ("input", "the caller").
-  std::string origin() const { return origin_.text(); }
+  Text origin() const { return origin_.text(); }
 
   /// Binds a value before any tensor is verified (e.g. a size that comes from an argument);
   /// `origin` is a string literal.
-  void bind(std::int64_t value, std::string_view origin = "the caller") { bind(value, detail::Origin{origin}); }
+  void bind(std::int64_t value, const char* origin = "the caller") { bind(value, detail::Origin{origin}); }
   void bind(std::int64_t value, const detail::Origin& origin) {
     value_ = value;
+    bound_ = true;
     origin_ = origin;
   }
 
   /// The bound value; a ValueError when nothing bound it.
   std::int64_t unwrap(source_location loc = source_location::current()) const {
-    if (!value_) {
+    if (!bound_) {
       detail::throw_panic("ValueError", detail::concat("symbol '", name_, "' was never bound by a verified tensor"),
                           loc);
     }
-    return *value_;
+    return value_;
   }
 
  private:
-  std::string_view name_;
-  std::optional<std::int64_t> value_;
+  const char* name_;
+  std::int64_t value_ = 0;
+  bool bound_ = false;
   detail::Origin origin_;
 };
 
@@ -136,30 +135,31 @@ class SymbolicDType {
   SymbolicDType(const SymbolicDType&) = delete;
   SymbolicDType& operator=(const SymbolicDType&) = delete;
 
-  bool has_value() const { return value_.has_value(); }
-  std::optional<DLDataType> get() const { return value_; }
-  std::string origin() const { return origin_.text(); }
+  bool has_value() const { return bound_; }
+  Text origin() const { return origin_.text(); }
 
   /// The bound dtype; a ValueError when nothing bound it.
   DLDataType unwrap(source_location loc = source_location::current()) const {
-    if (!value_) detail::throw_panic("ValueError", "dtype symbol was never bound by a verified tensor", loc);
-    return *value_;
+    if (!bound_) detail::throw_panic("ValueError", "dtype symbol was never bound by a verified tensor", loc);
+    return value_;
   }
   /// Whether the bound dtype is that of the C++ type T.
   template <typename T>
   bool is_type() const {
-    return value_ && same_dtype(*value_, dl_dtype<T>::value);
+    return bound_ && same_dtype(value_, dl_dtype<T>::value);
   }
 
   /// `origin` is a string literal.
-  void bind(DLDataType value, std::string_view origin) { bind(value, detail::Origin{origin}); }
+  void bind(DLDataType value, const char* origin) { bind(value, detail::Origin{origin}); }
   void bind(DLDataType value, const detail::Origin& origin) {
     value_ = value;
+    bound_ = true;
     origin_ = origin;
   }
 
  private:
-  std::optional<DLDataType> value_;
+  DLDataType value_{};
+  bool bound_ = false;
   detail::Origin origin_;
 };
 
@@ -170,25 +170,26 @@ class SymbolicDevice {
   SymbolicDevice(const SymbolicDevice&) = delete;
   SymbolicDevice& operator=(const SymbolicDevice&) = delete;
 
-  bool has_value() const { return value_.has_value(); }
-  std::optional<DLDevice> get() const { return value_; }
-  std::string origin() const { return origin_.text(); }
+  bool has_value() const { return bound_; }
+  Text origin() const { return origin_.text(); }
 
   /// The bound device; a ValueError when nothing bound it.
   DLDevice unwrap(source_location loc = source_location::current()) const {
-    if (!value_) detail::throw_panic("ValueError", "device symbol was never bound by a verified tensor", loc);
-    return *value_;
+    if (!bound_) detail::throw_panic("ValueError", "device symbol was never bound by a verified tensor", loc);
+    return value_;
   }
 
   /// `origin` is a string literal.
-  void bind(DLDevice value, std::string_view origin) { bind(value, detail::Origin{origin}); }
+  void bind(DLDevice value, const char* origin) { bind(value, detail::Origin{origin}); }
   void bind(DLDevice value, const detail::Origin& origin) {
     value_ = value;
+    bound_ = true;
     origin_ = origin;
   }
 
  private:
-  std::optional<DLDevice> value_;
+  DLDevice value_{};
+  bool bound_ = false;
   detail::Origin origin_;
 };
 
@@ -206,7 +207,7 @@ class SizeSpec {
   std::int64_t value() const { return value_; }
 
   /// "hidden", "4096" or "*", for the expected-shape text of messages.
-  MLLM_KERNEL_HOST_API std::string describe() const;
+  MLLM_KERNEL_HOST_API Text describe() const;
 
  private:
   SymbolicSize* symbol_ = nullptr;
@@ -257,7 +258,7 @@ class TensorMatcher {
 
   /// Checks `tensor`, called `name` in messages, and binds unbound symbols to its values.
   /// `name` must outlive the matcher (a string literal, as in every kernel).
-  TensorMatcher&& verify(mllm_kernel::TensorView tensor, std::string_view name,
+  TensorMatcher&& verify(mllm_kernel::TensorView tensor, const char* name,
                          source_location loc = source_location::current()) && {
     check(tensor, name, detail::Origin{name}, loc);
     return std::move(*this);
@@ -265,7 +266,7 @@ class TensorMatcher {
   /// Checks `tensor` [..., last] as the rows [rows, last] of a 2-D matcher: leading dims
   /// merged without a copy, a 1-D tensor as one row (RowsView, rows.hpp). Symbols bind to the
   /// rows' values, e.g. the row count and row stride.
-  TensorMatcher&& verify_rows(mllm_kernel::TensorView tensor, std::string_view name,
+  TensorMatcher&& verify_rows(mllm_kernel::TensorView tensor, const char* name,
                               source_location loc = source_location::current()) && {
     if (shape_.size() != 2) {
       detail::throw_panic("ValueError", detail::concat("verify_rows needs a 2-D matcher, got ", shape_.size(), " dims"),
@@ -287,15 +288,15 @@ class TensorMatcher {
   // every module. Message text is built only when a check fails.
 
   /// Checks one size or stride against its spec, binding a symbol on first sight.
-  MLLM_KERNEL_HOST_API static void match_value(const SizeSpec& spec, std::int64_t actual, std::string_view tensor,
+  MLLM_KERNEL_HOST_API static void match_value(const SizeSpec& spec, std::int64_t actual, const char* tensor,
                                                const detail::Origin& origin, const char* what, int index,
                                                const source_location& loc);
-  MLLM_KERNEL_HOST_API void check(mllm_kernel::TensorView tensor, std::string_view name,
+  MLLM_KERNEL_HOST_API void check(mllm_kernel::TensorView tensor, const char* name,
                                   const detail::Origin& origin, const source_location& loc);
   MLLM_KERNEL_HOST_API void check_unnamed(mllm_kernel::TensorView tensor, const source_location& loc);
-  MLLM_KERNEL_HOST_API void check_dtype(DLDataType actual, std::string_view name, const detail::Origin& origin,
+  MLLM_KERNEL_HOST_API void check_dtype(DLDataType actual, const char* name, const detail::Origin& origin,
                                         const source_location& loc);
-  MLLM_KERNEL_HOST_API void check_device(DLDevice actual, std::string_view name, const detail::Origin& origin,
+  MLLM_KERNEL_HOST_API void check_device(DLDevice actual, const char* name, const detail::Origin& origin,
                                          const source_location& loc);
 
   detail::InlineList<SizeSpec, detail::kMatcherMaxDims> shape_;
@@ -305,7 +306,7 @@ class TensorMatcher {
   SymbolicDType* dtype_ = nullptr;
   detail::InlineList<int, detail::kMatcherMaxDeviceTypes> allowed_devices_;
   SymbolicDevice* device_ = nullptr;
-  std::string unnamed_;  // the name of an unnamed tensor, built only for those
+  Text unnamed_;  // the name of an unnamed tensor, built only for those
 };
 
 }  // namespace mllm_kernel::host

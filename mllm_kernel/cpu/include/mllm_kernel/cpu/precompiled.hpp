@@ -18,7 +18,6 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <string>
 #include <type_traits>
 #include <vector>
 
