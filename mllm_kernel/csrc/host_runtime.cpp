@@ -10,14 +10,12 @@
 
 #include <dlpack/dlpack.h>
 
-#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <utility>
-#include <vector>
 
 namespace mllm_kernel::host {
 
@@ -59,13 +57,8 @@ namespace detail {
 
 namespace {
 
-template <typename T>
-void append_integer(Text& out, T value) {
-  char buffer[24];
-  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  out.append(buffer, static_cast<std::size_t>(result.ptr - buffer));
-}
-
+// snprintf rather than <charconv>: this file is compiled beside a first call's module, and
+// <charconv> was a tenth of its compile.
 template <typename T>
 void append_printf(Text& out, const char* format, T value) {
   char buffer[32];
@@ -75,8 +68,8 @@ void append_printf(Text& out, const char* format, T value) {
 
 }  // namespace
 
-void append_signed(Text& out, long long value) { append_integer(out, value); }
-void append_unsigned(Text& out, unsigned long long value) { append_integer(out, value); }
+void append_signed(Text& out, long long value) { append_printf(out, "%lld", value); }
+void append_unsigned(Text& out, unsigned long long value) { append_printf(out, "%llu", value); }
 void append_floating(Text& out, double value) { append_printf(out, "%g", value); }
 void append_pointer(Text& out, const void* value) { append_printf(out, "%p", value); }
 
@@ -300,14 +293,14 @@ void TensorMatcher::check(mllm_kernel::TensorView tensor, const char* name, cons
   std::int64_t contiguous = 1;
   for (int i = ndim - 1; i >= 0; --i) {
     if (shape[i] != 1 && strides[i] != contiguous) {
-      std::vector<std::int64_t> want(ndim);
+      std::int64_t want[detail::kMatcherMaxDims];  // ndim matched the matcher's dims above
       std::int64_t s = 1;
       for (int j = ndim - 1; j >= 0; --j) {
         want[j] = s;
         s *= shape[j];
       }
       detail::throw_panic("ValueError",
-                          detail::concat(name, ": must be contiguous (strides ", detail::list_text(want.data(), ndim),
+                          detail::concat(name, ": must be contiguous (strides ", detail::list_text(want, ndim),
                                          "), got strides ", detail::list_text(strides, ndim)),
                           loc);
     }

@@ -56,7 +56,8 @@ def build_spec() -> BuildSpec:
     """The runtime's build: plain C++ for every CPU (no -march), named by its soname."""
     return BuildSpec(name="host_runtime", device="cpu", args=(), extra_cflags=OPT_FLAGS,
                      units=tuple(TranslationUnit("cpp", (source,), ()) for source in SOURCES),
-                     extra_ldflags=(f"-Wl,-soname,{soname()}",), cpu_target=toolchain.PORTABLE_CPU_TARGET)
+                     extra_ldflags=("-pthread", f"-Wl,-soname,{soname()}"),  # the pool's POSIX threads
+                     cpu_target=toolchain.PORTABLE_CPU_TARGET)
 
 
 def is_built() -> bool:

@@ -18,7 +18,9 @@
 // Jobs from several caller threads (and modules) are serialised. A forked child must not use a
 // pool its parent started (the workers do not exist there); PyTorch has the same rule for its
 // own pool. The pool is compiled once, into the host runtime (mllm_kernel/csrc/thread_pool.cpp):
-// a kernel's module parses only this header, not <thread>, <mutex> and <condition_variable>.
+// a kernel's module parses only this header, and the pool itself is built on POSIX threads, not
+// <thread>, <mutex> and <condition_variable>, so that it compiles quickly beside a first call's
+// module.
 #pragma once
 
 #include <mllm_kernel/host_runtime.hpp>
