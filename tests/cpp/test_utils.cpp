@@ -216,6 +216,10 @@ TEST(Text, CopiesMovesAndConverts) {
   EXPECT_TRUE(moved == "short");
   EXPECT_TRUE(Text("ab", 1) == "a");
   EXPECT_FALSE(Text("ab") == Text("abc"));
+  const std::string owned = Text("to std::string");  // code that kept names as std::string
+  EXPECT_EQ(owned, "to std::string");
+  const std::string name = mllm_kernel::host::dtype_name(make_dtype(kDLBfloat, 16));
+  EXPECT_EQ(name, "bfloat16");
 }
 
 TEST(PanicError, KeepsKindAndMessage) {

@@ -28,6 +28,13 @@ inline constexpr bool kCharSpan<S, std::void_t<decltype(static_cast<const char*>
                                                decltype(static_cast<std::size_t>(std::declval<const S&>().size()))>> =
     true;
 
+/// Whether S is an owning string type (std::string): it has char traits and an allocator.
+template <typename S, typename = void>
+inline constexpr bool kOwningString = false;
+template <typename S>
+inline constexpr bool kOwningString<S, std::void_t<typename S::traits_type, typename S::allocator_type>> =
+    std::is_constructible_v<S, const char*, std::size_t>;
+
 /// An owned, NUL-terminated character string; see the file comment.
 class MLLM_KERNEL_HOST_API Text {
  public:
@@ -50,6 +57,13 @@ class MLLM_KERNEL_HOST_API Text {
     return *this;
   }
   ~Text();
+
+  /// A copy as std::string (or another owning string type), for code that keeps names and
+  /// messages in one: `std::string name = dtype_name(dtype);`.
+  template <typename S, std::enable_if_t<kOwningString<S>, int> = 0>
+  operator S() const {  // NOLINT(google-explicit-constructor)
+    return S(c_str(), size_);
+  }
 
   /// The characters, NUL-terminated ("" when empty).
   const char* c_str() const noexcept { return data_ ? data_ : ""; }
