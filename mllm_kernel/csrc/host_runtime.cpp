@@ -29,24 +29,29 @@ Text& Text::append(const char* data, std::size_t size) {
   if (size_ + size + 1 > capacity_) {
     std::size_t capacity = capacity_ < 32 ? 32 : capacity_ * 2;
     while (capacity < size_ + size + 1) capacity *= 2;
-    char* grown = static_cast<char*>(std::realloc(data_, capacity));
+    // A new block, the old one freed only after the copy: `data` may point into it.
+    char* grown = static_cast<char*>(std::malloc(capacity));
     if (grown == nullptr) throw std::bad_alloc();
+    if (size_ != 0) std::memcpy(grown, data_, size_);
+    std::memcpy(grown + size_, data, size);
+    std::free(data_);
     data_ = grown;
     capacity_ = capacity;
+  } else {
+    std::memmove(data_ + size_, data, size);
   }
-  std::memcpy(data_ + size_, data, size);
   size_ += size;
   data_[size_] = '\0';
   return *this;
 }
 
-Text& Text::append(const char* text) { return append(text, std::strlen(text)); }
+Text& Text::append(const char* text) { return text == nullptr ? *this : append(text, std::strlen(text)); }
 
 bool Text::equals(const char* data, std::size_t size) const noexcept {
   return size == size_ && (size == 0 || std::memcmp(data_, data, size) == 0);
 }
 
-bool Text::equals(const char* text) const noexcept { return std::strcmp(c_str(), text) == 0; }
+bool Text::equals(const char* text) const noexcept { return std::strcmp(c_str(), text == nullptr ? "" : text) == 0; }
 
 // ---------------------------------------------------------------------------------------------
 // errors.hpp

@@ -6,19 +6,14 @@
 
 #include <dlpack/dlpack.h>
 #include <gtest/gtest.h>
+#include "text_printer.hpp"
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/error.h>
 
 #include <cstdint>
-#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
-
-namespace mllm_kernel::host {
-/// How GoogleTest prints a Text in a failed expectation.
-void PrintTo(const Text& text, std::ostream* os) { *os << '"' << text.c_str() << '"'; }
-}  // namespace mllm_kernel::host
 
 namespace {
 

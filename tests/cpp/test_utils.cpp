@@ -6,6 +6,7 @@
 
 #include <dlpack/dlpack.h>
 #include <gtest/gtest.h>
+#include "text_printer.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -197,6 +198,31 @@ TEST(Text, AppendsGrowsAndStaysTerminated) {
   EXPECT_FALSE(text == "xy!sv");
 }
 
+TEST(Text, AppendsItselfAndNull) {
+  using mllm_kernel::host::Text;
+  Text text("0123456789abcdefghij");  // 20 chars: doubling it needs a larger block
+  text.append(text);
+  EXPECT_EQ(text, "0123456789abcdefghij0123456789abcdefghij");
+  text.append(text.c_str() + 30, 5);  // a part of itself, within the capacity
+  EXPECT_EQ(text, "0123456789abcdefghij0123456789abcdefghijabcde");
+  for (int i = 0; i < 4; ++i) text.append(text.c_str(), text.size());  // past several blocks
+  EXPECT_EQ(text.size(), 45u * 16);
+  EXPECT_EQ(std::string(text.c_str()).substr(45 * 15), "0123456789abcdefghij0123456789abcdefghijabcde");
+  const char* null_text = nullptr;
+  EXPECT_TRUE(Text(null_text).empty());
+  EXPECT_TRUE(Text("x").append(null_text) == "x");
+  EXPECT_TRUE(Text() == null_text);
+}
+
+/// A type whose data() is not characters: not a string to Text.
+struct Bytes {
+  const void* data() const { return this; }
+  std::size_t size() const { return 1; }
+};
+static_assert(mllm_kernel::host::kCharSpan<std::string> && mllm_kernel::host::kCharSpan<std::string_view>);
+static_assert(!mllm_kernel::host::kCharSpan<Bytes> && !mllm_kernel::host::kCharSpan<std::vector<int>>);
+static_assert(!std::is_convertible_v<Bytes, mllm_kernel::host::Text>);
+
 TEST(Text, CopiesMovesAndConverts) {
   using mllm_kernel::host::Text;
   const std::string source(100, 'a');
@@ -216,6 +242,9 @@ TEST(Text, CopiesMovesAndConverts) {
   EXPECT_TRUE(moved == "short");
   EXPECT_TRUE(Text("ab", 1) == "a");
   EXPECT_FALSE(Text("ab") == Text("abc"));
+  EXPECT_TRUE(Text("ab") != "abc");
+  EXPECT_TRUE(Text("ab") != Text("a"));
+  EXPECT_FALSE(Text("ab") != Text("ab"));
   const std::string owned = Text("to std::string");  // code that kept names as std::string
   EXPECT_EQ(owned, "to std::string");
   const std::string name = mllm_kernel::host::dtype_name(make_dtype(kDLBfloat, 16));

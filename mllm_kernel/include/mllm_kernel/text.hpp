@@ -19,14 +19,15 @@
 
 namespace mllm_kernel::host {
 
-/// Whether S's characters are at `data()` for `size()` chars (std::string, std::string_view).
-/// A trait, not a concept: errors.hpp, which uses it, also compiles as C++17.
+/// Whether S's characters are at `data()` for `size()` chars (std::string, std::string_view):
+/// `data()` points at char. A trait, not a concept: errors.hpp, which uses it, also compiles as
+/// C++17.
 template <typename S, typename = void>
 inline constexpr bool kCharSpan = false;
 template <typename S>
-inline constexpr bool kCharSpan<S, std::void_t<decltype(static_cast<const char*>(std::declval<const S&>().data())),
+inline constexpr bool kCharSpan<S, std::void_t<decltype(std::declval<const S&>().data()),
                                                decltype(static_cast<std::size_t>(std::declval<const S&>().size()))>> =
-    true;
+    std::is_same_v<std::remove_cv_t<std::remove_pointer_t<decltype(std::declval<const S&>().data())>>, char>;
 
 /// Whether S is an owning string type (std::string): it has char traits and an allocator.
 template <typename S, typename = void>
@@ -59,7 +60,8 @@ class MLLM_KERNEL_HOST_API Text {
   ~Text();
 
   /// A copy as std::string (or another owning string type), for code that keeps names and
-  /// messages in one: `std::string name = dtype_name(dtype);`.
+  /// messages in one: `std::string name = dtype_name(dtype);`. (There is no operator+: build
+  /// messages with `detail::concat`, or convert first.)
   template <typename S, std::enable_if_t<kOwningString<S>, int> = 0>
   operator S() const {  // NOLINT(google-explicit-constructor)
     return S(c_str(), size_);
@@ -71,7 +73,9 @@ class MLLM_KERNEL_HOST_API Text {
   std::size_t size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
 
+  /// Appends `size` chars at `data`, which may lie in this Text itself.
   Text& append(const char* data, std::size_t size);
+  /// Appends a C string; a null pointer appends nothing.
   Text& append(const char* text);
   template <typename S, std::enable_if_t<kCharSpan<S>, int> = 0>
   Text& append(const S& text) {
@@ -81,6 +85,8 @@ class MLLM_KERNEL_HOST_API Text {
 
   friend bool operator==(const Text& a, const Text& b) noexcept { return a.equals(b.c_str(), b.size_); }
   friend bool operator==(const Text& a, const char* b) noexcept { return a.equals(b); }
+  friend bool operator!=(const Text& a, const Text& b) noexcept { return !(a == b); }
+  friend bool operator!=(const Text& a, const char* b) noexcept { return !(a == b); }
 
  private:
   bool equals(const char* data, std::size_t size) const noexcept;
