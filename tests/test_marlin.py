@@ -1125,3 +1125,112 @@ def test_import_paths_keep_the_package_names_functions():
         module = importlib.import_module(f"mllm_kernel.cuda.jit.{name}")
         assert callable(getattr(module, name))
         assert getattr(jit, name) is getattr(module, name), name
+
+
+# --- the Hopper kernel (csrc/marlin_wgmma.cuh) -------------------------------------------------------
+
+HOPPER = HAS_CUDA and torch.cuda.get_device_capability() == (9, 0)
+hopper = pytest.mark.skipif(not HOPPER, reason="needs an sm_90 GPU")
+
+
+def test_wgmma_routing(monkeypatch):
+    """Which calls take the Hopper kernel (any machine: the GPU's capability is patched)."""
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    monkeypatch.setattr(gptq_marlin, "_capability", lambda index: (9, 0))
+    a = torch.empty(64, 1024, dtype=torch.bfloat16)
+    none = torch.empty(0, dtype=torch.int32)
+    scales = torch.empty(8, 384, dtype=torch.bfloat16)  # groups of 128
+
+    def applies(m=112, n=384, k=1024, weights=4, s=scales, act_order=False, zeros=none, x=a):
+        return gptq_marlin.wgmma_applies(x, m, n, k, weights, s, act_order, zeros)
+
+    assert applies(m=96) and applies(m=128) and applies(m=100, s=scales[:1])
+    assert not applies(m=95) and not applies(m=129)  # the general kernel; dequantization and cuBLAS
+    assert not applies(weights=8) and not applies(weights=gptq_marlin.FP8)
+    assert not applies(act_order=True) and not applies(zeros=torch.zeros(8, 48, dtype=torch.int32))
+    assert not applies(n=320) and not applies(k=1088)  # N and K multiples of 128
+    assert not applies(s=torch.empty(32, 384, dtype=torch.bfloat16))  # groups of 32 rows
+    assert not applies(x=torch.empty(64, 1030, dtype=torch.bfloat16)[:, :1024])  # rows not 16-byte aligned
+    monkeypatch.setattr(gptq_marlin, "_capability", lambda index: (8, 0))
+    assert not applies()
+    monkeypatch.setattr(gptq_marlin, "_capability", lambda index: (10, 0))
+    assert not applies()
+    # Splits double while the blocks fit one wave of 132 SMs (and K takes them).
+    assert gptq_marlin.wgmma_splits(128, 14336, 4096, 132) == 1  # 112 blocks
+    assert gptq_marlin.wgmma_splits(128, 6144, 4096, 132) == 2  # 48
+    assert gptq_marlin.wgmma_splits(128, 4096, 4096, 132) == 4  # 32
+    assert gptq_marlin.wgmma_splits(64, 384, 1024, 132) == 8  # 3: K 1024 takes 8 splits of 128
+    assert gptq_marlin.wgmma_splits(64, 384, 256, 132) == 2
+
+
+@hopper
+@pytest.mark.parametrize("group_size", [-1, 64, 128, 256])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("m", [96, 100, 128])
+def test_gptq_marlin_gemm_takes_the_wgmma_kernel(group_size, dtype, m):
+    """96 to 128 rows of GPTQ 4-bit weights on sm_90, through the public entry point: the
+    output poisoned, against the float64 product."""
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    k, n = 1024, 384
+    prep = _prepare("gptq4", k, n, group_size, False, dtype, seed=m + group_size)
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    assert gptq_marlin.wgmma_applies(a, m, n, k, 4, prep["s"], False, torch.empty(0))
+    c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+    out = _run(prep, a, n, k, c=c)
+    assert out.data_ptr() == c.data_ptr()
+    _check(out, a, prep["w_ref"], dtype)
+
+
+@hopper
+@pytest.mark.parametrize("group_size", [-1, 128])
+@pytest.mark.parametrize("m", [1, 20, 128])
+def test_marlin_wgmma_over_splits_of_k(group_size, m):
+    """The kernel's module function (any 1 to 128 rows: rows past M are zeros in shared memory
+    and never stored) over 1 to 8 splits of K (partial sums and output poisoned, the counters
+    left zero), rows strided in a wider tensor, and its bad arguments."""
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    k, n, dtype = 1024, 256, torch.bfloat16
+    prep = _prepare("gptq4", k, n, group_size, False, dtype, seed=m)
+    wide = torch.randn(m, k + 64, device="cuda").to(dtype)
+    a = wide[:, :k]
+    module = gptq_marlin._WGMMA[dtype]
+    empty = torch.empty(0, dtype=torch.int32, device="cuda")
+    locks = torch.zeros(n // 128, dtype=torch.int32, device="cuda")
+    for splits in (1, 2, 4, 8):
+        c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+        partials = torch.full((splits * m * n,) if splits > 1 else (0,), float("nan"), device="cuda")
+        module(a, c, prep["q"], prep["s"], empty, empty, partials, locks, m, n, k, splits, splits % 2 == 1)
+        _check(c, a, prep["w_ref"], dtype)
+        assert int(locks.abs().sum()) == 0, splits
+    partials = torch.zeros(2 * m * n, device="cuda")
+    with pytest.raises(ValueError, match="the wgmma kernel needs size_k a multiple of 384 for 3 splits, got 1024"):
+        module(a, c, prep["q"], prep["s"], empty, empty, partials, locks, m, n, k, 3, True)
+    with pytest.raises(ValueError, match="the wgmma kernel takes no zero points"):
+        zeros = torch.zeros(k // 128 if group_size > 0 else 1, n // 8, dtype=torch.int32, device="cuda")
+        module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, True)
+    with pytest.raises(ValueError, match="a: rows must start 16-byte aligned"):
+        odd = torch.randn(m, k + 4, device="cuda").to(dtype)[:, :k]
+        module(odd, c, prep["q"], prep["s"], empty, empty, partials, locks, m, n, k, 1, True)
+
+
+@hopper
+def test_marlin_wgmma_refuses_what_it_does_not_take():
+    """Group sizes that are not a multiple of 64 rows, and N not a multiple of 128: named errors."""
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    dtype = torch.bfloat16
+    module = gptq_marlin._WGMMA[dtype]
+    empty = torch.empty(0, dtype=torch.int32, device="cuda")
+    k, n, m = 1024, 256, 32
+    prep = _prepare("gptq4", k, n, 32, False, dtype, seed=1)
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    c = torch.empty(m, n, dtype=dtype, device="cuda")
+    with pytest.raises(ValueError, match="groups of a multiple of 64 rows or channel-wise scales, got group size 32"):
+        module(a, c, prep["q"], prep["s"], empty, empty, empty.float(), empty, m, n, k, 1, True)
+    prep = _prepare("gptq4", k, 192, 128, False, dtype, seed=2)
+    c = torch.empty(m, 192, dtype=dtype, device="cuda")
+    with pytest.raises(ValueError, match="the wgmma kernel needs size_n a multiple of 128, got 192"):
+        module(a, c, prep["q"], prep["s"], empty, empty, empty.float(), empty, m, 192, k, 1, True)

@@ -4,7 +4,8 @@ Marlin-format weights, with vLLM's and sglang's signature (format:
 One module per activation dtype (float16, bfloat16) and weight type (4-bit, 8-bit integers,
 float8_e4m3fn: FP8 checkpoints on GPUs without FP8 tensor cores); sm_80 and newer. Decoding
 (up to ``GEMV_MAX_ROWS`` rows) runs ``csrc/marlin_gemv.cuh``, whose warps stream the weights
-through rings of shared memory.
+through rings of shared memory. On Hopper, 96 to 128 rows of GPTQ 4-bit weights without
+act-order run ``csrc/marlin_wgmma.cuh`` (the weights as wgmma's register operand).
 From ``DENSE_MIN_M`` rows of activations on, where the product is compute-bound, the weights are
 dequantized into a temporary ``[N, K]`` matrix (``csrc/marlin_dequant.cuh``) and multiplied by
 cuBLAS (``torch.mm``), as serving engines do for large batches.
@@ -60,17 +61,26 @@ def _declare_gather(dtype: torch.dtype):
                       cuda_wrappers=[("column_gather", f"column_gather<{args}>")])
 
 
+def _declare_wgmma(dtype: torch.dtype):
+    """The Hopper kernel for 17 to 128 rows (csrc/marlin_wgmma.cuh): sm_90a only."""
+    args = make_cpp_args(dtype)
+    return jit_module("marlin_wgmma", args=args, device="cuda", cuda_files=["marlin_wgmma.cuh"],
+                      cuda_wrappers=[("marlin_wgmma_gemm", f"marlin_wgmma_gemm<{args}>")], cuda_archs=["9.0a"])
+
+
 _MODULES = {(dtype, weights): _declare(dtype, weights) for dtype in HALF_DTYPES for weights in (4, 8, FP8)}
 _GATHER = KernelTable(_OP, {dtype: _declare_gather(dtype) for dtype in HALF_DTYPES}, arg="a", export="column_gather")
 _GEMM = KernelTable(_OP, _MODULES, arg="a", export="marlin_gemm")
 _GEMV = KernelTable(_OP, _MODULES, arg="a", export="marlin_gemv")
 _DEQUANT = KernelTable(_OP, _MODULES, arg="a", export="marlin_dequant")
 _BLOCKS_PER_SM = KernelTable(_OP, _MODULES, arg="a", export="marlin_blocks_per_sm")
+_WGMMA = KernelTable(_OP, {dtype: _declare_wgmma(dtype) for dtype in HALF_DTYPES}, arg="a",
+                     export="marlin_wgmma_gemm")
 
 
 def precompile(*, wait: bool = True):
     """Builds (or loads) the modules now; see ``jit_utils.precompile``."""
-    return jit_precompile(_GEMM, _GATHER, wait=wait)
+    return jit_precompile(_GEMM, _GATHER, _WGMMA, wait=wait)
 
 
 @functools.lru_cache(maxsize=None)
@@ -139,6 +149,48 @@ def gemv_applies(a: torch.Tensor, m: int, n: int, k: int, bits: int, scales, act
     if groups > 1 and (k % groups or (k // groups) % gemv_group_rows(bits)):
         return False
     return _capability(a.device.index) >= (9, 0)
+
+
+#: Rows of a the Hopper kernel takes (WGMMA_MIN_ROWS to WGMMA_MAX_ROWS: one 128-row tile). H100,
+#: group 128, one process against the general kernel: faster at 96 and 128 rows at every
+#: Llama-3-8B shape (14336 x 4096 M = 128: 52.5 against 71.0 µs; M = 96: 52.2 against 70.2),
+#: slower at 64 (45.4 against 52.2) and below, where the general kernel's smaller row tiles do
+#: less work.
+WGMMA_MIN_ROWS = 96
+WGMMA_MAX_ROWS = 128
+#: Output columns of its blocks, and K its splits take in multiples of (two 64-row stages).
+WGMMA_BLOCK_N = 128
+WGMMA_SPLIT_K = 128
+
+
+def wgmma_applies(a: torch.Tensor, m: int, n: int, k: int, weights, scales, act_order: bool,
+                  zeros: torch.Tensor) -> bool:
+    """Whether a call runs the Hopper kernel: WGMMA_MIN_ROWS to WGMMA_MAX_ROWS rows of a with
+    16-byte aligned rows, GPTQ 4-bit weights (no zero points, no act-order), N and K multiples of
+    128, channel-wise scales or groups of a multiple of 64 rows, on sm_90."""
+    if not WGMMA_MIN_ROWS <= m <= WGMMA_MAX_ROWS or weights != 4 or act_order or zeros.numel() > 0:
+        return False
+    if n % WGMMA_BLOCK_N or k % WGMMA_SPLIT_K or a.dim() != 2 or a.stride(1) != 1 or a.stride(0) % 8 \
+            or a.data_ptr() % 16:
+        return False
+    if not (isinstance(scales, torch.Tensor) and scales.dim() == 2 and scales.size(0) >= 1):
+        return False
+    groups = scales.size(0)
+    if groups > 1 and (k % groups or (k // groups) % 64):
+        return False
+    return _capability(a.device.index) == (9, 0)
+
+
+def wgmma_splits(m: int, n: int, k: int, sm_count: int) -> int:
+    """K splits of the Hopper kernel: doubled while the blocks still fit one wave. H100, M = 128
+    (a prototype of the kernel, one process): 4096 x 4096 and 4096 x 14336 (32 blocks) ran
+    fastest in 4 splits (20.6 µs against 29.6 in 2), 6144 x 4096 (48 blocks) in 2 (32.9 against
+    35.5 in 4), 14336 x 4096 (112 blocks) unsplit."""
+    blocks = n // WGMMA_BLOCK_N * -(-m // WGMMA_MAX_ROWS)
+    splits = 1
+    while blocks * splits * 2 <= sm_count and k % (WGMMA_SPLIT_K * splits * 2) == 0:
+        splits *= 2
+    return splits
 
 
 #: Output columns a GEMV block computes (a repacked tile's).
@@ -329,6 +381,13 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
             partials, locks = _split_buffers(a, workspace, splits, size_m, size_n, gemv_blocks(size_n))
             _GEMV[(a.dtype, weights)](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
                                       splits, pdl)
+            return c
+        if wgmma_applies(a, size_m, size_n, size_k, weights, b_scales, act_order, zeros):
+            splits = wgmma_splits(size_m, size_n, size_k, _sm_count(a.device.index))
+            blocks = size_n // WGMMA_BLOCK_N * -(-size_m // WGMMA_MAX_ROWS)
+            partials, locks = _split_buffers(a, workspace, splits, size_m, size_n, blocks)
+            _WGMMA[a.dtype](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
+                            splits, pdl)
             return c
         tiles, per_sm = fitting_m_tiles(a, weights, size_m, act_order)
         fits = tiles > 0

@@ -1,0 +1,321 @@
+// Hopper (sm_90a) weight-only GEMM on Marlin-format 4-bit weights, for 17 to 128 rows of a:
+//   marlin_wgmma_gemm<T>(a, c, b, scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
+//                        splits, enable_pdl)
+// c[M, N] = a[M, K] @ ((q - 8) * scale): GPTQ uint4b8, no act-order, groups of a multiple of 64
+// rows of K or channel-wise (the general kernel, marlin_gemm.cuh, takes every other case).
+//
+// The operands are swapped, c^T = W^T a^T, so the weights are wgmma's register A operand and a's
+// rows its shared-memory B operand (K-major, as a's rows are). In a 16 x 64 repacked tile, word
+// 4 L + i holds columns 16 i + L / 4 and that + 8 at K rows 2 (L % 4), +1, +8, +9 (marlin.hpp):
+// lane L's m64k16 A fragment for warp i of a warpgroup. So each warp reads one word a lane a
+// 16-row step and dequantizes it straight into A registers.
+//
+// A block is 3 warpgroups over 128 columns and up to 128 rows of a: warpgroup 0 copies each
+// 64-row stage of K (a's rows into the 128-byte swizzle wgmma reads, the two weight tiles) with
+// cp.async and signals the stage's `full` barrier; warpgroups 1 and 2 (64 columns each) run four
+// m64n128k16 wgmmas a stage as one group and hand the stage back on its `empty` barrier once
+// that group is done, so no block barrier sits in the loop. A registers are double-buffered
+// across stages, and the next group's scales are loaded a stage ahead. Channel-wise scales are
+// applied to the float32 sums at the end instead. K may be split across blocks
+// (marlin_split.cuh).
+#pragma once
+
+#include <mllm_kernel/async_copy.cuh>
+#include <mllm_kernel/marlin.hpp>
+#include <mllm_kernel/pdl.cuh>
+#include <mllm_kernel/tensor.hpp>
+#include <mllm_kernel/type.cuh>
+#include <mllm_kernel/utils.cuh>
+#include <mllm_kernel/utils.hpp>
+
+#include "marlin_split.cuh"
+
+#include <dlpack/dlpack.h>
+#include <mllm_kernel/tensor_view.hpp>
+
+#include <cstdint>
+
+namespace {
+
+using mllm_kernel::bf16_t;
+using mllm_kernel::fp16_t;
+using mllm_kernel::host::MarlinGemmParams;
+namespace marlin = mllm_kernel::marlin;
+
+constexpr int kWgRows = 128;                  // rows of a a block: wgmma's N
+constexpr int kWgBlockN = 128;                // weight columns a block: two warpgroups of 64
+constexpr int kWgStageK = 64;                 // K a stage: one 128-byte swizzled row of a
+constexpr int kWgStages = 5;
+constexpr int kWgThreads = 384;               // a loading warpgroup and two computing ones
+constexpr int kWgABytes = kWgRows * kWgStageK * 2;                            // 16 KB
+constexpr int kWgBBytes = kWgStageK / marlin::kTileK * 2 * marlin::tile_words(4) * 4;  // 4 KB
+constexpr int kWgStageBytes = kWgABytes + kWgBBytes;
+/// Dynamic shared memory: the stages (1024-byte aligned for the swizzle) and their barriers.
+constexpr int kWgSmemBytes = kWgStages * kWgStageBytes + 1024 + 2 * kWgStages * 8;
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define MLLM_MARLIN_WGMMA 1
+#endif
+
+__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+#ifdef MLLM_MARLIN_WGMMA
+__device__ __forceinline__ void wg_mbar_init(std::uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count));
+}
+__device__ __forceinline__ void wg_mbar_arrive(std::uint64_t* bar) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(smem_addr(bar))
+               : "memory");
+}
+__device__ __forceinline__ void wg_mbar_wait(std::uint64_t* bar, int parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+/// Arrives on `bar` once this thread's earlier cp.async copies have landed.
+__device__ __forceinline__ void wg_cp_async_arrive(std::uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+
+/// wgmma's descriptor of a K-major operand in the 128-byte swizzle: rows of 128 bytes, 8-row
+/// groups 1024 bytes apart.
+__device__ __forceinline__ std::uint64_t wg_desc(std::uint32_t addr) {
+  return static_cast<std::uint64_t>((addr & 0x3FFFF) >> 4) | std::uint64_t{1} << 16 |
+         static_cast<std::uint64_t>(1024 >> 4) << 32 | std::uint64_t{1} << 62;
+}
+
+/// Four m64n128k16 wgmmas (A from registers, B at desc + 32 bytes a step), one commit group; the
+/// first adds to d only when `accumulate`.
+template <typename T>
+__device__ __forceinline__ void wg_mma4(float (&d)[64], const std::uint32_t (&a)[4][4], std::uint32_t b_addr,
+                                        int accumulate);
+#define MLLM_WG_D                                                                                                   \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, "    \
+  "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, " \
+  "%45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define MLLM_WG_D_OPERANDS                                                                                           \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),     \
+      "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),       \
+      "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),      \
+      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),      \
+      "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),      \
+      "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),      \
+      "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),      \
+      "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define MLLM_WG_MMA4(TYPE)                                                                                          \
+  asm volatile(                                                                                                     \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %84, 0;\nwgmma.fence.sync.aligned;\n"                                       \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " MLLM_WG_D ", {%64, %65, %66, %67}, %80, p, 1, 1, 0;\n"  \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " MLLM_WG_D ", {%68, %69, %70, %71}, %81, 1, 1, 1, 0;\n"  \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " MLLM_WG_D ", {%72, %73, %74, %75}, %82, 1, 1, 1, 0;\n"  \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " MLLM_WG_D ", {%76, %77, %78, %79}, %83, 1, 1, 1, 0;\n"  \
+      "wgmma.commit_group.sync.aligned;\n}\n"                                                                       \
+      : MLLM_WG_D_OPERANDS                                                                                          \
+      : "r"(a[0][0]), "r"(a[0][1]), "r"(a[0][2]), "r"(a[0][3]), "r"(a[1][0]), "r"(a[1][1]), "r"(a[1][2]),           \
+        "r"(a[1][3]), "r"(a[2][0]), "r"(a[2][1]), "r"(a[2][2]), "r"(a[2][3]), "r"(a[3][0]), "r"(a[3][1]),           \
+        "r"(a[3][2]), "r"(a[3][3]), "l"(wg_desc(b_addr)), "l"(wg_desc(b_addr + 32)), "l"(wg_desc(b_addr + 64)),     \
+        "l"(wg_desc(b_addr + 96)), "r"(accumulate)                                                                  \
+      : "memory")
+template <>
+__device__ __forceinline__ void wg_mma4<bf16_t>(float (&d)[64], const std::uint32_t (&a)[4][4], std::uint32_t b_addr,
+                                                int accumulate) {
+  MLLM_WG_MMA4("bf16");
+}
+template <>
+__device__ __forceinline__ void wg_mma4<fp16_t>(float (&d)[64], const std::uint32_t (&a)[4][4], std::uint32_t b_addr,
+                                                int accumulate) {
+  MLLM_WG_MMA4("f16");
+}
+#undef MLLM_WG_MMA4
+#undef MLLM_WG_D_OPERANDS
+#undef MLLM_WG_D
+
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+/// Slots s and s + 4 of `w` (its low nibbles of each half) as the pair (q - 8) * scale of T:
+/// q under T's exponent is 128 + q (bf16) or 1024 + q (fp16) exactly.
+template <typename T>
+__device__ __forceinline__ std::uint32_t wg_dequant(std::uint32_t w, Pair<T> scale) {
+  constexpr bool kBf16 = std::is_same_v<T, bf16_t>;
+  const Pair<T> v = as_pair<T>((w & 0x000f000fu) | (kBf16 ? 0x43004300u : 0x64006400u));
+  const Pair<T> bias = as_pair<T>(kBf16 ? 0x43084308u : 0x64086408u);  // 136 or 1032: 128 + 8, 1024 + 8
+  return as_bits<T>(__hmul2(__hsub2(v, bias), scale));
+}
+#endif  // MLLM_MARLIN_WGMMA
+
+template <typename T>
+__global__ void __launch_bounds__(kWgThreads, 1)
+    marlin_wgmma_kernel(const __grid_constant__ MarlinGemmParams p, const __grid_constant__ MarlinSplit split) {
+#ifdef MLLM_MARLIN_WGMMA
+  using namespace mllm_kernel::device;
+  extern __shared__ __align__(1024) unsigned char wg_smem_raw[];
+  unsigned char* smem =
+      reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(wg_smem_raw) + 1023) & ~std::uintptr_t{1023});
+  std::uint64_t* full = reinterpret_cast<std::uint64_t*>(smem + kWgStages * kWgStageBytes);
+  std::uint64_t* empty = full + kWgStages;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, role = warp / 4;
+  const std::int64_t n0 = static_cast<std::int64_t>(blockIdx.x) * kWgBlockN;
+  const std::int64_t m0 = static_cast<std::int64_t>(blockIdx.y) * kWgRows;
+  const int rows = static_cast<int>(p.m - m0 < kWgRows ? p.m - m0 : kWgRows);
+  const int stage_steps = kWgStageK / marlin::kTileK;
+  const int t0 = static_cast<int>(blockIdx.z) * split.rows_per_split / stage_steps;
+  const int t1 = t0 + split.rows_per_split / stage_steps;  // the wrapper splits K in even stage counts
+  const std::int64_t words_per_step = p.n * marlin::kTileK * 4 / 32;
+  const bool channelwise = p.groups == 1;
+  if (tid == 0) {
+    for (int s = 0; s < kWgStages; ++s) {
+      wg_mbar_init(&full[s], 128);
+      wg_mbar_init(&empty[s], 256);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  pdl_wait_and_release();
+
+  float d[64];  // the first stage's first wgmma writes it
+  if (role == 0) {
+    const T* a = static_cast<const T*>(p.a);
+    for (int t = t0; t < t1; ++t) {
+      const int slot = (t - t0) % kWgStages, round = (t - t0) / kWgStages;
+      wg_mbar_wait(&empty[slot], (round & 1) ^ 1);
+      unsigned char* base = smem + slot * kWgStageBytes;
+      const std::int64_t k0 = static_cast<std::int64_t>(t) * kWgStageK;
+      // a: 128 rows x 8 chunks of 16 bytes, chunk c of row r at c ^ (r % 8); rows past M zero.
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int id = tid + i * 128, r = id / 8, ch = id % 8;
+        const bool valid = r < rows;
+        cp_async16_or_zero(base + r * 128 + ((ch ^ (r % 8)) * 16), a + (m0 + (valid ? r : 0)) * p.lda + k0 + ch * 8,
+                           valid);
+      }
+      // The stage's two weight tiles for each of its 4 steps: 256 chunks.
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int id = tid + i * 128, step = id / 64, tile = id / 32 % 2, ch = id % 32;
+        const std::int32_t* src = p.b + (k0 / marlin::kTileK + step) * words_per_step + (n0 / marlin::kTileN + tile) * 128 + ch * 4;
+        cp_async16(base + kWgABytes + (step * 2 + tile) * 512 + ch * 16, src);
+      }
+      wg_cp_async_arrive(&full[slot]);
+    }
+  } else {
+    const int wg = role - 1, wi = warp % 4;
+    const std::int64_t col = n0 + wg * 64 + wi * 16 + lane / 4;  // this lane's columns: col, col + 8
+    const T* scales = static_cast<const T*>(p.scales);
+    const std::int64_t pos_lo = channelwise ? 0 : marlin::grouped_scale_pos(col);
+    const std::int64_t pos_hi = channelwise ? 0 : marlin::grouped_scale_pos(col + 8);
+    const auto group_of = [&](int t) {
+      return channelwise ? 0 : static_cast<int>(static_cast<std::int64_t>(t) * kWgStageK / p.group_size);
+    };
+    const T one = from_float<T>(1.0f);
+    T next_lo = channelwise ? one : scales[group_of(t0) * p.n + pos_lo];
+    T next_hi = channelwise ? one : scales[group_of(t0) * p.n + pos_hi];
+    Pair<T> s_lo, s_hi;
+    int current = -1;
+    std::uint32_t a[2][4][4];
+    const auto stage = [&](int t, std::uint32_t (&ab)[4][4]) {
+      const int slot = (t - t0) % kWgStages, round = (t - t0) / kWgStages;
+      wg_mbar_wait(&full[slot], round & 1);
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async's writes, read by wgmma
+      const unsigned char* base = smem + slot * kWgStageBytes;
+      const std::uint32_t* words = reinterpret_cast<const std::uint32_t*>(base + kWgABytes);
+      std::uint32_t word[4];
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) word[kk] = words[(kk * 2 + wg) * 128 + lane * 4 + wi];
+      const int g = group_of(t);
+      if (g != current) {
+        current = g;
+        s_lo = pair_of<T>(next_lo, next_lo);
+        s_hi = pair_of<T>(next_hi, next_hi);
+      }
+      const int g_next = group_of(t + 1);
+      if (g_next != g && t + 1 < t1) {
+        next_lo = scales[g_next * p.n + pos_lo];
+        next_hi = scales[g_next * p.n + pos_hi];
+      }
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        ab[kk][0] = wg_dequant<T>(word[kk], s_lo);        // column col, K rows 2q, 2q + 1
+        ab[kk][1] = wg_dequant<T>(word[kk] >> 8, s_hi);   // col + 8
+        ab[kk][2] = wg_dequant<T>(word[kk] >> 4, s_lo);   // col, K rows 2q + 8, 2q + 9
+        ab[kk][3] = wg_dequant<T>(word[kk] >> 12, s_hi);  // col + 8
+      }
+      wg_mma4<T>(d, ab, smem_addr(base), t != t0);
+      wg_wait<1>();
+      // The previous stage's wgmmas are done: its slot goes back to the loading warpgroup.
+      if (t > t0) wg_mbar_arrive(&empty[(t - 1 - t0) % kWgStages]);
+    };
+    // The first two stages outside the loop: inside it every wgmma adds to d, which keeps ptxas
+    // from serialising them (an uninitialised d entering a loop whose first wgmma overwrites it
+    // also gave wrong sums).
+    stage(t0, a[0]);
+    stage(t0 + 1, a[1]);
+    for (int t = t0 + 2; t + 1 < t1; t += 2) {
+      stage(t, a[0]);
+      stage(t + 1, a[1]);
+    }
+    wg_wait<0>();
+
+    // d: row (weight column) col or col + 8, column (row of a) 8 j + 2 (lane % 4) + e % 2.
+    T* c = static_cast<T*>(p.c);
+    const float scale_lo = channelwise ? cast<float>(scales[marlin::channel_scale_pos(col)]) : 1.0f;
+    const float scale_hi = channelwise ? cast<float>(scales[marlin::channel_scale_pos(col + 8)]) : 1.0f;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = 8 * j + 2 * (lane % 4) + e % 2;
+        if (r >= rows) continue;
+        const std::int64_t n = col + (e / 2) * 8;
+        if (split.splits > 1) {
+          split.partials[(blockIdx.z * p.m + m0 + r) * p.n + n] = d[4 * j + e];
+        } else {
+          c[(m0 + r) * p.n + n] = from_float<T>(d[4 * j + e] * (e / 2 ? scale_hi : scale_lo));
+        }
+      }
+    }
+  }
+  if (split.splits > 1 && split_arrive_last(split)) {
+    split_fixup<T, kWgThreads>(p, split, m0, rows, n0, kWgBlockN);
+  }
+#endif  // MLLM_MARLIN_WGMMA
+}
+
+/// partials: float32 [splits * M * N] (empty when splits is 1); locks: int32, one per output
+/// block (N / 128 x ceil(M / 128)), zero, and left zero. The caller routes here only what the
+/// kernel takes (see the file comment); the checks say so for anything else.
+template <typename T>
+void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kernel::TensorView b,
+                       mllm_kernel::TensorView scales, mllm_kernel::TensorView zeros, mllm_kernel::TensorView g_idx,
+                       mllm_kernel::TensorView partials, mllm_kernel::TensorView locks, std::int64_t size_m,
+                       std::int64_t size_n, std::int64_t size_k, std::int64_t splits, bool enable_pdl) {
+  using namespace mllm_kernel::host;
+  const MarlinGemmParams p = check_marlin_gemm<kDLCUDA, T>(a, c, b, scales, zeros, g_idx, 4, size_m, size_n, size_k);
+  RuntimeCheck(p.zeros == nullptr, "the wgmma kernel takes no zero points (uint4b8 weights)");
+  RuntimeCheck(p.g_idx == nullptr || p.groups == 1, "the wgmma kernel takes no act-order g_idx");
+  RuntimeCheck(p.groups == 1 || p.group_size % kWgStageK == 0,
+               "the wgmma kernel needs groups of a multiple of 64 rows or channel-wise scales, got group size ",
+               p.group_size);
+  RuntimeCheck(size_n % kWgBlockN == 0, "the wgmma kernel needs size_n a multiple of 128, got ", size_n);
+  RuntimeCheck(splits >= 1 && size_k % (2 * kWgStageK * splits) == 0, "the wgmma kernel needs size_k a multiple of ",
+               2 * kWgStageK * splits, " for ", splits, " splits, got ", size_k);
+  RuntimeCheck(p.lda % 8 == 0 && reinterpret_cast<std::uintptr_t>(p.a) % 16 == 0,
+               "a: rows must start 16-byte aligned (row stride a multiple of 8), got row stride ", p.lda);
+  if (p.m == 0) return;
+  const std::int64_t steps = size_k / marlin::kTileK;
+  MarlinSplit split{nullptr, nullptr, static_cast<int>(steps / splits), static_cast<int>(splits), enable_pdl};
+  const std::int64_t m_blocks = div_ceil(size_m, kWgRows);
+  if (splits > 1) bind_split_buffers(split, a, partials, locks, splits, size_m, size_n, size_n / kWgBlockN * m_blocks);
+  const dim3 grid(static_cast<unsigned>(size_n / kWgBlockN), static_cast<unsigned>(m_blocks),
+                  static_cast<unsigned>(splits));
+  LaunchKernel(grid, kWgThreads, a.device(), kWgSmemBytes).enable_pdl(enable_pdl)(marlin_wgmma_kernel<T>, p, split);
+}
+
+}  // namespace
