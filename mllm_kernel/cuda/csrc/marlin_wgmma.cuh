@@ -45,7 +45,7 @@ namespace marlin = mllm_kernel::marlin;
 constexpr int kWgRows = 128;                  // rows of a a block: wgmma's N
 constexpr int kWgBlockN = 128;                // weight columns a block: two warpgroups of 64
 constexpr int kWgStageK = 64;                 // K a stage: one 128-byte swizzled row of a
-constexpr int kWgStages = 5;
+constexpr int kWgStages = 4;
 constexpr int kWgThreads = 384;               // a loading warpgroup and two computing ones
 constexpr int kWgABytes = kWgRows * kWgStageK * 2;                            // 16 KB
 constexpr int kWgBBytes = kWgStageK / marlin::kTileK * 2 * marlin::tile_words(4) * 4;  // 4 KB
@@ -211,9 +211,9 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     const T* scales = static_cast<const T*>(p.scales);
     const std::int64_t pos_lo = channelwise ? 0 : marlin::grouped_scale_pos(col);
     const std::int64_t pos_hi = channelwise ? 0 : marlin::grouped_scale_pos(col + 8);
-    const auto group_of = [&](int t) {
-      return channelwise ? 0 : static_cast<int>(static_cast<std::int64_t>(t) * kWgStageK / p.group_size);
-    };
+    // Stages a group spans (32-bit: a 64-bit division every stage sat between the wgmmas).
+    const int group_stages = channelwise ? 0x7fffffff : static_cast<int>(p.group_size / kWgStageK);
+    const auto group_of = [&](int t) { return t / group_stages; };
     const T one = from_float<T>(1.0f);
     T next_lo = channelwise ? one : scales[group_of(t0) * p.n + pos_lo];
     T next_hi = channelwise ? one : scales[group_of(t0) * p.n + pos_hi];
