@@ -1148,7 +1148,7 @@ def test_wgmma_routing(monkeypatch):
     assert applies(m=96) and applies(m=128) and applies(m=100, s=scales[:1])
     assert not applies(m=95) and not applies(m=129)  # the general kernel; dequantization and cuBLAS
     assert not applies(weights=8) and not applies(weights=gptq_marlin.FP8)
-    assert not applies(act_order=True) and not applies(zeros=torch.zeros(8, 48, dtype=torch.int32))
+    assert applies(zeros=torch.zeros(8, 48, dtype=torch.int32)) and not applies(act_order=True)  # AWQ; act-order
     assert not applies(n=320) and not applies(k=1088)  # N and K multiples of 128
     assert not applies(s=torch.empty(32, 384, dtype=torch.bfloat16))  # groups of 32 rows
     assert not applies(x=torch.empty(64, 1030, dtype=torch.bfloat16)[:, :1024])  # rows not 16-byte aligned
@@ -1165,18 +1165,20 @@ def test_wgmma_routing(monkeypatch):
 
 
 @hopper
+@pytest.mark.parametrize("kind", ["gptq4", "awq"])
 @pytest.mark.parametrize("group_size", [-1, 64, 128, 256])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("m", [96, 100, 128])
-def test_gptq_marlin_gemm_takes_the_wgmma_kernel(group_size, dtype, m):
-    """96 to 128 rows of GPTQ 4-bit weights on sm_90, through the public entry point: the
-    output poisoned, against the float64 product."""
+def test_gptq_marlin_gemm_takes_the_wgmma_kernel(kind, group_size, dtype, m):
+    """96 to 128 rows of GPTQ and AWQ 4-bit weights on sm_90, through the public entry point:
+    the output poisoned, against the float64 product."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     k, n = 1024, 384
-    prep = _prepare("gptq4", k, n, group_size, False, dtype, seed=m + group_size)
+    prep = _prepare(kind, k, n, group_size, False, dtype, seed=m + group_size)
     a = torch.randn(m, k, device="cuda").to(dtype)
-    assert gptq_marlin.wgmma_applies(a, m, n, k, 4, prep["s"], False, torch.empty(0))
+    zeros = prep["zeros"] if prep["zeros"] is not None else torch.empty(0)
+    assert gptq_marlin.wgmma_applies(a, m, n, k, 4, prep["s"], False, zeros)
     c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
     out = _run(prep, a, n, k, c=c)
     assert out.data_ptr() == c.data_ptr()
@@ -1184,41 +1186,41 @@ def test_gptq_marlin_gemm_takes_the_wgmma_kernel(group_size, dtype, m):
 
 
 @hopper
+@pytest.mark.parametrize("kind", ["gptq4", "awq"])
 @pytest.mark.parametrize("group_size", [-1, 128])
 @pytest.mark.parametrize("m", [1, 20, 128])
-def test_marlin_wgmma_over_splits_of_k(group_size, m):
+def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
     """The kernel's module function (any 1 to 128 rows: rows past M are zeros in shared memory
     and never stored) over 1 to 8 splits of K (partial sums and output poisoned, the counters
     left zero), rows strided in a wider tensor, and its bad arguments."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     k, n, dtype = 1024, 256, torch.bfloat16
-    prep = _prepare("gptq4", k, n, group_size, False, dtype, seed=m)
+    prep = _prepare(kind, k, n, group_size, False, dtype, seed=m)
     wide = torch.randn(m, k + 64, device="cuda").to(dtype)
     a = wide[:, :k]
     module = gptq_marlin._WGMMA[dtype]
     empty = torch.empty(0, dtype=torch.int32, device="cuda")
+    zeros = prep["zeros"] if prep["zeros"] is not None else empty
     locks = torch.zeros(n // 128, dtype=torch.int32, device="cuda")
     for splits in (1, 2, 4, 8):
         c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
         partials = torch.full((splits * m * n,) if splits > 1 else (0,), float("nan"), device="cuda")
-        module(a, c, prep["q"], prep["s"], empty, empty, partials, locks, m, n, k, splits, splits % 2 == 1)
+        module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, splits, splits % 2 == 1)
         _check(c, a, prep["w_ref"], dtype)
         assert int(locks.abs().sum()) == 0, splits
     partials = torch.zeros(2 * m * n, device="cuda")
     with pytest.raises(ValueError, match="the wgmma kernel needs size_k a multiple of 384 for 3 splits, got 1024"):
-        module(a, c, prep["q"], prep["s"], empty, empty, partials, locks, m, n, k, 3, True)
-    with pytest.raises(ValueError, match="the wgmma kernel takes no zero points"):
-        zeros = torch.zeros(k // 128 if group_size > 0 else 1, n // 8, dtype=torch.int32, device="cuda")
-        module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, True)
+        module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 3, True)
     with pytest.raises(ValueError, match="a: rows must start 16-byte aligned"):
         odd = torch.randn(m, k + 4, device="cuda").to(dtype)[:, :k]
-        module(odd, c, prep["q"], prep["s"], empty, empty, partials, locks, m, n, k, 1, True)
+        module(odd, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, True)
 
 
 @hopper
 def test_marlin_wgmma_refuses_what_it_does_not_take():
-    """Group sizes that are not a multiple of 64 rows, and N not a multiple of 128: named errors."""
+    """Group sizes that are not a multiple of 64 rows, act-order g_idx, and N not a multiple of 128:
+    named errors."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     dtype = torch.bfloat16
@@ -1230,6 +1232,9 @@ def test_marlin_wgmma_refuses_what_it_does_not_take():
     c = torch.empty(m, n, dtype=dtype, device="cuda")
     with pytest.raises(ValueError, match="groups of a multiple of 64 rows or channel-wise scales, got group size 32"):
         module(a, c, prep["q"], prep["s"], empty, empty, empty.float(), empty, m, n, k, 1, True)
+    prep = _prepare("gptq4", k, n, 128, True, dtype, seed=3)
+    with pytest.raises(ValueError, match="the wgmma kernel takes no act-order g_idx"):
+        module(a, c, prep["q"], prep["s"], empty, prep["g_idx"], empty.float(), empty, m, n, k, 1, True)
     prep = _prepare("gptq4", k, 192, 128, False, dtype, seed=2)
     c = torch.empty(m, 192, dtype=dtype, device="cuda")
     with pytest.raises(ValueError, match="the wgmma kernel needs size_n a multiple of 128, got 192"):

@@ -1,8 +1,9 @@
 // Hopper (sm_90a) weight-only GEMM on Marlin-format 4-bit weights, for 17 to 128 rows of a:
 //   marlin_wgmma_gemm<T>(a, c, b, scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
 //                        splits, enable_pdl)
-// c[M, N] = a[M, K] @ ((q - 8) * scale): GPTQ uint4b8, no act-order, groups of a multiple of 64
-// rows of K or channel-wise (the general kernel, marlin_gemm.cuh, takes every other case).
+// c[M, N] = a[M, K] @ ((q - zero) * scale): GPTQ uint4b8 (zero 8) or AWQ uint4 (zero points),
+// no act-order, groups of a multiple of 64 rows of K or channel-wise (the general kernel,
+// marlin_gemm.cuh, takes every other case).
 //
 // The operands are swapped, c^T = W^T a^T, so the weights are wgmma's register A operand and a's
 // rows its shared-memory B operand (K-major, as a's rows are). In a 16 x 64 repacked tile, word
@@ -142,12 +143,12 @@ __device__ __forceinline__ void wg_wait() {
 
 /// Slots s and s + 4 of `w` (its low nibbles of each half) as the pair (q - 8) * scale of T:
 /// q under T's exponent is 128 + q (bf16) or 1024 + q (fp16) exactly.
+/// Slots s and s + 4 of `w` as the pair (q - zero) * scale: q under T's exponent is 128 + q
+/// (bf16) or 1024 + q (fp16) exactly, and `base` is that plus the zero point.
 template <typename T>
-__device__ __forceinline__ std::uint32_t wg_dequant(std::uint32_t w, Pair<T> scale) {
-  constexpr bool kBf16 = std::is_same_v<T, bf16_t>;
-  const Pair<T> v = as_pair<T>((w & 0x000f000fu) | (kBf16 ? 0x43004300u : 0x64006400u));
-  const Pair<T> bias = as_pair<T>(kBf16 ? 0x43084308u : 0x64086408u);  // 136 or 1032: 128 + 8, 1024 + 8
-  return as_bits<T>(__hmul2(__hsub2(v, bias), scale));
+__device__ __forceinline__ std::uint32_t wg_dequant(std::uint32_t w, Pair<T> base, Pair<T> scale) {
+  const Pair<T> v = as_pair<T>((w & 0x000f000fu) | (std::is_same_v<T, bf16_t> ? 0x43004300u : 0x64006400u));
+  return as_bits<T>(__hmul2(__hsub2(v, base), scale));
 }
 #endif  // MLLM_MARLIN_WGMMA
 
@@ -217,7 +218,18 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     const T one = from_float<T>(1.0f);
     T next_lo = channelwise ? one : scales[group_of(t0) * p.n + pos_lo];
     T next_hi = channelwise ? one : scales[group_of(t0) * p.n + pos_hi];
-    Pair<T> s_lo, s_hi;
+    // Zero points (AWQ): the words and slots of this lane's two columns in a group's row; GPTQ's
+    // is 8 for every value.
+    const std::int64_t zero_row = p.n * 4 / 32;
+    const std::int64_t zw_lo = marlin::zero_point_word(4, col), zw_hi = marlin::zero_point_word(4, col + 8);
+    const int zs_lo = 4 * marlin::zero_point_slot(4, col), zs_hi = 4 * marlin::zero_point_slot(4, col + 8);
+    const std::uint32_t gptq_base = std::is_same_v<T, bf16_t> ? 0x43084308u : 0x64086408u;  // 128 + 8, 1024 + 8
+    const auto zero_base = [&](int g, std::int64_t word, int shift) -> std::uint32_t {
+      if (p.zeros == nullptr) return gptq_base;
+      return zero_point_pair<T>(static_cast<std::uint32_t>(p.zeros[g * zero_row + word]) >> shift);
+    };
+    std::uint32_t next_zlo = zero_base(group_of(t0), zw_lo, zs_lo), next_zhi = zero_base(group_of(t0), zw_hi, zs_hi);
+    Pair<T> s_lo, s_hi, z_lo, z_hi;
     int current = -1;
     std::uint32_t a[2][4][4];
     const auto stage = [&](int t, std::uint32_t (&ab)[4][4]) {
@@ -234,18 +246,22 @@ __global__ void __launch_bounds__(kWgThreads, 1)
         current = g;
         s_lo = pair_of<T>(next_lo, next_lo);
         s_hi = pair_of<T>(next_hi, next_hi);
+        z_lo = as_pair<T>(next_zlo);
+        z_hi = as_pair<T>(next_zhi);
       }
       const int g_next = group_of(t + 1);
       if (g_next != g && t + 1 < t1) {
         next_lo = scales[g_next * p.n + pos_lo];
         next_hi = scales[g_next * p.n + pos_hi];
+        next_zlo = zero_base(g_next, zw_lo, zs_lo);
+        next_zhi = zero_base(g_next, zw_hi, zs_hi);
       }
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
-        ab[kk][0] = wg_dequant<T>(word[kk], s_lo);        // column col, K rows 2q, 2q + 1
-        ab[kk][1] = wg_dequant<T>(word[kk] >> 8, s_hi);   // col + 8
-        ab[kk][2] = wg_dequant<T>(word[kk] >> 4, s_lo);   // col, K rows 2q + 8, 2q + 9
-        ab[kk][3] = wg_dequant<T>(word[kk] >> 12, s_hi);  // col + 8
+        ab[kk][0] = wg_dequant<T>(word[kk], z_lo, s_lo);        // column col, K rows 2q, 2q + 1
+        ab[kk][1] = wg_dequant<T>(word[kk] >> 8, z_hi, s_hi);   // col + 8
+        ab[kk][2] = wg_dequant<T>(word[kk] >> 4, z_lo, s_lo);   // col, K rows 2q + 8, 2q + 9
+        ab[kk][3] = wg_dequant<T>(word[kk] >> 12, z_hi, s_hi);  // col + 8
       }
       wg_mma4<T>(d, ab, smem_addr(base), t != t0);
       wg_wait<1>();
@@ -298,7 +314,6 @@ void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mll
                        std::int64_t size_n, std::int64_t size_k, std::int64_t splits, bool enable_pdl) {
   using namespace mllm_kernel::host;
   const MarlinGemmParams p = check_marlin_gemm<kDLCUDA, T>(a, c, b, scales, zeros, g_idx, 4, size_m, size_n, size_k);
-  RuntimeCheck(p.zeros == nullptr, "the wgmma kernel takes no zero points (uint4b8 weights)");
   RuntimeCheck(p.g_idx == nullptr || p.groups == 1, "the wgmma kernel takes no act-order g_idx");
   RuntimeCheck(p.groups == 1 || p.group_size % kWgStageK == 0,
                "the wgmma kernel needs groups of a multiple of 64 rows or channel-wise scales, got group size ",

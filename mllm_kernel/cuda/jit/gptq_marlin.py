@@ -4,8 +4,8 @@ Marlin-format weights, with vLLM's and sglang's signature (format:
 One module per activation dtype (float16, bfloat16) and weight type (4-bit, 8-bit integers,
 float8_e4m3fn: FP8 checkpoints on GPUs without FP8 tensor cores); sm_80 and newer. Decoding
 (up to ``GEMV_MAX_ROWS`` rows) runs ``csrc/marlin_gemv.cuh``, whose warps stream the weights
-through rings of shared memory. On Hopper, 96 to 128 rows of GPTQ 4-bit weights without
-act-order run ``csrc/marlin_wgmma.cuh`` (the weights as wgmma's register operand).
+through rings of shared memory. On Hopper, 96 to 128 rows of 4-bit weights (GPTQ or AWQ)
+without act-order run ``csrc/marlin_wgmma.cuh`` (the weights as wgmma's register operand).
 From ``DENSE_MIN_M`` rows of activations on, where the product is compute-bound, the weights are
 dequantized into a temporary ``[N, K]`` matrix (``csrc/marlin_dequant.cuh``) and multiplied by
 cuBLAS (``torch.mm``), as serving engines do for large batches.
@@ -166,9 +166,9 @@ WGMMA_SPLIT_K = 128
 def wgmma_applies(a: torch.Tensor, m: int, n: int, k: int, weights, scales, act_order: bool,
                   zeros: torch.Tensor) -> bool:
     """Whether a call runs the Hopper kernel: WGMMA_MIN_ROWS to WGMMA_MAX_ROWS rows of a with
-    16-byte aligned rows, GPTQ 4-bit weights (no zero points, no act-order), N and K multiples of
-    128, channel-wise scales or groups of a multiple of 64 rows, on sm_90."""
-    if not WGMMA_MIN_ROWS <= m <= WGMMA_MAX_ROWS or weights != 4 or act_order or zeros.numel() > 0:
+    16-byte aligned rows, 4-bit weights (GPTQ, or AWQ with zero points; no act-order), N and K
+    multiples of 128, channel-wise scales or groups of a multiple of 64 rows, on sm_90."""
+    if not WGMMA_MIN_ROWS <= m <= WGMMA_MAX_ROWS or weights != 4 or act_order:
         return False
     if n % WGMMA_BLOCK_N or k % WGMMA_SPLIT_K or a.dim() != 2 or a.stride(1) != 1 or a.stride(0) % 8 \
             or a.data_ptr() % 16:
