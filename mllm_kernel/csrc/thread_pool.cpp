@@ -31,6 +31,7 @@ namespace mllm_kernel::cpu {
 namespace {
 
 using host::detail::load_acquire;
+using host::detail::store_relaxed;
 using host::detail::store_release;
 
 /// A mutex held for a scope.
@@ -69,7 +70,7 @@ class ThreadPool {
       ScopedLock lock(mutex_);
       generation = ++generation_;
       job_ = Job{invoke, context, num_tasks};
-      __atomic_store_n(&pending_, num_tasks, __ATOMIC_RELAXED);
+      store_relaxed(pending_, num_tasks);
       store_release(state_, generation << 32);
     }
     pthread_cond_broadcast(&wake_);

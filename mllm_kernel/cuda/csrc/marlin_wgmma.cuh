@@ -215,9 +215,6 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     // Stages a group spans (32-bit: a 64-bit division every stage sat between the wgmmas).
     const int group_stages = channelwise ? 0x7fffffff : static_cast<int>(p.group_size / kWgStageK);
     const auto group_of = [&](int t) { return t / group_stages; };
-    const T one = from_float<T>(1.0f);
-    T next_lo = channelwise ? one : scales[group_of(t0) * p.n + pos_lo];
-    T next_hi = channelwise ? one : scales[group_of(t0) * p.n + pos_hi];
     // Zero points (AWQ): the words and slots of this lane's two columns in a group's row; GPTQ's
     // is 8 for every value.
     const std::int64_t zero_row = p.n * 4 / 32;
@@ -228,7 +225,17 @@ __global__ void __launch_bounds__(kWgThreads, 1)
       if (p.zeros == nullptr) return gptq_base;
       return zero_point_pair<T>(static_cast<std::uint32_t>(p.zeros[g * zero_row + word]) >> shift);
     };
-    std::uint32_t next_zlo = zero_base(group_of(t0), zw_lo, zs_lo), next_zhi = zero_base(group_of(t0), zw_hi, zs_hi);
+    // Group g's scales and zero points for this lane's columns, read into next_* ahead of use.
+    const T one = from_float<T>(1.0f);
+    T next_lo, next_hi;
+    std::uint32_t next_zlo, next_zhi;
+    const auto read_group = [&](int g) {
+      next_lo = channelwise ? one : scales[g * p.n + pos_lo];
+      next_hi = channelwise ? one : scales[g * p.n + pos_hi];
+      next_zlo = zero_base(g, zw_lo, zs_lo);
+      next_zhi = zero_base(g, zw_hi, zs_hi);
+    };
+    read_group(group_of(t0));
     Pair<T> s_lo, s_hi, z_lo, z_hi;
     int current = -1;
     std::uint32_t a[2][4][4];
@@ -250,12 +257,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
         z_hi = as_pair<T>(next_zhi);
       }
       const int g_next = group_of(t + 1);
-      if (g_next != g && t + 1 < t1) {
-        next_lo = scales[g_next * p.n + pos_lo];
-        next_hi = scales[g_next * p.n + pos_hi];
-        next_zlo = zero_base(g_next, zw_lo, zs_lo);
-        next_zhi = zero_base(g_next, zw_hi, zs_hi);
-      }
+      if (g_next != g && t + 1 < t1) read_group(g_next);
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         ab[kk][0] = wg_dequant<T>(word[kk], z_lo, s_lo);        // column col, K rows 2q, 2q + 1

@@ -152,10 +152,11 @@ def gemv_applies(a: torch.Tensor, m: int, n: int, k: int, bits: int, scales, act
 
 
 #: Rows of a the Hopper kernel takes (WGMMA_MIN_ROWS to WGMMA_MAX_ROWS: one 128-row tile). H100,
-#: group 128, one process against the general kernel, the kernel's first version: faster at 96
-#: and 128 rows at every Llama-3-8B shape (14336 x 4096 M = 128: 52.5 against 71.0 µs; M = 96:
-#: 52.2 against 70.2), slower at 64 (45.4 against 52.2) and below, where the general kernel's
-#: smaller row tiles do less work. (The kernel is now 13% faster; 64-95 rows are not re-measured.)
+#: group 128, one process against the general kernel, measured with a build of the kernel 13%
+#: slower than this one: faster at 96 and 128 rows at every Llama-3-8B shape (14336 x 4096
+#: M = 128: 52.5 against 71.0 µs; M = 96: 52.2 against 70.2), slower at 64 (45.4 against 52.2)
+#: and below, where the general kernel's smaller row tiles do less work. 65-95 rows are not
+#: measured.
 WGMMA_MIN_ROWS = 96
 WGMMA_MAX_ROWS = 128
 #: Output columns of its blocks, and K its splits take in multiples of (two 64-row stages).
@@ -181,12 +182,17 @@ def wgmma_applies(a: torch.Tensor, m: int, n: int, k: int, weights, scales, act_
     return _capability(a.device.index) == (9, 0)
 
 
+def wgmma_blocks(m: int, n: int) -> int:
+    """Output blocks of the Hopper kernel: 128 columns by up to 128 rows each."""
+    return n // WGMMA_BLOCK_N * -(-m // WGMMA_MAX_ROWS)
+
+
 def wgmma_splits(m: int, n: int, k: int, sm_count: int) -> int:
     """K splits of the Hopper kernel: doubled while the blocks still fit one wave. H100, M = 128
     (a prototype of the kernel, one process): 4096 x 4096 and 4096 x 14336 (32 blocks) ran
     fastest in 4 splits (20.6 µs against 29.6 in 2), 6144 x 4096 (48 blocks) in 2 (32.9 against
     35.5 in 4), 14336 x 4096 (112 blocks) unsplit."""
-    blocks = n // WGMMA_BLOCK_N * -(-m // WGMMA_MAX_ROWS)
+    blocks = wgmma_blocks(m, n)
     splits = 1
     while blocks * splits * 2 <= sm_count and k % (WGMMA_SPLIT_K * splits * 2) == 0:
         splits *= 2
@@ -384,8 +390,7 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
             return c
         if wgmma_applies(a, size_m, size_n, size_k, weights, b_scales, act_order, zeros):
             splits = wgmma_splits(size_m, size_n, size_k, _sm_count(a.device.index))
-            blocks = size_n // WGMMA_BLOCK_N * -(-size_m // WGMMA_MAX_ROWS)
-            partials, locks = _split_buffers(a, workspace, splits, size_m, size_n, blocks)
+            partials, locks = _split_buffers(a, workspace, splits, size_m, size_n, wgmma_blocks(size_m, size_n))
             _WGMMA[a.dtype](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
                             splits, pdl)
             return c
