@@ -4,8 +4,10 @@ Every figure is a fresh process with an empty cache (torch import not counted):
   - ``nvcc -c`` of a one-line kernel (the floor any CUDA build pays);
   - a user's small kernel written in the seed style (a template in an anonymous namespace, a
     host ``run()`` with TensorMatcher and LaunchKernel) through ``load_cuda_jit`` (nvcc's host
-    and device chains at once), the same kernel on ``mllm_kernel::TensorView`` (no tvm-ffi C++
-    headers), and the first built by plain nvcc (one phase after another), with its phase times;
+    and device chains at once); again with what its first build leaves in the cache (the host
+    runtime, and the host compile's precompiled prefix, or not); the same kernel on
+    ``mllm_kernel::TensorView`` (no tvm-ffi C++ headers); and the first built by plain nvcc
+    (one phase after another), with its phase times;
   - the first ``ops.rmsnorm`` call on CUDA (bf16), when a GPU is there;
   - each library CUDA module alone (bf16 where a module has a dtype);
   - the CPU rmsnorm module, beside the module the same op compiled before it was built for this
@@ -118,9 +120,12 @@ def trivial_nvcc(work: Path, arch: str) -> float:
     return time.perf_counter() - start
 
 
-def seed_kernel(work: Path, source: str = SEED_KERNEL, *, phases: bool = False) -> tuple[float, dict[str, float]]:
+def seed_kernel(work: Path, source: str = SEED_KERNEL, *, phases: bool = False, again: bool = False,
+                **env: str) -> tuple[float, dict[str, float]]:
     """The seed-style kernel (or `source`) through load_cuda_jit; with `phases`, built by plain
-    nvcc (its phases one after another, no nvcc_pipeline) with the phase times (ms) it reports."""
+    nvcc (its phases one after another, no nvcc_pipeline) with the phase times (ms) it reports;
+    with `again`, its module built once and dropped, what a first build left kept (the host
+    runtime, and the precompiled host prefix unless `env` turns it off: jit_utils/cuda_pch.py)."""
     (work / "scale.cuh").write_text(source)
     timing = work / "nvcc_time.csv"
     timing.unlink(missing_ok=True)
@@ -133,7 +138,7 @@ def seed_kernel(work: Path, source: str = SEED_KERNEL, *, phases: bool = False) 
                       cuda_wrappers=[("run", f"ScaleKernel<{{make_cpp_args(torch.bfloat16)}}>::run")],
                       extra_cuda_cflags={extra})
         print(json.dumps({{"seconds": time.perf_counter() - t}}))
-    """, work / "cache-seed")
+    """, work / "cache-seed", keep="cuda_bench_seed_scale_*" if again else None, **env)
     if not phases:
         return r["seconds"], {}
     times: dict[str, float] = {}
@@ -242,6 +247,11 @@ def measure(half: str, every: bool, samples: int) -> list[dict]:
             seed_s = statistics.median(seed_kernel(work)[0] for _ in range(samples))
             rows.append({"what": "seed-style user kernel, load_cuda_jit", "seconds": seed_s,
                          "ratio": seed_s / trivial, "target": "<= 3x nvcc -c"})
+            for what, env in (("no precompiled prefix", {"MLLM_KERNEL_CUDA_PCH": "0"}),
+                              ("its host prefix precompiled", {})):
+                again = statistics.median(seed_kernel(work, again=True, **env)[0] for _ in range(samples))
+                rows.append({"what": f"  again, host runtime built, {what}", "seconds": again,
+                             "ratio": again / trivial, "target": "<= 3x nvcc -c"})
             light = statistics.median(seed_kernel(work, LIGHT_KERNEL)[0] for _ in range(samples))
             rows.append({"what": "the same kernel on mllm_kernel::TensorView, load_cuda_jit", "seconds": light,
                          "ratio": light / trivial, "target": "<= 3x nvcc -c"})
@@ -279,7 +289,11 @@ def section(half: str, device: str, rows: list[dict]) -> dict:
                            notes=["Ratios: the user kernel over nvcc -c of a one-line kernel; the CPU module "
                                   "before over now. load_cuda_jit runs nvcc's host and device chains at once "
                                   "(jit_utils/nvcc_pipeline.py); the phases are nvcc --time's, from a build by "
-                                  "plain nvcc, which runs them one after another."])
+                                  "plain nvcc, which runs them one after another. Again: the kernel's module "
+                                  "dropped and built in a new process, with what its first build left in the "
+                                  "cache: the host runtime, and the host compile's precompiled prefix of "
+                                  "tvm-ffi's headers (jit_utils/cuda_pch.py), which any seed-style kernel "
+                                  "with the same includes reads."])
 
 
 def print_rows(rows: list[dict]) -> None:

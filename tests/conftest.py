@@ -11,6 +11,10 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+# Seed-style CUDA kernels would leave a precompiled host prefix (about 100 MB) in each test's
+# cache and compile differently once one is there; test_cuda_pch.py turns it on where it tests it.
+os.environ.setdefault("MLLM_KERNEL_CUDA_PCH", "0")
+
 requires_cuda = pytest.mark.skipif(
     not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU (compile-only tests cover CI)"
 )

@@ -14,7 +14,7 @@ import torch
 import mllm_kernel.cpu.jit  # noqa: F401  (declares the CPU modules)
 from mllm_kernel.jit_utils import build, cache, cpu_pch, find_module, toolchain
 
-pytestmark = pytest.mark.skipif(not cpu_pch._compiler_is_gcc(toolchain.find_cxx()),
+pytestmark = pytest.mark.skipif(not toolchain.compiler_is_gcc(toolchain.find_cxx()),
                                 reason="the precompiled header is GCC's")
 
 
@@ -106,7 +106,7 @@ def test_a_header_that_fails_to_build_is_logged_and_left_out(isolated_cache, tmp
         assert not cpu_pch.build(spec)
     assert "precompiled header did not build" in caplog.text
     assert cpu_pch.usage(spec) == ([], [])
-    assert not list(isolated_cache.glob("*cpu_pch_*")), "nothing published, no temporary folder left"
+    assert not list(isolated_cache.glob("*cpu-pch_*")), "nothing published, no temporary folder left"
 
 
 def test_a_second_build_finds_the_first(isolated_cache, commands):
@@ -114,4 +114,4 @@ def test_a_second_build_finds_the_first(isolated_cache, commands):
     assert cpu_pch.build(spec)
     assert cpu_pch.build(spec)
     assert len([c for c in commands if "c++-header" in c]) == 0  # built by cpu_pch, not through build._run
-    assert len(list(isolated_cache.glob("*cpu_pch_*"))) == 1
+    assert len(list(isolated_cache.glob("*cpu-pch_*"))) == 1

@@ -3,7 +3,7 @@
 A CPU module's compile is mostly parsing: the SIMD intrinsics Highway includes (all of
 ``<immintrin.h>`` on x86), the standard library and the package's host headers, the same for
 every module. ``mllm_kernel/cpu/precompiled.hpp`` holds them; compiled once into the cache
-(``cpu_pch_<key>/``, the key covering the compiler, the module flags, the include path and the
+(``cpu-pch_<key>/``, the key covering the compiler, the module flags, the include path and the
 package's headers), it is given to later module compiles with ``-include``, and GCC reads the
 parsed form instead. GCC checks that the header was compiled with the same options and falls
 back to the text when it was not, so a mismatch costs time, not correctness.
@@ -17,18 +17,15 @@ compile as before; ``MLLM_KERNEL_CPU_PCH=0`` turns it off.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
 import os
 import shutil
 import subprocess
-import threading
-import uuid
 from pathlib import Path
 
-from mllm_kernel.jit_utils import toolchain
+from mllm_kernel.jit_utils import pch_build, toolchain
 from mllm_kernel.jit_utils.paths import CPU_INCLUDE_DIR, INCLUDE_DIR, PACKAGE_DIR, cache_root
 
 logger = logging.getLogger("mllm_kernel")
@@ -45,15 +42,6 @@ def enabled() -> bool:
     return os.environ.get(PCH_ENV, "1") not in ("0", "false", "False")
 
 
-@functools.cache
-def _compiler_is_gcc(cxx: str) -> bool:
-    try:
-        out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return "Free Software Foundation" in out and "clang" not in out.lower()
-
-
 def applies(spec) -> bool:
     """Whether ``spec`` (a BuildSpec) compiles with the precompiled header: one of the package's
     own Highway CPU modules (a user's source may define macros before its first include, which
@@ -62,7 +50,7 @@ def applies(spec) -> bool:
     return (enabled() and spec.device == "cpu" and spec.highway is not None and not spec.extra_cflags
             and not spec.extra_include_paths and spec.cpu_target != toolchain.PORTABLE_CPU_TARGET
             and all(Path(f).resolve().is_relative_to(PACKAGE_DIR.resolve()) for u in spec.units for f in u.files)
-            and _compiler_is_gcc(toolchain.find_cxx()))
+            and toolchain.compiler_is_gcc(toolchain.find_cxx()))
 
 
 def _command(spec, header: Path, output: Path, depfile: Path) -> list[str]:
@@ -83,7 +71,7 @@ def _key(cxx_identity: str, flags: tuple[str, ...], include_dirs: tuple[str, ...
 def folder(spec) -> Path:
     """Where the precompiled header for ``spec``'s compiler, flags and include path lives."""
     key = _key(toolchain.file_identity(toolchain.find_cxx()), tuple(spec.cxx_flags()), tuple(spec.include_dirs()))
-    return cache_root() / f"cpu_pch_{key}"
+    return cache_root() / f"cpu-pch_{key}"  # not "cpu_": no module folder can take the name
 
 
 def usage(spec) -> tuple[list[str], list[str]]:
@@ -105,43 +93,23 @@ def has_spare_core(busy: int) -> bool:
     return (os.cpu_count() or 1) > busy
 
 
-_background: dict[Path, threading.Thread] = {}
-_background_lock = threading.Lock()
-
-
 def build_in_background(spec) -> None:
     """Starts ``build(spec)`` in a thread of its own unless one is at it already; the module
     being built does not wait for it, the process does at exit."""
-    where = folder(spec)
-    with _background_lock:
-        running = _background.get(where)
-        if running is not None and running.is_alive():
-            return
-        thread = threading.Thread(target=build, args=(spec,), name="mllm_kernel-cpu-pch")
-        _background[where] = thread
-        thread.start()
+    pch_build.start_in_background(folder(spec), build, spec)
 
 
-def wait_for_background() -> None:
-    """Waits for the precompiled headers being built in the background (tests, benchmarks)."""
-    with _background_lock:
-        threads = list(_background.values())
-    for thread in threads:
-        thread.join()
+#: Waits for the precompiled headers being built in the background (tests, benchmarks).
+wait_for_background = pch_build.wait_for_background
 
 
 def build(spec) -> bool:
     """Builds the precompiled header for ``spec`` unless it is there; True when it is there
-    after. Safe for many processes at once: each builds in a folder of its own, and the first
-    to finish publishes it by renaming; a failure is logged, and modules compile without it."""
+    after. Safe for many processes at once (pch_build.publish); a failure is logged, and modules
+    compile without it."""
     from mllm_kernel.jit_utils.build import parse_depfile
 
-    target = folder(spec)
-    if (target / DEPENDENCIES).is_file():
-        return True
-    temp = target.parent / f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
-    temp.mkdir(parents=True)
-    try:
+    def fill(temp: Path) -> bool:
         header = temp / HEADER.name
         shutil.copyfile(HEADER, header)
         depfile = temp / "pch.d"
@@ -154,10 +122,6 @@ def build(spec) -> bool:
         read = sorted({os.path.realpath(d) for d in parse_depfile(depfile) if not d.startswith(str(temp))})
         (temp / DEPENDENCIES).write_text(json.dumps(read))
         depfile.unlink()
-        try:
-            temp.rename(target)
-        except OSError:  # another process published it first
-            pass
-        return (target / DEPENDENCIES).is_file()
-    finally:
-        shutil.rmtree(temp, ignore_errors=True)
+        return True
+
+    return pch_build.publish(folder(spec), fill, DEPENDENCIES)

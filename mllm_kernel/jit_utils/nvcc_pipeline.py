@@ -43,6 +43,8 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mllm_kernel.jit_utils import cuda_pch
+
 logger = logging.getLogger("mllm_kernel")
 
 PIPELINE_ENV = "MLLM_KERNEL_NVCC_PIPELINE"
@@ -210,6 +212,8 @@ class Pipeline:
     embedded: EmbeddedImage | None = None
     #: The host stubs through a named pipe (None: the host compile waits for cicc, as in nvcc).
     stubs: StubPipe | None = None
+    #: cudafe++'s output, which the host compile reads (its prefix may be precompiled: cuda_pch).
+    host_source: Path | None = None
 
 
 def _tool(command: str) -> str:
@@ -285,6 +289,8 @@ def plan(nvcc_command: list[str], keep_dir: Path) -> Pipeline | None:
         return None
     embedded = _embed_apart(steps)
     stubs = _pipe_stubs(steps)
+    cudafe = [s for s in steps if s.tool == "cudafe++"]
+    host_source = _flag_value(cudafe[0].command, "--gen_c_file_name") if len(cudafe) == 1 else None
     for i, step in enumerate(steps[:-1]):
         named = _paths(step.command, folder)
         step.after = [j for j in range(i) if steps[j].outputs & named]
@@ -293,7 +299,8 @@ def plan(nvcc_command: list[str], keep_dir: Path) -> Pipeline | None:
     # and for cicc when the stubs come through a pipe.
     not_waited = ({"ptxas", "fatbinary"} if embedded is not None else set()) | ({"cicc"} if stubs else set())
     steps[-1].after = [j for j in range(len(steps) - 1) if steps[j].tool not in not_waited]
-    return Pipeline(assignments, steps, depfiles, module_id_file, embedded, stubs)
+    return Pipeline(assignments, steps, depfiles, module_id_file, embedded, stubs,
+                    Path(host_source) if host_source else None)
 
 
 def _flag_value(command: str, flag: str) -> str | None:
@@ -373,6 +380,19 @@ def module_id(source: Path) -> str:
     return f"_{digest}_{len(stem)}_{stem}"
 
 
+def _precompiled_prefix(pipeline: Pipeline, source: Path) -> list[cuda_pch.Prefix]:
+    """The prefix of cudafe++'s output that may be precompiled (cuda_pch), as a list of none or
+    one; when it is built, the host compile's source is rewritten to read it."""
+    found = cuda_pch.read(pipeline.host_source, source, pipeline.steps[-1].command)
+    if found is None:
+        return []
+    if found.built():
+        found.use(pipeline.host_source)
+        logger.info("mllm_kernel: %s: host code compiled with the precompiled prefix %s", source.name,
+                    found.folder.name)
+    return [found]
+
+
 def run(pipeline: Pipeline, source: Path, run_step) -> list[Path]:
     """Runs the steps, each once those it waits for are done, through ``run_step(argv)`` (which
     raises on failure); a failure stops the steps not yet started. Returns the objects to link
@@ -387,6 +407,8 @@ def run(pipeline: Pipeline, source: Path, run_step) -> list[Path]:
         run_step(["bash", "-c", preamble + "exec " + command])
 
     done: dict[int, Future] = {}
+    last = len(pipeline.steps) - 1
+    prefix: list[cuda_pch.Prefix] = []
 
     def start(i: int, pool: ThreadPoolExecutor) -> Future:
         if i not in done:
@@ -395,6 +417,8 @@ def run(pipeline: Pipeline, source: Path, run_step) -> list[Path]:
             def go() -> None:
                 for future in waits:
                     future.result()
+                if i == last and pipeline.host_source is not None:
+                    prefix.extend(_precompiled_prefix(pipeline, source))
                 run_command(pipeline.steps[i].command)
 
             done[i] = pool.submit(go)
@@ -413,11 +437,13 @@ def run(pipeline: Pipeline, source: Path, run_step) -> list[Path]:
     # stubs' feeder and the image's assembly, which start the steps the host compile does not
     # wait for.
     with ThreadPoolExecutor(max_workers=len(pipeline.steps) + 2) as pool:
-        host = start(len(pipeline.steps) - 1, pool)
+        host = start(last, pool)
         feeder = pool.submit(stubs.feed, start(stubs.step, pool), host) if stubs is not None else None
         image = pool.submit(assemble, start(embedded.step, pool)) if embedded is not None else None
         try:
             host.result()
+            if prefix and not prefix[0].built():
+                cuda_pch.build_in_background(prefix[0])  # for the units after this one
             if feeder is not None:
                 feeder.result()
         finally:

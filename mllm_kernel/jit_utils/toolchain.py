@@ -41,6 +41,17 @@ def file_identity(path: str | Path) -> str:
     return f"{real}:{st.st_size}:{st.st_mtime_ns}"
 
 
+@functools.cache
+def compiler_is_gcc(compiler: str) -> bool:
+    """Whether ``compiler`` (a name on PATH or a path) is GCC, whose precompiled headers the
+    JIT builds (cpu_pch.py, cuda_pch.py)."""
+    try:
+        out = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "Free Software Foundation" in out and "clang" not in out.lower()
+
+
 @functools.lru_cache(maxsize=None)
 def find_cxx() -> str:
     """The host C++ compiler: ``$CXX`` when set (and nothing else then), else ``c++``, ``g++``
