@@ -49,6 +49,7 @@ def _status(kernel, device: str) -> str:
 def cmd_show_config(args: argparse.Namespace) -> int:
     from mllm_kernel.jit_utils import registered_kernels
     from mllm_kernel.jit_utils.paths import cache_root, jit_disabled, prebuilt_dirs
+    from mllm_kernel.jit_utils.registry import folder_size
 
     print(env_info.format_sections(env_info.environment(probe_targets=not args.no_probe)))
     for package in KERNEL_PACKAGES:
@@ -58,6 +59,9 @@ def cmd_show_config(args: argparse.Namespace) -> int:
     print(f"  prebuilt folders (MLLM_KERNEL_PREBUILT_PATH): {', '.join(map(str, prebuilt_dirs())) or 'none'}")
     print(f"  user cache: {cache_root()}")
     print(f"  compiling: {'disabled (MLLM_KERNEL_DISABLE_JIT)' if jit_disabled() else 'on first call'}")
+    # cpu-pch_* and cuda-pch_* (jit_utils/cpu_pch.py, cuda_pch.py): made once, read by later builds.
+    headers = [p for p in cache_root().glob("*-pch_*") if p.is_dir()] if cache_root().is_dir() else []
+    print(f"  precompiled headers: {len(headers)} ({_human_size(sum(folder_size(p) for p in headers))})")
     for device in ("cpu", "cuda"):
         rows = [k for k in kernels if device in k.devices]
         print(f"  {device}: {len(rows)} kernels")

@@ -44,6 +44,11 @@ def test_show_config_lists_kernels_and_cache_state(tmp_path):
     assert f"user cache: {cache}" in out.stdout
     assert "prebuilt folders (MLLM_KERNEL_PREBUILT_PATH): none" in out.stdout
     assert "compiling: on first call" in out.stdout
+    assert "precompiled headers: 0 (" in out.stdout
+    (cache / "cuda-pch_0123").mkdir()
+    (cache / "cuda-pch_0123" / "prefix.h.gch").write_bytes(b"x" * 3000)
+    counted = run_cli("show-config", "--no-probe", cwd=tmp_path, MLLM_KERNEL_CACHE_DIR=str(cache))
+    assert "precompiled headers: 1 (2.9 KiB)" in counted.stdout, counted.stdout
     lines = out.stdout.splitlines()
     cpu_start = lines.index(next(line for line in lines if line.strip().startswith("cpu:")))
     cuda_start = lines.index(next(line for line in lines if line.strip().startswith("cuda:")))
