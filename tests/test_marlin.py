@@ -1145,8 +1145,8 @@ def test_wgmma_routing(monkeypatch):
     def applies(m=112, n=384, k=1024, weights=4, s=scales, act_order=False, zeros=none, x=a):
         return gptq_marlin.wgmma_applies(x, m, n, k, weights, s, act_order, zeros)
 
-    assert applies(m=96) and applies(m=128) and applies(m=100, s=scales[:1])
-    assert not applies(m=95) and not applies(m=129)  # the general kernel; dequantization and cuBLAS
+    assert applies(m=65) and applies(m=128) and applies(m=256) and applies(m=100, s=scales[:1])
+    assert not applies(m=64) and not applies(m=257)  # the general kernel; dequantization and cuBLAS
     assert not applies(weights=8) and not applies(weights=gptq_marlin.FP8)
     assert applies(zeros=torch.zeros(8, 48, dtype=torch.int32)) and not applies(act_order=True)  # AWQ; act-order
     assert not applies(n=320) and not applies(k=1088)  # N and K multiples of 128
@@ -1162,16 +1162,19 @@ def test_wgmma_routing(monkeypatch):
     assert gptq_marlin.wgmma_splits(128, 4096, 4096, 132) == 4  # 32
     assert gptq_marlin.wgmma_splits(64, 384, 1024, 132) == 8  # 3: K 1024 takes 8 splits of 128
     assert gptq_marlin.wgmma_splits(64, 384, 256, 132) == 2
+    assert gptq_marlin.wgmma_blocks(256, 4096) == 64 and gptq_marlin.wgmma_blocks(129, 4096) == 64
+    assert gptq_marlin.wgmma_splits(256, 4096, 4096, 132) == 2  # two rows of 32 blocks
+    assert gptq_marlin.wgmma_splits(200, 14336, 4096, 132) == 1  # 224
 
 
 @hopper
 @pytest.mark.parametrize("kind", ["gptq4", "awq"])
 @pytest.mark.parametrize("group_size", [-1, 64, 128, 256])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
-@pytest.mark.parametrize("m", [96, 100, 128])
+@pytest.mark.parametrize("m", [65, 100, 128, 129, 200, 256])
 def test_gptq_marlin_gemm_takes_the_wgmma_kernel(kind, group_size, dtype, m):
-    """96 to 128 rows of GPTQ and AWQ 4-bit weights on sm_90, through the public entry point:
-    the output poisoned, against the float64 product."""
+    """65 to 256 rows (one or two rows of blocks) of GPTQ and AWQ 4-bit weights on sm_90,
+    through the public entry point: the output poisoned, against the float64 product."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     k, n = 1024, 384
@@ -1188,11 +1191,11 @@ def test_gptq_marlin_gemm_takes_the_wgmma_kernel(kind, group_size, dtype, m):
 @hopper
 @pytest.mark.parametrize("kind", ["gptq4", "awq"])
 @pytest.mark.parametrize("group_size", [-1, 128])
-@pytest.mark.parametrize("m", [1, 20, 128])
+@pytest.mark.parametrize("m", [1, 20, 128, 200])
 def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
-    """The kernel's module function (any 1 to 128 rows: rows past M are zeros in shared memory
-    and never stored) over 1 to 8 splits of K (partial sums and output poisoned, the counters
-    left zero), rows strided in a wider tensor, and its bad arguments."""
+    """The kernel's module function (any rows, in blocks of 128: rows past M are zeros in shared
+    memory and never stored) over 1 to 8 splits of K (partial sums and output poisoned, the
+    counters left zero), rows strided in a wider tensor, and its bad arguments."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     k, n, dtype = 1024, 256, torch.bfloat16
@@ -1202,7 +1205,7 @@ def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
     module = gptq_marlin._WGMMA[dtype]
     empty = torch.empty(0, dtype=torch.int32, device="cuda")
     zeros = prep["zeros"] if prep["zeros"] is not None else empty
-    locks = torch.zeros(n // 128, dtype=torch.int32, device="cuda")
+    locks = torch.zeros(gptq_marlin.wgmma_blocks(m, n), dtype=torch.int32, device="cuda")
     for splits in (1, 2, 4, 8):
         c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
         partials = torch.full((splits * m * n,) if splits > 1 else (0,), float("nan"), device="cuda")

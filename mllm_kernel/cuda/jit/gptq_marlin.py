@@ -4,9 +4,10 @@ Marlin-format weights, with vLLM's and sglang's signature (format:
 One module per activation dtype (float16, bfloat16) and weight type (4-bit, 8-bit integers,
 float8_e4m3fn: FP8 checkpoints on GPUs without FP8 tensor cores); sm_80 and newer. Decoding
 (up to ``GEMV_MAX_ROWS`` rows) runs ``csrc/marlin_gemv.cuh``, whose warps stream the weights
-through rings of shared memory. On Hopper, 96 to 128 rows of 4-bit weights (GPTQ or AWQ)
+through rings of shared memory. On Hopper, 65 to 256 rows of 4-bit weights (GPTQ or AWQ)
 without act-order run ``csrc/marlin_wgmma.cuh`` (the weights as wgmma's register operand).
-From ``DENSE_MIN_M`` rows of activations on, where the product is compute-bound, the weights are
+From ``DENSE_MIN_M`` rows of activations on (beyond that on Hopper, for what its kernel takes),
+where the product is compute-bound, the weights are
 dequantized into a temporary ``[N, K]`` matrix (``csrc/marlin_dequant.cuh``) and multiplied by
 cuBLAS (``torch.mm``), as serving engines do for large batches.
 
@@ -151,15 +152,20 @@ def gemv_applies(a: torch.Tensor, m: int, n: int, k: int, bits: int, scales, act
     return _capability(a.device.index) >= (9, 0)
 
 
-#: Rows of a the Hopper kernel takes (WGMMA_MIN_ROWS to WGMMA_MAX_ROWS: one 128-row tile). H100,
-#: group 128, one process against the general kernel, measured with a build of the kernel 13%
-#: slower than this one: faster at 96 and 128 rows at every Llama-3-8B shape (14336 x 4096
-#: M = 128: 52.5 against 71.0 µs; M = 96: 52.2 against 70.2), slower at 64 (45.4 against 52.2)
-#: and below, where the general kernel's smaller row tiles do less work. 65-95 rows are not
-#: measured.
-WGMMA_MIN_ROWS = 96
-WGMMA_MAX_ROWS = 128
-#: Output columns of its blocks, and K its splits take in multiples of (two 64-row stages).
+#: Rows of a the Hopper kernel takes (WGMMA_MIN_ROWS to WGMMA_MAX_ROWS: one or two rows of
+#: 128-row blocks). H100, group 128, bf16, graph replays, one process, the kernel against the
+#: route it replaced at the four Llama-3-8B shapes: 65-128 rows against the general kernel
+#: (M = 80: 1.49-1.54x GPTQ, 1.37-1.39x AWQ; 14336 x 4096 69.9 -> 45.5 µs), 129-256 against
+#: dequantization and cuBLAS (M = 160-256: 1.28-1.67x GPTQ, 1.22-1.55x AWQ; 14336 x 4096
+#: M = 256 127.1 -> 90.6 µs). Not at 64 rows and below, where the general kernel's smaller row
+#: tiles do less (M = 48-64: 0.94-1.44x GPTQ, 0.84-1.33x AWQ by shape; M = 32: 0.71-1.01x), nor
+#: from 257 rows, where a third row of blocks ran 0.74-1.06x dequantization and cuBLAS (M = 320,
+#: 384).
+WGMMA_MIN_ROWS = 65
+WGMMA_MAX_ROWS = 256
+#: Rows of a and output columns of its blocks, and K its splits take in multiples of (two 64-row
+#: stages).
+WGMMA_BLOCK_M = 128
 WGMMA_BLOCK_N = 128
 WGMMA_SPLIT_K = 128
 
@@ -184,7 +190,7 @@ def wgmma_applies(a: torch.Tensor, m: int, n: int, k: int, weights, scales, act_
 
 def wgmma_blocks(m: int, n: int) -> int:
     """Output blocks of the Hopper kernel: 128 columns by up to 128 rows each."""
-    return n // WGMMA_BLOCK_N * -(-m // WGMMA_MAX_ROWS)
+    return n // WGMMA_BLOCK_N * -(-m // WGMMA_BLOCK_M)
 
 
 def wgmma_splits(m: int, n: int, k: int, sm_count: int) -> int:
@@ -378,21 +384,21 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
     dense_ok = _dense_ok(a, c, size_m, size_n, size_k)
     fits = True
     pdl = True if enable_pdl is None else enable_pdl
+    # The kernel's act-order test: g_idx given, and more than one group of scales.
+    act_order = (g_idx.numel() > 0 and isinstance(b_scales, torch.Tensor) and b_scales.dim() == 2
+                 and b_scales.size(0) > 1)
+    if size_m > 0 and wgmma_applies(a, size_m, size_n, size_k, weights, b_scales, act_order, zeros):
+        splits = wgmma_splits(size_m, size_n, size_k, _sm_count(a.device.index))
+        partials, locks = _split_buffers(a, workspace, splits, size_m, size_n, wgmma_blocks(size_m, size_n))
+        _WGMMA[a.dtype](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
+                        splits, pdl)
+        return c
     if size_m > 0 and (size_m < DENSE_MIN_M or not dense_ok):
-        # The kernel's act-order test: g_idx given, and more than one group of scales.
-        act_order = (g_idx.numel() > 0 and isinstance(b_scales, torch.Tensor) and b_scales.dim() == 2
-                     and b_scales.size(0) > 1)
         if gemv_applies(a, size_m, size_n, size_k, bits, b_scales, act_order, zeros):
             splits = gemv_splits(size_n, size_k, _sm_count(a.device.index))
             partials, locks = _split_buffers(a, workspace, splits, size_m, size_n, gemv_blocks(size_n))
             _GEMV[(a.dtype, weights)](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
                                       splits, pdl)
-            return c
-        if wgmma_applies(a, size_m, size_n, size_k, weights, b_scales, act_order, zeros):
-            splits = wgmma_splits(size_m, size_n, size_k, _sm_count(a.device.index))
-            partials, locks = _split_buffers(a, workspace, splits, size_m, size_n, wgmma_blocks(size_m, size_n))
-            _WGMMA[a.dtype](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
-                            splits, pdl)
             return c
         tiles, per_sm = fitting_m_tiles(a, weights, size_m, act_order)
         fits = tiles > 0
