@@ -120,17 +120,20 @@ __device__ __forceinline__ void wg_mma4(float (&d)[64], const std::uint32_t (&a)
       : MLLM_WG_D_OPERANDS                                                                                          \
       : "r"(a[0][0]), "r"(a[0][1]), "r"(a[0][2]), "r"(a[0][3]), "r"(a[1][0]), "r"(a[1][1]), "r"(a[1][2]),           \
         "r"(a[1][3]), "r"(a[2][0]), "r"(a[2][1]), "r"(a[2][2]), "r"(a[2][3]), "r"(a[3][0]), "r"(a[3][1]),           \
-        "r"(a[3][2]), "r"(a[3][3]), "l"(wg_desc(b_addr)), "l"(wg_desc(b_addr + 32)), "l"(wg_desc(b_addr + 64)),     \
-        "l"(wg_desc(b_addr + 96)), "r"(accumulate)                                                                  \
+        "r"(a[3][2]), "r"(a[3][3]), "l"(desc), "l"(desc + 2), "l"(desc + 4), "l"(desc + 6), "r"(accumulate)       \
       : "memory")
+// The four steps' descriptors are the first's plus 32 bytes a step: 2 in its address field, which
+// no shared memory address carries out of.
 template <>
 __device__ __forceinline__ void wg_mma4<bf16_t>(float (&d)[64], const std::uint32_t (&a)[4][4], std::uint32_t b_addr,
                                                 int accumulate) {
+  const std::uint64_t desc = wg_desc(b_addr);
   MLLM_WG_MMA4("bf16");
 }
 template <>
 __device__ __forceinline__ void wg_mma4<fp16_t>(float (&d)[64], const std::uint32_t (&a)[4][4], std::uint32_t b_addr,
                                                 int accumulate) {
+  const std::uint64_t desc = wg_desc(b_addr);
   MLLM_WG_MMA4("f16");
 }
 #undef MLLM_WG_MMA4
@@ -213,9 +216,8 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     const T* scales = static_cast<const T*>(p.scales);
     const std::int64_t pos_lo = channelwise ? 0 : marlin::grouped_scale_pos(col);
     const std::int64_t pos_hi = channelwise ? 0 : marlin::grouped_scale_pos(col + 8);
-    // Stages a group spans (32-bit: a 64-bit division every stage sat between the wgmmas).
-    const int group_stages = channelwise ? 0x7fffffff : static_cast<int>(p.group_size / kWgStageK);
-    const auto group_of = [&](int t) { return t / group_stages; };
+    // Stages a group spans (none for channel-wise scales).
+    const int group_stages = channelwise ? 0 : static_cast<int>(p.group_size / kWgStageK);
     // Zero points (AWQ): the words and slots of this lane's two columns in a group's row; GPTQ's
     // is 8 for every value.
     const std::int64_t zero_row = p.n * 4 / 32;
@@ -236,9 +238,13 @@ __global__ void __launch_bounds__(kWgThreads, 1)
       next_zlo = zero_base(g, zw_lo, zs_lo);
       next_zhi = zero_base(g, zw_hi, zs_hi);
     };
-    read_group(group_of(t0));
+    // The stages come in order: the group and the stage that starts the next one are counted, not
+    // divided for, every stage (a division sat between the wgmmas).
+    int group = channelwise ? 0 : t0 / group_stages;
+    int group_end = channelwise ? t1 : (group + 1) * group_stages;
+    read_group(group);
     Pair<T> s_lo, s_hi, z_lo, z_hi;
-    int current = -1;
+    bool fresh = true;  // the group's scales are in next_* still
     std::uint32_t a[2][4][4];
     const auto stage = [&](int t, std::uint32_t (&ab)[4][4]) {
       const int slot = (t - t0) % kWgStages, round = (t - t0) / kWgStages;
@@ -249,16 +255,19 @@ __global__ void __launch_bounds__(kWgThreads, 1)
       std::uint32_t word[4];
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) word[kk] = words[(kk * 2 + wg) * 128 + lane * 4 + wi];
-      const int g = group_of(t);
-      if (g != current) {
-        current = g;
+      if (t == group_end) {
+        ++group;
+        group_end += group_stages;
+        fresh = true;
+      }
+      if (fresh) {
+        fresh = false;
         s_lo = pair_of<T>(next_lo, next_lo);
         s_hi = pair_of<T>(next_hi, next_hi);
         z_lo = as_pair<T>(next_zlo);
         z_hi = as_pair<T>(next_zhi);
       }
-      const int g_next = group_of(t + 1);
-      if (g_next != g && t + 1 < t1) read_group(g_next);
+      if (t + 1 == group_end && t + 1 < t1) read_group(group + 1);
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         ab[kk][0] = wg_dequant<T>(word[kk], z_lo, s_lo);        // column col, K rows 2q, 2q + 1

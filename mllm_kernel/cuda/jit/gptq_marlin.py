@@ -63,7 +63,7 @@ def _declare_gather(dtype: torch.dtype):
 
 
 def _declare_wgmma(dtype: torch.dtype):
-    """The Hopper kernel for 17 to 128 rows (csrc/marlin_wgmma.cuh): sm_90a only."""
+    """The Hopper kernel (csrc/marlin_wgmma.cuh; any rows, routed 65 to 256): sm_90a only."""
     args = make_cpp_args(dtype)
     return jit_module("marlin_wgmma", args=args, device="cuda", cuda_files=["marlin_wgmma.cuh"],
                       cuda_wrappers=[("marlin_wgmma_gemm", f"marlin_wgmma_gemm<{args}>")], cuda_archs=["9.0a"])
