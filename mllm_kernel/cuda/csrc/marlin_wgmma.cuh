@@ -187,26 +187,45 @@ __global__ void __launch_bounds__(kWgThreads, 1)
 
   float d[64];  // the first stage's first wgmma writes it
   if (role == 0) {
-    const T* a = static_cast<const T*>(p.a);
+    // This thread's copies are the same chunks every stage, a stage further along K: their
+    // sources are set once and advanced (64-bit index arithmetic for each copy of each stage
+    // took the loading warps' issue slots from the computing ones).
+    // a: 128 rows x 8 chunks of 16 bytes, chunk c of row r at c ^ (r % 8); rows past M zero.
+    const T* a_src[8];
+    std::uint32_t a_dst[8];
+    bool a_valid[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int id = tid + i * 128, r = id / 8, ch = id % 8;
+      a_valid[i] = r < rows;
+      a_src[i] = static_cast<const T*>(p.a) + (m0 + (a_valid[i] ? r : 0)) * p.lda +
+                 static_cast<std::int64_t>(t0) * kWgStageK + ch * 8;
+      a_dst[i] = r * 128 + ((ch ^ (r % 8)) * 16);
+    }
+    // The stage's two weight tiles for each of its 4 steps: 256 chunks, 2 a thread.
+    const std::int32_t* b_src[2];
+    std::uint32_t b_dst[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int id = tid + i * 128, step = id / 64, tile = id / 32 % 2, ch = id % 32;
+      b_src[i] = p.b + (static_cast<std::int64_t>(t0) * (kWgStageK / marlin::kTileK) + step) * words_per_step +
+                 (n0 / marlin::kTileN + tile) * 128 + ch * 4;
+      b_dst[i] = kWgABytes + (step * 2 + tile) * 512 + ch * 16;
+    }
+    const std::int64_t b_stride = (kWgStageK / marlin::kTileK) * words_per_step;  // words a stage
     for (int t = t0; t < t1; ++t) {
       const int slot = (t - t0) % kWgStages, round = (t - t0) / kWgStages;
       wg_mbar_wait(&empty[slot], (round & 1) ^ 1);
       unsigned char* base = smem + slot * kWgStageBytes;
-      const std::int64_t k0 = static_cast<std::int64_t>(t) * kWgStageK;
-      // a: 128 rows x 8 chunks of 16 bytes, chunk c of row r at c ^ (r % 8); rows past M zero.
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        const int id = tid + i * 128, r = id / 8, ch = id % 8;
-        const bool valid = r < rows;
-        cp_async16_or_zero(base + r * 128 + ((ch ^ (r % 8)) * 16), a + (m0 + (valid ? r : 0)) * p.lda + k0 + ch * 8,
-                           valid);
+        cp_async16_or_zero(base + a_dst[i], a_src[i], a_valid[i]);
+        a_src[i] += kWgStageK;
       }
-      // The stage's two weight tiles for each of its 4 steps: 256 chunks.
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        const int id = tid + i * 128, step = id / 64, tile = id / 32 % 2, ch = id % 32;
-        const std::int32_t* src = p.b + (k0 / marlin::kTileK + step) * words_per_step + (n0 / marlin::kTileN + tile) * 128 + ch * 4;
-        cp_async16(base + kWgABytes + (step * 2 + tile) * 512 + ch * 16, src);
+        cp_async16(base + b_dst[i], b_src[i]);
+        b_src[i] += b_stride;
       }
       wg_cp_async_arrive(&full[slot]);
     }
