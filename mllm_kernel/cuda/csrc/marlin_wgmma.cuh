@@ -12,9 +12,10 @@
 // lane L's m64k16 A fragment for warp i of a warpgroup. So each warp reads one word a lane a
 // 16-row step and dequantizes it straight into A registers.
 //
-// A block is 3 warpgroups over 128 columns and up to 128 rows of a: warpgroup 0 copies each
-// 64-row stage of K (a's rows into the 128-byte swizzle wgmma reads, the two weight tiles) with
-// cp.async and signals the stage's `full` barrier; warpgroups 1 and 2 (64 columns each) run four
+// A block is 3 warpgroups over 128 columns and up to 128 rows of a: one thread of warpgroup 0
+// copies each 64-row stage of K (a's rows by TMA into the 128-byte swizzle wgmma reads, the
+// weight tiles by bulk copies) onto the stage's `full` barrier, so the copies take next to no
+// issue slots from the computing warps; warpgroups 1 and 2 (64 columns each) run four
 // m64n128k16 wgmmas a stage as one group and hand the stage back on its `empty` barrier once
 // that group is done, so no block barrier sits in the loop. A registers are double-buffered
 // across stages, and the next group's scales are loaded a stage ahead. Channel-wise scales are
@@ -22,10 +23,10 @@
 // (marlin_split.cuh).
 #pragma once
 
-#include <mllm_kernel/async_copy.cuh>
 #include <mllm_kernel/marlin.hpp>
 #include <mllm_kernel/pdl.cuh>
 #include <mllm_kernel/tensor.hpp>
+#include <mllm_kernel/tensor_map.cuh>
 #include <mllm_kernel/type.cuh>
 #include <mllm_kernel/utils.cuh>
 #include <mllm_kernel/utils.hpp>
@@ -79,9 +80,25 @@ __device__ __forceinline__ void wg_mbar_wait(std::uint64_t* bar, int parity) {
       "r"(parity)
       : "memory");
 }
-/// Arrives on `bar` once this thread's earlier cp.async copies have landed.
-__device__ __forceinline__ void wg_cp_async_arrive(std::uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+/// Arrives on `bar` and has its phase wait for `bytes` more of bulk copies besides.
+__device__ __forceinline__ void wg_mbar_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+/// A box of `map` at (column c0, row c1) into shared `dst`, counted on `bar` (TMA).
+__device__ __forceinline__ void wg_tma_load(void* dst, const CUtensorMap* map, int c0, int c1, std::uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::
+          "r"(smem_addr(dst)),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_addr(bar))
+      : "memory");
+}
+/// `bytes` (a multiple of 16) from global `src` into shared `dst`, counted on `bar`.
+__device__ __forceinline__ void wg_bulk_load(void* dst, const void* src, std::uint32_t bytes, std::uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(smem_addr(bar))
+               : "memory");
 }
 
 /// wgmma's descriptor of a K-major operand in the 128-byte swizzle: rows of 128 bytes, 8-row
@@ -158,7 +175,8 @@ __device__ __forceinline__ std::uint32_t wg_dequant(std::uint32_t w, Pair<T> bas
 
 template <typename T>
 __global__ void __launch_bounds__(kWgThreads, 1)
-    marlin_wgmma_kernel(const __grid_constant__ MarlinGemmParams p, const __grid_constant__ MarlinSplit split) {
+    marlin_wgmma_kernel(const __grid_constant__ MarlinGemmParams p, const __grid_constant__ MarlinSplit split,
+                        const __grid_constant__ CUtensorMap a_map) {
 #ifdef MLLM_MARLIN_WGMMA
   using namespace mllm_kernel::device;
   extern __shared__ __align__(1024) unsigned char wg_smem_raw[];
@@ -177,7 +195,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   const bool channelwise = p.groups == 1;
   if (tid == 0) {
     for (int s = 0; s < kWgStages; ++s) {
-      wg_mbar_init(&full[s], 128);
+      wg_mbar_init(&full[s], 1);
       wg_mbar_init(&empty[s], 256);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -186,50 +204,24 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   pdl_wait_and_release();
 
   float d[64];  // the first stage's first wgmma writes it
-  if (role == 0) {
-    // This thread's copies are the same chunks every stage, a stage further along K: their
-    // sources are set once and advanced (64-bit index arithmetic for each copy of each stage
-    // took the loading warps' issue slots from the computing ones).
-    // a: 128 rows x 8 chunks of 16 bytes, chunk c of row r at c ^ (r % 8); rows past M zero.
-    const T* a_src[8];
-    std::uint32_t a_dst[8];
-    bool a_valid[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int id = tid + i * 128, r = id / 8, ch = id % 8;
-      a_valid[i] = r < rows;
-      a_src[i] = static_cast<const T*>(p.a) + (m0 + (a_valid[i] ? r : 0)) * p.lda +
-                 static_cast<std::int64_t>(t0) * kWgStageK + ch * 8;
-      a_dst[i] = r * 128 + ((ch ^ (r % 8)) * 16);
-    }
-    // The stage's two weight tiles for each of its 4 steps: 256 chunks, 2 a thread.
-    const std::int32_t* b_src[2];
-    std::uint32_t b_dst[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int id = tid + i * 128, step = id / 64, tile = id / 32 % 2, ch = id % 32;
-      b_src[i] = p.b + (static_cast<std::int64_t>(t0) * (kWgStageK / marlin::kTileK) + step) * words_per_step +
-                 (n0 / marlin::kTileN + tile) * 128 + ch * 4;
-      b_dst[i] = kWgABytes + (step * 2 + tile) * 512 + ch * 16;
-    }
-    const std::int64_t b_stride = (kWgStageK / marlin::kTileK) * words_per_step;  // words a stage
+  if (tid == 0) {
+    // One thread copies each stage: a's rows by TMA (the box of 128 rows x 64 columns at (k0, m0),
+    // in the 128-byte swizzle, rows past M zero) and the stage's weights, each step's two tiles
+    // 1 KB in a row, by bulk copies; the stage's `full` barrier counts their bytes.
     for (int t = t0; t < t1; ++t) {
       const int slot = (t - t0) % kWgStages, round = (t - t0) / kWgStages;
       wg_mbar_wait(&empty[slot], (round & 1) ^ 1);
       unsigned char* base = smem + slot * kWgStageBytes;
+      wg_mbar_expect_tx(&full[slot], kWgStageBytes);
+      wg_tma_load(base, &a_map, t * kWgStageK, static_cast<int>(m0), &full[slot]);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        cp_async16_or_zero(base + a_dst[i], a_src[i], a_valid[i]);
-        a_src[i] += kWgStageK;
+      for (int step = 0; step < kWgStageK / marlin::kTileK; ++step) {
+        const std::int32_t* src = p.b + (static_cast<std::int64_t>(t) * (kWgStageK / marlin::kTileK) + step) *
+                                            words_per_step + n0 / marlin::kTileN * 128;
+        wg_bulk_load(base + kWgABytes + step * 1024, src, 1024, &full[slot]);
       }
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        cp_async16(base + b_dst[i], b_src[i]);
-        b_src[i] += b_stride;
-      }
-      wg_cp_async_arrive(&full[slot]);
     }
-  } else {
+  } else if (role > 0) {
     const int wg = role - 1, wi = warp % 4;
     const std::int64_t col = n0 + wg * 64 + wi * 16 + lane / 4;  // this lane's columns: col, col + 8
     const T* scales = static_cast<const T*>(p.scales);
@@ -268,7 +260,6 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     const auto stage = [&](int t, std::uint32_t (&ab)[4][4]) {
       const int slot = (t - t0) % kWgStages, round = (t - t0) / kWgStages;
       wg_mbar_wait(&full[slot], round & 1);
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async's writes, read by wgmma
       const unsigned char* base = smem + slot * kWgStageBytes;
       const std::uint32_t* words = reinterpret_cast<const std::uint32_t*>(base + kWgABytes);
       std::uint32_t word[4];
@@ -361,7 +352,9 @@ void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mll
   if (splits > 1) bind_split_buffers(split, a, partials, locks, splits, size_m, size_n, size_n / kWgBlockN * m_blocks);
   const dim3 grid(static_cast<unsigned>(size_n / kWgBlockN), static_cast<unsigned>(m_blocks),
                   static_cast<unsigned>(splits));
-  LaunchKernel(grid, kWgThreads, a.device(), kWgSmemBytes).enable_pdl(enable_pdl)(marlin_wgmma_kernel<T>, p, split);
+  const CUtensorMap a_map = row_tile_tensor_map<T>(p.a, p.m, p.k, p.lda, kWgRows, kWgStageK);
+  LaunchKernel(grid, kWgThreads, a.device(), kWgSmemBytes)
+      .enable_pdl(enable_pdl)(marlin_wgmma_kernel<T>, p, split, a_map);
 }
 
 }  // namespace
