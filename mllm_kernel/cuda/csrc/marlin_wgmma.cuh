@@ -1,5 +1,5 @@
 // Hopper (sm_90a) weight-only GEMM on Marlin-format 4-bit weights, any rows of a in blocks of 128
-// (gptq_marlin routes 65 to 256 here):
+// (gptq_marlin routes 64 to 384 here):
 //   marlin_wgmma_gemm<T>(a, c, b, scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
 //                        splits, enable_pdl)
 // c[M, N] = a[M, K] @ ((q - zero) * scale): GPTQ uint4b8 (zero 8) or AWQ uint4 (zero points),

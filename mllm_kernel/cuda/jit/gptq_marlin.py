@@ -4,7 +4,7 @@ Marlin-format weights, with vLLM's and sglang's signature (format:
 One module per activation dtype (float16, bfloat16) and weight type (4-bit, 8-bit integers,
 float8_e4m3fn: FP8 checkpoints on GPUs without FP8 tensor cores); sm_80 and newer. Decoding
 (up to ``GEMV_MAX_ROWS`` rows) runs ``csrc/marlin_gemv.cuh``, whose warps stream the weights
-through rings of shared memory. On Hopper, 65 to 256 rows of 4-bit weights (GPTQ or AWQ)
+through rings of shared memory. On Hopper, 64 to 384 rows of 4-bit weights (GPTQ or AWQ)
 without act-order run ``csrc/marlin_wgmma.cuh`` (the weights as wgmma's register operand).
 From ``DENSE_MIN_M`` rows of activations on (beyond that on Hopper, for what its kernel takes),
 where the product is compute-bound, the weights are
@@ -63,7 +63,7 @@ def _declare_gather(dtype: torch.dtype):
 
 
 def _declare_wgmma(dtype: torch.dtype):
-    """The Hopper kernel (csrc/marlin_wgmma.cuh; any rows, routed 65 to 256): sm_90a only."""
+    """The Hopper kernel (csrc/marlin_wgmma.cuh; any rows, routed 64 to 384): sm_90a only."""
     args = make_cpp_args(dtype)
     return jit_module("marlin_wgmma", args=args, device="cuda", cuda_files=["marlin_wgmma.cuh"],
                       cuda_wrappers=[("marlin_wgmma_gemm", f"marlin_wgmma_gemm<{args}>")], cuda_archs=["9.0a"])
@@ -152,17 +152,16 @@ def gemv_applies(a: torch.Tensor, m: int, n: int, k: int, bits: int, scales, act
     return _capability(a.device.index) >= (9, 0)
 
 
-#: Rows of a the Hopper kernel takes (WGMMA_MIN_ROWS to WGMMA_MAX_ROWS: one or two rows of
-#: 128-row blocks). H100, group 128, bf16, graph replays, one process, the kernel against the
-#: route it replaced at the four Llama-3-8B shapes: 65-128 rows against the general kernel
-#: (M = 80: 1.49-1.54x GPTQ, 1.37-1.39x AWQ; 14336 x 4096 69.9 -> 45.5 µs), 129-256 against
-#: dequantization and cuBLAS (M = 160-256: 1.28-1.67x GPTQ, 1.22-1.55x AWQ; 14336 x 4096
-#: M = 256 127.1 -> 90.6 µs). Not at 64 rows and below, where the general kernel's smaller row
-#: tiles do less (M = 48-64: 0.94-1.44x GPTQ, 0.84-1.33x AWQ by shape; M = 32: 0.71-1.01x), nor
-#: from 257 rows, where a third row of blocks ran 0.74-1.06x dequantization and cuBLAS (M = 320,
-#: 384).
-WGMMA_MIN_ROWS = 65
-WGMMA_MAX_ROWS = 256
+#: Rows of a the Hopper kernel takes (WGMMA_MIN_ROWS to WGMMA_MAX_ROWS: one to three rows of
+#: 128-row blocks). H100, group 128, bf16, graph replays, one process, the kernel forced against
+#: the route each size had, at the four Llama-3-8B shapes: M = 64 1.08-1.49x GPTQ and 1.06-1.45x
+#: AWQ over the general kernel (14336 x 4096 45.4 -> 42.1 µs); M = 320-384 0.99-1.42x GPTQ and
+#: 0.91-1.21x AWQ over dequantization and cuBLAS (the low ends at 6144 x 4096, where a third row
+#: of blocks is most of a second wave; 4096 x 14336 M = 384 157.0 -> 110.6 µs). Not below 64
+#: rows (M = 33-48: 0.82-1.32x, by shape), nor from 385, where the dense path catches up
+#: (M = 512: 0.96-1.39x; M = 1024: 0.78-1.02x).
+WGMMA_MIN_ROWS = 64
+WGMMA_MAX_ROWS = 384
 #: Rows of a and output columns of its blocks, and K its splits take in multiples of (two 64-row
 #: stages).
 WGMMA_BLOCK_M = 128
