@@ -48,15 +48,17 @@ inline EncodeTiledFn driver_encode_tiled() {
 /// The tensor map of a row-major [rows, cols] matrix of T (fp16_t or bf16_t) at `data`, rows
 /// `row_stride` elements apart, read in boxes of box_rows x box_cols with the 128-byte swizzle
 /// (box_cols * sizeof(T) must be 128). TMA needs `data` 16-byte aligned and the row stride a
-/// multiple of 16 bytes: callers check both first. A driver that cannot make it raises
-/// RuntimeError.
+/// multiple of 16 bytes: callers check both first. RuntimeError where there is no driver to
+/// make it or the driver refuses.
 template <typename T>
 CUtensorMap row_tile_tensor_map(const void* data, std::int64_t rows, std::int64_t cols, std::int64_t row_stride,
                                 std::uint32_t box_rows, std::uint32_t box_cols,
                                 source_location loc = source_location::current()) {
   static_assert(std::is_same_v<T, fp16_t> || std::is_same_v<T, bf16_t>, "tensor maps of fp16_t or bf16_t");
   const auto encode = detail::driver_encode_tiled();
-  if (encode == nullptr) detail::throw_panic("RuntimeError", "the CUDA driver provides no cuTensorMapEncodeTiled", loc);
+  if (encode == nullptr) {
+    detail::throw_panic("RuntimeError", "cuTensorMapEncodeTiled is not available (no CUDA driver or device)", loc);
+  }
   CUtensorMap map{};
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_stride) * sizeof(T)};
