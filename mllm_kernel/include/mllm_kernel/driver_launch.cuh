@@ -19,21 +19,24 @@
 
 namespace mllm_kernel::host::detail {
 
+/// The driver's function `name` (its CUDA 12.0 version), or nullptr when the driver (or a
+/// device for it) is not there.
+inline void* driver_entry_point(const char* name) {
+  void* address = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion(name, &address, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return address;
+}
+
 using LaunchKernelExFn = CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void**);
 
 /// cuLaunchKernelEx, or nullptr when the driver does not provide it.
 inline LaunchKernelExFn driver_launch_kernel_ex() {
-  static const LaunchKernelExFn function = [] {
-    void* address = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", &address, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return static_cast<LaunchKernelExFn>(nullptr);
-    }
-    return reinterpret_cast<LaunchKernelExFn>(address);
-  }();
+  static const auto function = reinterpret_cast<LaunchKernelExFn>(driver_entry_point("cuLaunchKernelEx"));
   return function;
 }
 

@@ -6,9 +6,10 @@
 // shared memory in the 128-byte swizzle (rows of 128 bytes, 8-row groups of 1024 bytes, 16-byte
 // chunk c of row r at c ^ (r % 8)): the K-major layout wgmma reads. Rows and columns past the
 // matrix read as zeros. cuTensorMapEncodeTiled comes through the runtime's driver entry point
-// (as driver_launch.cuh's cuLaunchKernelEx), so nothing links libcuda.
+// (driver_launch.cuh), so nothing links libcuda.
 #pragma once
 
+#include <mllm_kernel/driver_launch.cuh>
 #include <mllm_kernel/errors.hpp>
 #include <mllm_kernel/source_location.hpp>
 #include <mllm_kernel/type.cuh>
@@ -29,17 +30,7 @@ using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t
 
 /// cuTensorMapEncodeTiled, or nullptr when the driver does not provide it.
 inline EncodeTiledFn driver_encode_tiled() {
-  static const EncodeTiledFn function = [] {
-    void* address = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &address, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return static_cast<EncodeTiledFn>(nullptr);
-    }
-    return reinterpret_cast<EncodeTiledFn>(address);
-  }();
+  static const auto function = reinterpret_cast<EncodeTiledFn>(driver_entry_point("cuTensorMapEncodeTiled"));
   return function;
 }
 
