@@ -177,3 +177,40 @@ def test_library_units_take_no_prefix(gcc_host, caplog):
     cache.find_library(find_module("add_constant", ("2",), "cuda").spec("cuda"))
     cuda_pch.wait_for_background()
     assert not list(gcc_host.glob(cuda_pch.FOLDER_PREFIX + "*"))
+
+
+def test_the_output_is_rewritten_byte_for_byte(gcc_host, tmp_path):
+    """Bytes that are not UTF-8 (a Latin-1 string in a kernel) come through use() unchanged."""
+    text = _output(f'# 12 "{TVM_HEADER}"', '# 10 "/home/me/kernel.cuh"')
+    raw = text.encode().replace(b"int x1;", b'const char* s = "caf\xe9";')
+    unit = tmp_path / "unit.cu"
+    unit.write_text('#include "/home/me/kernel.cuh"\n')
+    host_source = tmp_path / "unit.cudafe1.cpp"
+    host_source.write_bytes(raw)
+    prefix = cuda_pch.read(host_source, unit, f"gcc -c {host_source} -o {tmp_path / 'unit.o'}")
+    prefix.use(host_source)
+    _, _, rest = raw.partition(b'# 10 "/home/me/kernel.cuh"')
+    assert host_source.read_bytes() == (raw[:raw.index(b"\n") + 1] + f'#include "{prefix.header()}"\n'.encode()
+                                        + b'# 10 "/home/me/kernel.cuh"' + rest)
+    assert b"caf\xe9" in host_source.read_bytes()
+
+
+def test_no_prefix_where_the_cache_path_cannot_be_included(gcc_host, tmp_path, monkeypatch):
+    text = _output(f'# 12 "{TVM_HEADER}"', '# 10 "/home/me/kernel.cuh"')
+    monkeypatch.setenv("MLLM_KERNEL_CACHE_DIR", str(tmp_path / 'a"b'))
+    assert _read(tmp_path, text) is None
+
+
+def test_a_failing_prefix_leaves_the_host_compile_as_it_was(tmp_path, monkeypatch, caplog):
+    """Anything going wrong around the prefix is logged and skipped, never a failed build."""
+    from mllm_kernel.jit_utils import nvcc_pipeline
+
+    def broken(*args):
+        raise OSError("cannot read it")
+
+    monkeypatch.setattr(cuda_pch, "read", broken)
+    pipeline = nvcc_pipeline.Pipeline([], [nvcc_pipeline.Step("gcc -c x.cpp -o x.o", "gcc")], [], tmp_path / "id",
+                                      host_source=tmp_path / "x.cudafe1.cpp")
+    with caplog.at_level(logging.WARNING, logger="mllm_kernel"):
+        assert nvcc_pipeline._precompiled_prefix(pipeline, tmp_path / "unit.cu") == []
+    assert "precompiled host prefix was skipped: cannot read it" in caplog.text

@@ -52,6 +52,8 @@ _LINE_MARK = re.compile(r'^# \d+ "((?:[^"\\]|\\.)*)"', re.MULTILINE)
 #: tvm-ffi's C API headers: light, included by the library's own units.
 _TVM_FFI_C_API = ("/tvm/ffi/c_api.h", "/tvm/ffi/extra/c_env_api.h")
 _OWN_INCLUDE = re.compile(r'^#include "([^"]+)"', re.MULTILINE)
+#: cudafe++'s output is read and written back byte for byte, whatever its encoding.
+_TEXT = {"encoding": "utf-8", "errors": "surrogateescape"}
 
 
 def enabled() -> bool:
@@ -103,7 +105,7 @@ class Prefix:
     def use(self, host_source: Path) -> None:
         """Rewrites ``host_source`` (cudafe++'s output) to include the precompiled prefix. Its
         first line (the mark naming the unit) stays first, so GCC's messages name the unit."""
-        host_source.write_text(f'{self.first_line}#include "{self.header()}"\n{self.rest}')
+        host_source.write_text(f'{self.first_line}#include "{self.header()}"\n{self.rest}', **_TEXT)
 
     def build(self) -> bool:
         """Compiles the prefix into its folder unless it is there (safe for many processes at
@@ -115,7 +117,7 @@ class Prefix:
 
         def fill(temp: Path) -> bool:
             header = temp / HEADER
-            header.write_text(self.text)
+            header.write_text(self.text, **_TEXT)
             command = [*self.flags, "-x", "c++-header", str(header), "-o", str(temp / f"{HEADER}.gch")]
             result = subprocess.run(command, capture_output=True, text=True)
             if result.returncode != 0:
@@ -137,14 +139,17 @@ def read(host_source: Path, unit_source: Path, host_command: str) -> Prefix | No
     compiler = shutil.which(tokens[0])
     if compiler is None or not toolchain.compiler_is_gcc(compiler) or "-o" not in tokens:
         return None
-    parts = split(host_source.read_text(), own_files(unit_source))
+    folder_root = cache_root()
+    if any(c in str(folder_root) for c in '"\\\n'):
+        return None  # the folder could not be named in an #include
+    parts = split(host_source.read_text(**_TEXT), own_files(unit_source))
     if parts is None:
         return None
     at = tokens.index("-o")
     flags = [t for t in tokens[:at] + tokens[at + 2:] if t not in ("-c", str(host_source))]
     digest = hashlib.sha256(json.dumps([toolchain.file_identity(compiler), flags[1:]]).encode())
-    digest.update(parts[1].encode())
-    return Prefix(cache_root() / f"{FOLDER_PREFIX}{digest.hexdigest()[:16]}", parts[0], parts[1], parts[2],
+    digest.update(parts[1].encode(**_TEXT))
+    return Prefix(folder_root / f"{FOLDER_PREFIX}{digest.hexdigest()[:16]}", parts[0], parts[1], parts[2],
                   [compiler, *flags[1:]])
 
 

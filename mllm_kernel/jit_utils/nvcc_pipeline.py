@@ -382,15 +382,20 @@ def module_id(source: Path) -> str:
 
 def _precompiled_prefix(pipeline: Pipeline, source: Path) -> list[cuda_pch.Prefix]:
     """The prefix of cudafe++'s output that may be precompiled (cuda_pch), as a list of none or
-    one; when it is built, the host compile's source is rewritten to read it."""
-    found = cuda_pch.read(pipeline.host_source, source, pipeline.steps[-1].command)
-    if found is None:
+    one; when it is built, the host compile's source is rewritten to read it. It only saves time:
+    anything that goes wrong here leaves the host compile as nvcc has it."""
+    try:
+        found = cuda_pch.read(pipeline.host_source, source, pipeline.steps[-1].command)
+        if found is None:
+            return []
+        if found.built():
+            found.use(pipeline.host_source)
+            logger.info("mllm_kernel: %s: host code compiled with the precompiled prefix %s", source.name,
+                        found.folder.name)
+        return [found]
+    except (OSError, ValueError) as error:  # unreadable output, a command shlex cannot split
+        logger.warning("mllm_kernel: %s: the precompiled host prefix was skipped: %s", source.name, error)
         return []
-    if found.built():
-        found.use(pipeline.host_source)
-        logger.info("mllm_kernel: %s: host code compiled with the precompiled prefix %s", source.name,
-                    found.folder.name)
-    return [found]
 
 
 def run(pipeline: Pipeline, source: Path, run_step) -> list[Path]:
