@@ -13,7 +13,7 @@ import pytest
 import torch
 from conftest import needs_nvcc, requires_cuda
 
-from mllm_kernel.jit_utils import cuda_pch, load_cuda_jit, make_cpp_args, toolchain
+from mllm_kernel.jit_utils import cuda_pch, load_cuda_jit, make_cpp_args, pch_build, toolchain
 
 KERNELS = Path(__file__).resolve().parent / "user_kernels"
 
@@ -105,17 +105,54 @@ def test_a_prefix_that_fails_to_build_is_logged_and_left_out(gcc_host, tmp_path,
         assert not prefix.build()
     assert "host precompiled header did not build" in caplog.text
     assert not prefix.built()
-    assert not list(gcc_host.glob("*cuda_pch_*")), "nothing published, no temporary folder left"
+    assert not list(gcc_host.glob(f"*{cuda_pch.FOLDER_PREFIX}*")), "nothing published, no temporary folder left"
 
 
-def test_no_new_folder_beyond_the_limit(gcc_host, tmp_path, caplog):
+def test_the_least_recently_used_folder_makes_way_beyond_the_limit(gcc_host, tmp_path):
+    import os
+
     for i in range(cuda_pch.MAX_FOLDERS):
-        (gcc_host / f"{cuda_pch.FOLDER_PREFIX}{i}").mkdir(parents=True)
+        folder = gcc_host / f"{cuda_pch.FOLDER_PREFIX}{i}"
+        folder.mkdir(parents=True)
+        os.utime(folder, (1000 + i, 1000 + i))  # folder 0 used longest ago
     prefix = _read(tmp_path, _output(f'# 12 "{TVM_HEADER}"', '# 10 "/home/me/kernel.cuh"'))
-    with caplog.at_level(logging.INFO, logger="mllm_kernel"):
-        assert not prefix.build()
-    assert "no new one is made" in caplog.text
-    assert len(list(gcc_host.glob(cuda_pch.FOLDER_PREFIX + "*"))) == cuda_pch.MAX_FOLDERS
+    assert prefix.build() and prefix.built()
+    names = {f.name for f in gcc_host.glob(cuda_pch.FOLDER_PREFIX + "*")}
+    assert len(names) == cuda_pch.MAX_FOLDERS and f"{cuda_pch.FOLDER_PREFIX}0" not in names
+    assert prefix.folder.name in names and not list(gcc_host.glob(".*")), "nothing left aside"
+
+
+def test_a_folder_left_incomplete_or_by_a_dead_process_is_replaced(tmp_path):
+    target = tmp_path / "cuda-pch_x"
+    (target / "partial").mkdir(parents=True)  # no complete file: an interrupted copy
+    dead = tmp_path / ".cuda-pch_x.999999999.abcd1234"  # a pid no process has
+    dead.mkdir()
+
+    def fill(folder):
+        (folder / "done").write_text("1")
+        return True
+
+    assert pch_build.publish(target, fill, "done")
+    assert (target / "done").is_file() and not (target / "partial").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cuda-pch_x"]
+
+
+def test_a_background_build_that_raises_is_logged_and_not_tried_again(tmp_path, caplog):
+    calls = []
+
+    def build():
+        calls.append(1)
+        raise OSError("disk full")
+
+    target = tmp_path / "cuda-pch_y"
+    with caplog.at_level(logging.WARNING, logger="mllm_kernel"):
+        pch_build.start_in_background(target, build)
+        pch_build.wait_for_background()
+        pch_build.start_in_background(target, build)
+        pch_build.wait_for_background()
+    assert calls == [1]
+    assert "building the precompiled header cuda-pch_y failed" in caplog.text and "disk full" in caplog.text
+    pch_build.forget_failures()
 
 
 def _seed_kernel(folder: Path, name: str, factor: str) -> Path:
@@ -189,10 +226,13 @@ def test_the_output_is_rewritten_byte_for_byte(gcc_host, tmp_path):
     host_source.write_bytes(raw)
     prefix = cuda_pch.read(host_source, unit, f"gcc -c {host_source} -o {tmp_path / 'unit.o'}")
     prefix.use(host_source)
+    assert not list(tmp_path.glob("*.pch-tmp"))
     _, _, rest = raw.partition(b'# 10 "/home/me/kernel.cuh"')
     assert host_source.read_bytes() == (raw[:raw.index(b"\n") + 1] + f'#include "{prefix.header()}"\n'.encode()
                                         + b'# 10 "/home/me/kernel.cuh"' + rest)
     assert b"caf\xe9" in host_source.read_bytes()
+    prefix.give_up(host_source)
+    assert host_source.read_bytes() == raw, "cudafe++'s own output back"
 
 
 def test_no_prefix_where_the_cache_path_cannot_be_included(gcc_host, tmp_path, monkeypatch):
@@ -212,5 +252,25 @@ def test_a_failing_prefix_leaves_the_host_compile_as_it_was(tmp_path, monkeypatc
     pipeline = nvcc_pipeline.Pipeline([], [nvcc_pipeline.Step("gcc -c x.cpp -o x.o", "gcc")], [], tmp_path / "id",
                                       host_source=tmp_path / "x.cudafe1.cpp")
     with caplog.at_level(logging.WARNING, logger="mllm_kernel"):
-        assert nvcc_pipeline._precompiled_prefix(pipeline, tmp_path / "unit.cu") == []
+        assert nvcc_pipeline._precompiled_prefix(pipeline, tmp_path / "unit.cu") == (None, False)
     assert "precompiled host prefix was skipped: cannot read it" in caplog.text
+
+
+@needs_nvcc
+def test_a_host_compile_that_fails_with_the_prefix_compiles_without_it(gcc_host, tmp_path, caplog):
+    """A prefix whose compile fails (here: broken after it was built) costs one plain nvcc build
+    of the unit, never the build, and is not used after."""
+    _, folder = _build_twice(gcc_host, tmp_path, caplog)
+    (folder / "prefix.h.gch").write_bytes(b"not a precompiled header")
+    (folder / "prefix.h").write_text("#error broken prefix\n")
+    with caplog.at_level(logging.INFO, logger="mllm_kernel"):
+        caplog.clear()
+        module = _load("pch_third", _seed_kernel(tmp_path / "c", "third", "5.0f"))
+        assert "the host compile failed with the precompiled prefix" in caplog.text
+        assert (folder / cuda_pch.UNUSABLE).exists()
+        assert callable(module.scale_float32)
+        caplog.clear()
+        _load("pch_fourth", _seed_kernel(tmp_path / "d", "fourth", "7.0f"))
+        cuda_pch.wait_for_background()
+    assert "precompiled prefix" not in caplog.text
+    assert list(gcc_host.glob(cuda_pch.FOLDER_PREFIX + "*")) == [folder], "not built again either"

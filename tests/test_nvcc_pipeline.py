@@ -135,6 +135,36 @@ def test_a_failed_cicc_gives_the_host_compiler_no_stubs_and_its_error(tmp_path):
             feeder.result(timeout=10)
 
 
+def test_a_compiler_opening_the_stubs_again_finds_them(tmp_path):
+    """A compiler that reads the stubs and opens the file again (to quote a line of it in an
+    error) gets the stubs the second time too, not a pipe no one writes to; likewise the empty
+    stubs of a failed cicc."""
+    stubs = _fifo(tmp_path)
+    stubs.written.write_text("int stub;\n")
+
+    def host_compiler():
+        first = stubs.pipe.read_bytes()
+        return first, stubs.pipe.read_bytes(), stubs.pipe.is_fifo()
+
+    with ThreadPoolExecutor(3) as pool:
+        host = pool.submit(host_compiler)
+        pool.submit(stubs.feed, pool.submit(lambda: None), host).result(timeout=10)
+        assert host.result(timeout=10) == (b"int stub;\n", b"int stub;\n", False)
+
+    (tmp_path / "failed").mkdir()
+    stubs = _fifo(tmp_path / "failed")
+
+    def cicc():
+        raise JitCompileError("unit", tmp_path, ["cicc"], "cicc failed")
+
+    with ThreadPoolExecutor(3) as pool:
+        host = pool.submit(host_compiler)
+        feeder = pool.submit(stubs.feed, pool.submit(cicc), host)
+        assert host.result(timeout=10) == (b"", b"", False)
+        with pytest.raises(JitCompileError, match="cicc failed"):
+            feeder.result(timeout=10)
+
+
 def test_the_fatbinary_linked_apart_is_the_image_nvcc_made(tmp_path):
     """The module's device code section holds exactly the image fatbinary wrote, whose own
     fatbin.c was checked to wrap it as the wrapper written here does."""

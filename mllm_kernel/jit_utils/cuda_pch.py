@@ -18,8 +18,10 @@ one; and should GCC find the parsed form unusable, it reads ``prefix.h`` as text
 
 Only prefixes holding tvm-ffi's C++ headers (not its C API, which the library's own units
 include) are compiled: each takes about 100 MB, and the library's units are light without one.
-At most ``MAX_FOLDERS`` are kept; ``MLLM_KERNEL_CUDA_PCH=0`` turns it off, and compilers other
-than GCC compile as before.
+At most ``MAX_FOLDERS`` are kept, the least recently used making way for a new one. A host
+compile that fails with a prefix fails the pipeline's steps, so the build runs as plain nvcc
+(build._compile_cuda), and the prefix is not used again. ``MLLM_KERNEL_CUDA_PCH=0`` turns it off, and compilers other than GCC compile as
+before.
 """
 
 from __future__ import annotations
@@ -44,8 +46,10 @@ PCH_ENV = "MLLM_KERNEL_CUDA_PCH"
 #: Module folders start "cuda_": none can take this name.
 FOLDER_PREFIX = "cuda-pch_"
 HEADER = "prefix.h"
-#: Each folder holds about 100 MB; beyond this many, no new one is made (clear-cache removes them).
+#: Each folder holds about 100 MB; a new one beyond this many replaces the least recently used.
 MAX_FOLDERS = 8
+#: In a folder whose prefix a host compile failed with: it is not used again.
+UNUSABLE = "unusable"
 
 #: A line mark as cudafe++ and GCC write them: ``# 12 "/path/file.h"`` (GCC adds flags after).
 _LINE_MARK = re.compile(r'^# \d+ "((?:[^"\\]|\\.)*)"', re.MULTILINE)
@@ -100,26 +104,48 @@ class Prefix:
         return self.folder / HEADER
 
     def built(self) -> bool:
-        return (self.folder / f"{HEADER}.gch").is_file()
+        """Whether the prefix is compiled and may be used."""
+        return (self.folder / f"{HEADER}.gch").is_file() and not self.unusable()
+
+    def unusable(self) -> bool:
+        """Whether a host compile failed with it (give_up)."""
+        return (self.folder / UNUSABLE).exists()
 
     def use(self, host_source: Path) -> None:
-        """Rewrites ``host_source`` (cudafe++'s output) to include the precompiled prefix. Its
-        first line (the mark naming the unit) stays first, so GCC's messages name the unit."""
-        host_source.write_text(f'{self.first_line}#include "{self.header()}"\n{self.rest}', **_TEXT)
+        """Rewrites ``host_source`` (cudafe++'s output) to include the precompiled prefix, whole or
+        not at all. Its first line (the mark naming the unit) stays first, so GCC's messages name
+        the unit. The folder's time is set, for MAX_FOLDERS's least recently used."""
+        _replace(host_source, f'{self.first_line}#include "{self.header()}"\n{self.rest}')
+        try:
+            os.utime(self.folder)
+        except OSError:  # made way for another meanwhile: the compile fails and gives up on it
+            pass
+
+    def give_up(self, host_source: Path) -> None:
+        """Puts cudafe++'s own output back into ``host_source`` and marks the folder unusable."""
+        _replace(host_source, self.first_line + self.text + self.rest)
+        try:
+            (self.folder / UNUSABLE).touch()
+        except OSError:  # the folder is gone
+            pass
 
     def build(self) -> bool:
         """Compiles the prefix into its folder unless it is there (safe for many processes at
-        once); a failure is logged and units compile without it. True when it is there after."""
-        if len(list(cache_root().glob(FOLDER_PREFIX + "*"))) >= MAX_FOLDERS and not self.folder.is_dir():
-            logger.info("mllm_kernel: %d CUDA precompiled headers are cached already; no new one is made "
-                        "(python -m mllm_kernel clear-cache --all removes them)", MAX_FOLDERS)
-            return False
+        once), making way for it among MAX_FOLDERS; a failure is logged and units compile without
+        it. True when it is there after."""
+        if not self.folder.is_dir():
+            folders = sorted(cache_root().glob(FOLDER_PREFIX + "*"), key=_last_used)
+            for old in folders[:max(0, len(folders) - MAX_FOLDERS + 1)]:
+                logger.info("mllm_kernel: %d CUDA precompiled headers are cached; the least recently used, %s, "
+                            "makes way for a new one", MAX_FOLDERS, old.name)
+                pch_build.remove(old)
+        nice = ["nice", "-n", "10"] if shutil.which("nice") else []  # behind the compiles a call waits for
 
         def fill(temp: Path) -> bool:
             header = temp / HEADER
             header.write_text(self.text, **_TEXT)
             command = [*self.flags, "-x", "c++-header", str(header), "-o", str(temp / f"{HEADER}.gch")]
-            result = subprocess.run(command, capture_output=True, text=True)
+            result = subprocess.run(nice + command, capture_output=True, text=True)
             if result.returncode != 0:
                 logger.warning("mllm_kernel: a CUDA unit's host precompiled header did not build; such units "
                                "compile without it:\n%s", (result.stdout + result.stderr).strip()[-2000:])
@@ -130,13 +156,27 @@ class Prefix:
         return pch_build.publish(self.folder, fill, f"{HEADER}.gch")
 
 
-def read(host_source: Path, unit_source: Path, host_command: str) -> Prefix | None:
+def _last_used(folder: Path) -> float:
+    try:
+        return folder.stat().st_mtime
+    except OSError:  # removed meanwhile
+        return 0.0
+
+
+def _replace(path: Path, text: str) -> None:
+    temp = path.with_name(path.name + ".pch-tmp")
+    temp.write_text(text, **_TEXT)
+    os.replace(temp, path)
+
+
+def read(host_source: Path, unit_source: Path, host_command: str, path: str | None = None) -> Prefix | None:
     """The prefix of ``host_source`` (cudafe++'s output for the unit ``unit_source``), compiled
-    by ``host_command`` (the listing's last step); None when it does not apply."""
+    by ``host_command`` (the listing's last step, its compiler found on ``path``: the PATH nvcc
+    gives its steps); None when it does not apply."""
     if not enabled():
         return None
     tokens = shlex.split(host_command)
-    compiler = shutil.which(tokens[0])
+    compiler = shutil.which(tokens[0], path=path)
     if compiler is None or not toolchain.compiler_is_gcc(compiler) or "-o" not in tokens:
         return None
     folder_root = cache_root()

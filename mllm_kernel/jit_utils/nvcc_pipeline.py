@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mllm_kernel.jit_utils import cuda_pch
+from mllm_kernel.jit_utils.errors import JitCompileError
 
 logger = logging.getLogger("mllm_kernel")
 
@@ -185,6 +186,9 @@ class StubPipe:
                 time.sleep(0.002)
         if fd is not None:
             os.set_blocking(fd, True)
+            # The compiler has the pipe open; later opens of the name (a compiler reading the
+            # file again to quote it in a message) must find the stubs, not a pipe no one feeds.
+            self.settle()
             try:
                 with os.fdopen(fd, "wb") as pipe:
                     pipe.write(content)
@@ -195,9 +199,13 @@ class StubPipe:
 
     def settle(self) -> None:
         """The stubs as a plain file where the host code includes them (for a compile run again,
-        and for anyone reading the kept intermediates)."""
+        and for anyone reading the kept intermediates); an empty one when cicc wrote none."""
         if self.written.exists():
             os.replace(self.written, self.pipe)
+        elif self.pipe.is_fifo():
+            empty = self.pipe.with_name(self.pipe.name + ".empty")
+            empty.write_bytes(b"")
+            os.replace(empty, self.pipe)
 
 
 @dataclass
@@ -380,22 +388,31 @@ def module_id(source: Path) -> str:
     return f"_{digest}_{len(stem)}_{stem}"
 
 
-def _precompiled_prefix(pipeline: Pipeline, source: Path) -> list[cuda_pch.Prefix]:
-    """The prefix of cudafe++'s output that may be precompiled (cuda_pch), as a list of none or
-    one; when it is built, the host compile's source is rewritten to read it. It only saves time:
-    anything that goes wrong here leaves the host compile as nvcc has it."""
+def _precompiled_prefix(pipeline: Pipeline, source: Path) -> tuple[cuda_pch.Prefix | None, bool]:
+    """The prefix of cudafe++'s output that may be precompiled (cuda_pch), and whether the host
+    compile's source was rewritten to read it (when it is built). It only saves time: anything
+    that goes wrong here leaves the host compile as nvcc has it."""
+    path = next((a.partition("=")[2] for a in pipeline.assignments if a.startswith("PATH=")), None)
     try:
-        found = cuda_pch.read(pipeline.host_source, source, pipeline.steps[-1].command)
-        if found is None:
-            return []
-        if found.built():
-            found.use(pipeline.host_source)
-            logger.info("mllm_kernel: %s: host code compiled with the precompiled prefix %s", source.name,
-                        found.folder.name)
-        return [found]
+        found = cuda_pch.read(pipeline.host_source, source, pipeline.steps[-1].command, path)
+        if found is None or not found.built():
+            return found, False
+        found.use(pipeline.host_source)
     except (OSError, ValueError) as error:  # unreadable output, a command shlex cannot split
         logger.warning("mllm_kernel: %s: the precompiled host prefix was skipped: %s", source.name, error)
-        return []
+        return None, False
+    logger.info("mllm_kernel: %s: host code compiled with the precompiled prefix %s", source.name, found.folder.name)
+    return found, True
+
+
+def _build_prefix_later(prefix: cuda_pch.Prefix, source: Path) -> None:
+    """Has ``prefix`` built in the background, for the units after this one, unless it is (or
+    was given up)."""
+    try:
+        if not prefix.built() and not prefix.unusable():
+            cuda_pch.build_in_background(prefix)
+    except (OSError, RuntimeError) as error:  # a folder that cannot be looked at, no thread to be had
+        logger.warning("mllm_kernel: %s: the precompiled host prefix was not built: %s", source.name, error)
 
 
 def run(pipeline: Pipeline, source: Path, run_step) -> list[Path]:
@@ -415,6 +432,21 @@ def run(pipeline: Pipeline, source: Path, run_step) -> list[Path]:
     last = len(pipeline.steps) - 1
     prefix: list[cuda_pch.Prefix] = []
 
+    def host_compile() -> None:
+        found, used = _precompiled_prefix(pipeline, source) if pipeline.host_source is not None else (None, False)
+        if found is not None:
+            prefix.append(found)
+        try:
+            run_command(pipeline.steps[last].command)
+        except JitCompileError:
+            if used:
+                # The prefix may be at fault: the caller's plain nvcc tells (its error is the
+                # unit's own), and the prefix is not used again either way.
+                logger.warning("mllm_kernel: %s: the host compile failed with the precompiled prefix %s, which is "
+                               "not used again", source.name, found.folder.name)
+                found.give_up(pipeline.host_source)
+            raise
+
     def start(i: int, pool: ThreadPoolExecutor) -> Future:
         if i not in done:
             waits = [start(j, pool) for j in pipeline.steps[i].after]
@@ -422,9 +454,10 @@ def run(pipeline: Pipeline, source: Path, run_step) -> list[Path]:
             def go() -> None:
                 for future in waits:
                     future.result()
-                if i == last and pipeline.host_source is not None:
-                    prefix.extend(_precompiled_prefix(pipeline, source))
-                run_command(pipeline.steps[i].command)
+                if i == last:
+                    host_compile()
+                else:
+                    run_command(pipeline.steps[i].command)
 
             done[i] = pool.submit(go)
         return done[i]
@@ -447,8 +480,8 @@ def run(pipeline: Pipeline, source: Path, run_step) -> list[Path]:
         image = pool.submit(assemble, start(embedded.step, pool)) if embedded is not None else None
         try:
             host.result()
-            if prefix and not prefix[0].built():
-                cuda_pch.build_in_background(prefix[0])  # for the units after this one
+            if prefix:
+                _build_prefix_later(prefix[0], source)
             if feeder is not None:
                 feeder.result()
         finally:
