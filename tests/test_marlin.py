@@ -1152,6 +1152,7 @@ def test_wgmma_routing(monkeypatch):
     assert not applies(n=320) and not applies(k=1088)  # N and K multiples of 128
     assert not applies(s=torch.empty(32, 384, dtype=torch.bfloat16))  # groups of 32 rows
     assert not applies(x=torch.empty(64, 1030, dtype=torch.bfloat16)[:, :1024])  # rows not 16-byte aligned
+    assert not applies(x=torch.empty(1, 1024, dtype=torch.bfloat16).expand(64, 1024))  # one row, repeated
     monkeypatch.setattr(gptq_marlin, "_capability", lambda index: (8, 0))
     assert not applies()
     monkeypatch.setattr(gptq_marlin, "_capability", lambda index: (10, 0))
@@ -1218,6 +1219,10 @@ def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
     with pytest.raises(ValueError, match="a: rows must start 16-byte aligned"):
         odd = torch.randn(m, k + 4, device="cuda").to(dtype)[:, :k]
         module(odd, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, True)
+    with pytest.raises(ValueError, match=r"a: the wgmma kernel reads rows that do not overlap \(row stride at least "
+                                         r"size_k 1024\), got row stride 0"):
+        repeated = torch.as_strided(a, (m, k), (0, 1))  # one row m times
+        module(repeated, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, True)
 
 
 @hopper

@@ -345,6 +345,8 @@ void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mll
                2 * kWgStageK * splits, " for ", splits, " splits, got ", size_k);
   RuntimeCheck(p.lda % 8 == 0 && reinterpret_cast<std::uintptr_t>(p.a) % 16 == 0,
                "a: rows must start 16-byte aligned (row stride a multiple of 8), got row stride ", p.lda);
+  RuntimeCheck(p.lda >= size_k, "a: the wgmma kernel reads rows that do not overlap (row stride at least size_k ",
+               size_k, "), got row stride ", p.lda);
   if (p.m == 0) return;
   const std::int64_t steps = size_k / marlin::kTileK;
   MarlinSplit split{nullptr, nullptr, static_cast<int>(steps / splits), static_cast<int>(splits), enable_pdl};
