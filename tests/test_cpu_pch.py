@@ -115,3 +115,18 @@ def test_a_second_build_finds_the_first(isolated_cache, commands):
     assert cpu_pch.build(spec)
     assert len([c for c in commands if "c++-header" in c]) == 0  # built by cpu_pch, not through build._run
     assert len(list(isolated_cache.glob("*cpu-pch_*"))) == 1
+
+
+def test_headers_of_the_old_folder_name_are_removed(isolated_cache):
+    """``cpu_pch_<key>`` folders (the name before) go when a header is built; a module folder
+    that shares the start of that name stays."""
+    old = isolated_cache / "cpu_pch_0123456789abcdef"
+    old.mkdir(parents=True)
+    (old / cpu_pch.DEPENDENCIES).write_text("[]")
+    module = isolated_cache / "cpu_pch_mine_0123456789abcdef"
+    module.mkdir()
+    (module / "manifest.json").write_text("{}")
+    (module / cpu_pch.DEPENDENCIES).write_text("[]")
+    assert cpu_pch.build(_spec())
+    assert not old.exists() and module.is_dir()
+

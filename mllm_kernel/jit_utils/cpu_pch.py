@@ -124,4 +124,14 @@ def build(spec) -> bool:
         depfile.unlink()
         return True
 
-    return pch_build.publish(folder(spec), fill, DEPENDENCIES)
+    built = pch_build.publish(folder(spec), fill, DEPENDENCIES)
+    _remove_old_layout()
+    return built
+
+
+def _remove_old_layout() -> None:
+    """Headers built under the folder name used before (``cpu_pch_<key>``, which a module's
+    name could take too: those hold a manifest), which nothing reads any more."""
+    for old in cache_root().glob("cpu_pch_*"):
+        if (old / DEPENDENCIES).is_file() and not (old / "manifest.json").exists():
+            pch_build.remove(old)
