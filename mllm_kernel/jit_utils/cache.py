@@ -127,9 +127,11 @@ def _folder_lock(folder: Path, label: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str, **options) -> None:
+    """Writes ``text`` to ``path`` whole or not at all (a temporary file renamed over it);
+    ``options`` go to Path.write_text (an encoding, its errors)."""
     temp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}")
-    temp.write_text(text)
+    temp.write_text(text, **options)
     os.replace(temp, path)
 
 
@@ -170,7 +172,7 @@ def build_and_publish(spec: BuildSpec, folder: Path) -> Path:
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "dependencies": [_dependency_record(d) for d in dependencies],
         }
-        _atomic_write(folder / MANIFEST, json.dumps(manifest, indent=1))
+        atomic_write(folder / MANIFEST, json.dumps(manifest, indent=1))
         # Older libraries stay mapped in processes that loaded them; unlinking is safe.
         for old in folder.glob("*.so"):
             if old != library:

@@ -132,6 +132,8 @@ def build(spec) -> bool:
 def _remove_old_layout() -> None:
     """Headers built under the folder name used before (``cpu_pch_<key>``, which a module's
     name could take too: those hold a manifest), which nothing reads any more."""
+    from mllm_kernel.jit_utils.cache import MANIFEST  # cache imports this module through build
+
     for old in cache_root().glob("cpu_pch_*"):
-        if (old / DEPENDENCIES).is_file() and not (old / "manifest.json").exists():
+        if (old / DEPENDENCIES).is_file() and not (old / MANIFEST).exists():
             pch_build.remove(old)

@@ -54,7 +54,10 @@ UNUSABLE = "unusable"
 #: A line mark as cudafe++ and GCC write them: ``# 12 "/path/file.h"`` (GCC adds flags after).
 _LINE_MARK = re.compile(r'^# \d+ "((?:[^"\\]|\\.)*)"', re.MULTILINE)
 #: tvm-ffi's C API headers: light, included by the library's own units.
-_TVM_FFI_C_API = ("/tvm/ffi/c_api.h", "/tvm/ffi/extra/c_env_api.h")
+_TVM_FFI_C_API = ("c_api.h", "extra/c_env_api.h")
+#: A tvm-ffi header other than those, as a line mark names it. A plain search for it rules out
+#: the library's units in a few milliseconds, before any line mark is read.
+_TVM_FFI_CPP = re.compile("/tvm/ffi/(?!" + "|".join(re.escape(h) + '"' for h in _TVM_FFI_C_API) + ")")
 _OWN_INCLUDE = re.compile(r'^#include "([^"]+)"', re.MULTILINE)
 #: cudafe++'s output is read and written back byte for byte, whatever its encoding.
 _TEXT = {"encoding": "utf-8", "errors": "surrogateescape"}
@@ -75,7 +78,7 @@ def split(text: str, own: set[str]) -> tuple[str, str, str] | None:
     second line to the first line mark naming a file in ``own``. None when there is no such mark
     or the prefix holds none of tvm-ffi's C++ headers (nothing heavy to precompile)."""
     first_end = text.find("\n") + 1
-    if first_end == 0:
+    if first_end == 0 or _TVM_FFI_CPP.search(text, first_end) is None:
         return None
     heavy = False
     for mark in _LINE_MARK.finditer(text, first_end):
@@ -84,7 +87,7 @@ def split(text: str, own: set[str]) -> tuple[str, str, str] | None:
             if not heavy:
                 return None
             return text[:first_end], text[first_end:mark.start()], text[mark.start():]
-        if not heavy and "/tvm/ffi/" in path and not path.endswith(_TVM_FFI_C_API):
+        if not heavy and _TVM_FFI_CPP.search(path + '"') is not None:
             heavy = True
     return None
 
@@ -164,9 +167,9 @@ def _last_used(folder: Path) -> float:
 
 
 def _replace(path: Path, text: str) -> None:
-    temp = path.with_name(path.name + ".pch-tmp")
-    temp.write_text(text, **_TEXT)
-    os.replace(temp, path)
+    from mllm_kernel.jit_utils.cache import atomic_write  # cache imports this module through build
+
+    atomic_write(path, text, **_TEXT)
 
 
 def read(host_source: Path, unit_source: Path, host_command: str, path: str | None = None) -> Prefix | None:
