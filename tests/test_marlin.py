@@ -1145,8 +1145,8 @@ def test_wgmma_routing(monkeypatch):
     def applies(m=112, n=384, k=1024, weights=4, s=scales, act_order=False, zeros=none, x=a):
         return gptq_marlin.wgmma_applies(x, m, n, k, weights, s, act_order, zeros)
 
-    assert applies(m=64) and applies(m=128) and applies(m=384) and applies(m=100, s=scales[:1])
-    assert not applies(m=63) and not applies(m=385)  # the general kernel; dequantization and cuBLAS
+    assert applies(m=48) and applies(m=128) and applies(m=1024) and applies(m=100, s=scales[:1])
+    assert not applies(m=47) and not applies(m=1025)  # the general kernel; dequantization and cuBLAS
     assert not applies(weights=8) and not applies(weights=gptq_marlin.FP8)
     assert applies(zeros=torch.zeros(8, 48, dtype=torch.int32)) and not applies(act_order=True)  # AWQ; act-order
     assert not applies(n=320) and not applies(k=1088)  # N and K multiples of 128
@@ -1172,9 +1172,9 @@ def test_wgmma_routing(monkeypatch):
 @pytest.mark.parametrize("kind", ["gptq4", "awq"])
 @pytest.mark.parametrize("group_size", [-1, 64, 128, 256])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
-@pytest.mark.parametrize("m", [64, 100, 128, 129, 256, 300, 384])
+@pytest.mark.parametrize("m", [48, 100, 128, 129, 300, 1000])
 def test_gptq_marlin_gemm_takes_the_wgmma_kernel(kind, group_size, dtype, m):
-    """64 to 384 rows (one to three rows of blocks) of GPTQ and AWQ 4-bit weights on sm_90,
+    """48 to 1024 rows (one to eight rows of blocks) of GPTQ and AWQ 4-bit weights on sm_90,
     through the public entry point: the output poisoned, against the float64 product."""
     from mllm_kernel.cuda.jit import gptq_marlin
 

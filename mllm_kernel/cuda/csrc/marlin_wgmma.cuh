@@ -1,5 +1,5 @@
 // Hopper (sm_90a) weight-only GEMM on Marlin-format 4-bit weights, any rows of a in blocks of 128
-// (gptq_marlin routes 64 to 384 here):
+// (gptq_marlin routes 48 to 1024 here):
 //   marlin_wgmma_gemm<T>(a, c, b, scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
 //                        splits, enable_pdl)
 // c[M, N] = a[M, K] @ ((q - zero) * scale): GPTQ uint4b8 (zero 8) or AWQ uint4 (zero points),
@@ -18,7 +18,7 @@
 // issue slots from the computing warps; warpgroups 1 and 2 (64 columns each) run four
 // m64n128k16 wgmmas a stage as one group and hand the stage back on its `empty` barrier once
 // that group is done, so no block barrier sits in the loop. A registers are double-buffered
-// across stages, and the next group's scales are loaded a stage ahead. Channel-wise scales are
+// across stages, and the next group's scales are loaded a group ahead. Channel-wise scales are
 // applied to the float32 sums at the end instead. K may be split across blocks
 // (marlin_split.cuh).
 #pragma once
@@ -48,7 +48,8 @@ namespace marlin = mllm_kernel::marlin;
 constexpr int kWgRows = 128;                  // rows of a a block: wgmma's N
 constexpr int kWgBlockN = 128;                // weight columns a block: two warpgroups of 64
 constexpr int kWgStageK = 64;                 // K a stage: one 128-byte swizzled row of a
-constexpr int kWgStages = 4;
+constexpr int kWgStages = 8;                  // the weights stream from HBM, each block its own:
+                                              // with 4 stages the computing warps waited on them
 constexpr int kWgThreads = 384;               // a loading warpgroup and two computing ones
 constexpr int kWgABytes = kWgRows * kWgStageK * 2;                            // 16 KB
 constexpr int kWgBBytes = kWgStageK / marlin::kTileK * 2 * marlin::tile_words(4) * 4;  // 4 KB
@@ -162,14 +163,18 @@ __device__ __forceinline__ void wg_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
-/// Slots s and s + 4 of `w` (its low nibbles of each half) as the pair (q - 8) * scale of T:
-/// q under T's exponent is 128 + q (bf16) or 1024 + q (fp16) exactly.
-/// Slots s and s + 4 of `w` as the pair (q - zero) * scale: q under T's exponent is 128 + q
-/// (bf16) or 1024 + q (fp16) exactly, and `base` is that plus the zero point.
+/// Slots s and s + 4 of `w` (the low nibbles of its halves) as the pair (q - zero) * scale: q
+/// under T's exponent is 128 + q (bf16) or 1024 + q (fp16) exactly, and `base` is that plus the
+/// zero point.
 template <typename T>
 __device__ __forceinline__ std::uint32_t wg_dequant(std::uint32_t w, Pair<T> base, Pair<T> scale) {
-  const Pair<T> v = as_pair<T>((w & 0x000f000fu) | (std::is_same_v<T, bf16_t> ? 0x43004300u : 0x64006400u));
-  return as_bits<T>(__hmul2(__hsub2(v, base), scale));
+  return as_bits<T>(__hmul2(__hsub2(as_pair<T>(nibble_pair<T>(w)), base), scale));
+}
+/// The 32-bit word at `addr` in shared memory.
+__device__ __forceinline__ std::uint32_t wg_lds(std::uint32_t addr) {
+  std::uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+  return v;
 }
 #endif  // MLLM_MARLIN_WGMMA
 
@@ -225,59 +230,65 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     const int wg = role - 1, wi = warp % 4;
     const std::int64_t col = n0 + wg * 64 + wi * 16 + lane / 4;  // this lane's columns: col, col + 8
     const T* scales = static_cast<const T*>(p.scales);
-    const std::int64_t pos_lo = channelwise ? 0 : marlin::grouped_scale_pos(col);
-    const std::int64_t pos_hi = channelwise ? 0 : marlin::grouped_scale_pos(col + 8);
     // Stages a group spans (none for channel-wise scales).
     const int group_stages = channelwise ? 0 : static_cast<int>(p.group_size / kWgStageK);
-    // Zero points (AWQ): the words and slots of this lane's two columns in a group's row; GPTQ's
-    // is 8 for every value.
-    const std::int64_t zero_row = p.n * 4 / 32;
-    const std::int64_t zw_lo = marlin::zero_point_word(4, col), zw_hi = marlin::zero_point_word(4, col + 8);
-    const int zs_lo = 4 * marlin::zero_point_slot(4, col), zs_hi = 4 * marlin::zero_point_slot(4, col + 8);
+    // Group g's scales and zero points (AWQ) for this lane's two columns, read a group ahead of
+    // use into next_* through pointers stepped a row a group; a zero point's word is turned into
+    // the value to subtract only when used, so no read waits where it is issued. GPTQ's zero
+    // point is 8 for every value.
     const std::uint32_t gptq_base = std::is_same_v<T, bf16_t> ? 0x43084308u : 0x64086408u;  // 128 + 8, 1024 + 8
-    const auto zero_base = [&](int g, std::int64_t word, int shift) -> std::uint32_t {
-      if (p.zeros == nullptr) return gptq_base;
-      return zero_point_pair<T>(static_cast<std::uint32_t>(p.zeros[g * zero_row + word]) >> shift);
-    };
-    // Group g's scales and zero points for this lane's columns, read into next_* ahead of use.
+    const bool awq = p.zeros != nullptr;
+    const int zs_lo = 4 * marlin::zero_point_slot(4, col), zs_hi = 4 * marlin::zero_point_slot(4, col + 8);
+    const int group = channelwise ? 0 : t0 / group_stages;  // the first
+    const T* scale_lo_at = scales + (channelwise ? 0 : group * p.n + marlin::grouped_scale_pos(col));
+    const T* scale_hi_at = scales + (channelwise ? 0 : group * p.n + marlin::grouped_scale_pos(col + 8));
+    const std::int32_t* zero_lo_at = awq ? p.zeros + group * (p.n / 8) + marlin::zero_point_word(4, col) : nullptr;
+    const std::int32_t* zero_hi_at = awq ? p.zeros + group * (p.n / 8) + marlin::zero_point_word(4, col + 8) : nullptr;
     const T one = from_float<T>(1.0f);
-    T next_lo, next_hi;
-    std::uint32_t next_zlo, next_zhi;
-    const auto read_group = [&](int g) {
-      next_lo = channelwise ? one : scales[g * p.n + pos_lo];
-      next_hi = channelwise ? one : scales[g * p.n + pos_hi];
-      next_zlo = zero_base(g, zw_lo, zs_lo);
-      next_zhi = zero_base(g, zw_hi, zs_hi);
+    T next_lo = one, next_hi = one;
+    std::uint32_t next_zlo = 0, next_zhi = 0;
+    const auto read_group = [&]() {
+      if (!channelwise) {  // channel-wise scales are applied to the sums at the end instead
+        next_lo = *scale_lo_at;
+        next_hi = *scale_hi_at;
+        scale_lo_at += p.n;
+        scale_hi_at += p.n;
+      }
+      if (awq) {  // AWQ has zero points channel-wise too
+        next_zlo = static_cast<std::uint32_t>(*zero_lo_at);
+        next_zhi = static_cast<std::uint32_t>(*zero_hi_at);
+        zero_lo_at += p.n / 8;
+        zero_hi_at += p.n / 8;
+      }
     };
-    // The stages come in order: the group and the stage that starts the next one are counted, not
-    // divided for, every stage (a division sat between the wgmmas).
-    int group = channelwise ? 0 : t0 / group_stages;
-    int group_end = channelwise ? t1 : (group + 1) * group_stages;
-    read_group(group);
     Pair<T> s_lo, s_hi, z_lo, z_hi;
-    bool fresh = true;  // the group's scales are in next_* still
+    // The group read last becomes the one in use, and the next one is read.
+    const auto start_group = [&](bool read_next) {
+      s_lo = pair_of<T>(next_lo, next_lo);
+      s_hi = pair_of<T>(next_hi, next_hi);
+      z_lo = as_pair<T>(awq ? zero_point_pair<T>(next_zlo >> zs_lo) : gptq_base);
+      z_hi = as_pair<T>(awq ? zero_point_pair<T>(next_zhi >> zs_hi) : gptq_base);
+      if (read_next) read_group();
+    };
+    // The stages come in order: the group and the stage that starts the next one are counted,
+    // and the slot and its phase stepped, not divided for, every stage.
+    int group_end = channelwise ? t1 : (group + 1) * group_stages;
+    read_group();
+    start_group(group_end < t1);
+    int slot = 0, phase = 0, last_slot = kWgStages - 1;
+    // This lane's word of a step's tile for its warp (step kk's at + kk * 1024 bytes).
+    const std::uint32_t words_at = smem_addr(smem) + kWgABytes + (wg * 128 + lane * 4 + wi) * 4;
     std::uint32_t a[2][4][4];
     const auto stage = [&](int t, std::uint32_t (&ab)[4][4]) {
-      const int slot = (t - t0) % kWgStages, round = (t - t0) / kWgStages;
-      wg_mbar_wait(&full[slot], round & 1);
-      const unsigned char* base = smem + slot * kWgStageBytes;
-      const std::uint32_t* words = reinterpret_cast<const std::uint32_t*>(base + kWgABytes);
+      wg_mbar_wait(&full[slot], phase);
+      const std::uint32_t stage_at = slot * kWgStageBytes;
       std::uint32_t word[4];
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) word[kk] = words[(kk * 2 + wg) * 128 + lane * 4 + wi];
+      for (int kk = 0; kk < 4; ++kk) word[kk] = wg_lds(words_at + stage_at + kk * 2 * 128 * 4);
       if (t == group_end) {
-        ++group;
         group_end += group_stages;
-        fresh = true;
+        start_group(group_end < t1);
       }
-      if (fresh) {
-        fresh = false;
-        s_lo = pair_of<T>(next_lo, next_lo);
-        s_hi = pair_of<T>(next_hi, next_hi);
-        z_lo = as_pair<T>(next_zlo);
-        z_hi = as_pair<T>(next_zhi);
-      }
-      if (t + 1 == group_end && t + 1 < t1) read_group(group + 1);
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         ab[kk][0] = wg_dequant<T>(word[kk], z_lo, s_lo);        // column col, K rows 2q, 2q + 1
@@ -285,10 +296,15 @@ __global__ void __launch_bounds__(kWgThreads, 1)
         ab[kk][2] = wg_dequant<T>(word[kk] >> 4, z_lo, s_lo);   // col, K rows 2q + 8, 2q + 9
         ab[kk][3] = wg_dequant<T>(word[kk] >> 12, z_hi, s_hi);  // col + 8
       }
-      wg_mma4<T>(d, ab, smem_addr(base), t != t0);
+      wg_mma4<T>(d, ab, smem_addr(smem) + stage_at, t != t0);
       wg_wait<1>();
       // The previous stage's wgmmas are done: its slot goes back to the loading warpgroup.
-      if (t > t0) wg_mbar_arrive(&empty[(t - 1 - t0) % kWgStages]);
+      if (t > t0) wg_mbar_arrive(&empty[last_slot]);
+      last_slot = slot;
+      if (++slot == kWgStages) {
+        slot = 0;
+        phase ^= 1;
+      }
     };
     // The first two stages outside the loop: inside it every wgmma adds to d, which keeps ptxas
     // from serialising them (an uninitialised d entering a loop whose first wgmma overwrites it

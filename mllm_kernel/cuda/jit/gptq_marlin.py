@@ -4,7 +4,7 @@ Marlin-format weights, with vLLM's and sglang's signature (format:
 One module per activation dtype (float16, bfloat16) and weight type (4-bit, 8-bit integers,
 float8_e4m3fn: FP8 checkpoints on GPUs without FP8 tensor cores); sm_80 and newer. Decoding
 (up to ``GEMV_MAX_ROWS`` rows) runs ``csrc/marlin_gemv.cuh``, whose warps stream the weights
-through rings of shared memory. On Hopper, 64 to 384 rows of 4-bit weights (GPTQ or AWQ)
+through rings of shared memory. On Hopper, 48 to 1024 rows of 4-bit weights (GPTQ or AWQ)
 without act-order run ``csrc/marlin_wgmma.cuh`` (the weights as wgmma's register operand).
 From ``DENSE_MIN_M`` rows of activations on (beyond that on Hopper, for what its kernel takes),
 where the product is compute-bound, the weights are
@@ -63,7 +63,7 @@ def _declare_gather(dtype: torch.dtype):
 
 
 def _declare_wgmma(dtype: torch.dtype):
-    """The Hopper kernel (csrc/marlin_wgmma.cuh; any rows, routed 64 to 384): sm_90a only."""
+    """The Hopper kernel (csrc/marlin_wgmma.cuh; any rows, routed 48 to 1024): sm_90a only."""
     args = make_cpp_args(dtype)
     return jit_module("marlin_wgmma", args=args, device="cuda", cuda_files=["marlin_wgmma.cuh"],
                       cuda_wrappers=[("marlin_wgmma_gemm", f"marlin_wgmma_gemm<{args}>")], cuda_archs=["9.0a"])
@@ -152,16 +152,15 @@ def gemv_applies(a: torch.Tensor, m: int, n: int, k: int, bits: int, scales, act
     return _capability(a.device.index) >= (9, 0)
 
 
-#: Rows of a the Hopper kernel takes (WGMMA_MIN_ROWS to WGMMA_MAX_ROWS: one to three rows of
+#: Rows of a the Hopper kernel takes (WGMMA_MIN_ROWS to WGMMA_MAX_ROWS: one to eight rows of
 #: 128-row blocks). H100, group 128, bf16, graph replays, one process, the kernel forced against
-#: the route each size had, at the four Llama-3-8B shapes: M = 64 1.08-1.49x GPTQ and 1.06-1.45x
-#: AWQ over the general kernel (14336 x 4096 45.4 -> 42.1 µs); M = 320-384 0.99-1.42x GPTQ and
-#: 0.91-1.21x AWQ over dequantization and cuBLAS (the low ends at 6144 x 4096, where a third row
-#: of blocks is most of a second wave; 4096 x 14336 M = 384 157.0 -> 110.6 µs). Not below 64
-#: rows (M = 33-48: 0.82-1.32x, by shape), nor from 385, where the dense path catches up
-#: (M = 512: 0.96-1.39x; M = 1024: 0.78-1.02x).
-WGMMA_MIN_ROWS = 64
-WGMMA_MAX_ROWS = 384
+#: the route each size had, at the four Llama-3-8B shapes: M = 48 1.11-1.44x GPTQ and 1.06-1.41x
+#: AWQ over the general kernel; M = 512 1.22-1.62x over dequantization and cuBLAS, M = 1024
+#: 0.97-1.17x (14336 x 4096 GPTQ the one below 1), M = 768 0.94-1.09x (the blocks in 1.5
+#: waves). Not below 48 rows (M = 32: 0.76-1.07x), nor beyond 1024, where the dense path
+#: catches up (M = 1536: 0.86-1.05x, M = 2048: 0.78-0.96x).
+WGMMA_MIN_ROWS = 48
+WGMMA_MAX_ROWS = 1024
 #: Rows of a and output columns of its blocks, and K its splits take in multiples of (two 64-row
 #: stages).
 WGMMA_BLOCK_M = 128
