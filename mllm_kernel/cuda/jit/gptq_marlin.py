@@ -171,8 +171,9 @@ WGMMA_SPLIT_K = 128
 def wgmma_applies(a: torch.Tensor, m: int, n: int, k: int, weights, scales, act_order: bool,
                   zeros: torch.Tensor) -> bool:
     """Whether a call runs the Hopper kernel: WGMMA_MIN_ROWS to WGMMA_MAX_ROWS rows of a with
-    16-byte aligned rows that do not overlap (TMA reads them), 4-bit weights (GPTQ, or AWQ with zero points; no act-order), N and K
-    multiples of 128, channel-wise scales or groups of a multiple of 64 rows, on sm_90."""
+    16-byte aligned rows that do not overlap (TMA reads them), 4-bit weights (GPTQ, or AWQ with
+    zero points; no act-order), N and K multiples of 128, channel-wise scales or groups of a
+    multiple of 64 rows, on sm_90."""
     if not WGMMA_MIN_ROWS <= m <= WGMMA_MAX_ROWS or weights != 4 or act_order:
         return False
     if n % WGMMA_BLOCK_N or k % WGMMA_SPLIT_K or a.dim() != 2 or a.stride(1) != 1 or a.stride(0) % 8 \
