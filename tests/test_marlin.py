@@ -1157,15 +1157,33 @@ def test_wgmma_routing(monkeypatch):
     assert not applies()
     monkeypatch.setattr(gptq_marlin, "_capability", lambda index: (10, 0))
     assert not applies()
-    # Splits double while the blocks fit one wave of 132 SMs (and K takes them).
-    assert gptq_marlin.wgmma_splits(128, 14336, 4096, 132) == 1  # 112 blocks
-    assert gptq_marlin.wgmma_splits(128, 6144, 4096, 132) == 2  # 48
-    assert gptq_marlin.wgmma_splits(128, 4096, 4096, 132) == 4  # 32
-    assert gptq_marlin.wgmma_splits(64, 384, 1024, 132) == 8  # 3: K 1024 takes 8 splits of 128
-    assert gptq_marlin.wgmma_splits(64, 384, 256, 132) == 2
-    assert gptq_marlin.wgmma_blocks(256, 4096) == 64 and gptq_marlin.wgmma_blocks(129, 4096) == 64
-    assert gptq_marlin.wgmma_splits(256, 4096, 4096, 132) == 2  # two rows of 32 blocks
-    assert gptq_marlin.wgmma_splits(200, 14336, 4096, 132) == 1  # 224
+    # Every tile split, doubling while the tiles fit one wave of 132 SMs (and K takes them) where
+    # they fill half of it or less; else the tail past the last full wave likewise; else none.
+    assert gptq_marlin.wgmma_split(112, 4096, 132) == (112, 1)  # 14336 x 4096, 128 rows
+    assert gptq_marlin.wgmma_split(48, 4096, 132) == (0, 2)
+    assert gptq_marlin.wgmma_split(32, 4096, 132) == (0, 4)
+    assert gptq_marlin.wgmma_split(3, 1024, 132) == (0, 8)  # K 1024 takes 8 splits of 128
+    assert gptq_marlin.wgmma_split(3, 256, 132) == (0, 2)
+    assert gptq_marlin.wgmma_split(448, 4096, 132) == (396, 2)  # a tail of 52 tiles
+    assert gptq_marlin.wgmma_split(448, 4096, 132, tail=False) == (448, 1)
+    assert gptq_marlin.wgmma_split(192, 4096, 132) == (132, 2) and gptq_marlin.wgmma_split(150, 4096, 132) == (132, 4)
+    assert gptq_marlin.wgmma_split(200, 4096, 132) == (200, 1)  # a tail of 68: more than half
+    assert gptq_marlin.wgmma_split(264, 4096, 132) == (264, 1)  # no tail
+    assert gptq_marlin.wgmma_split(140, 128, 132) == (140, 1)  # K takes no split
+    assert gptq_marlin.wgmma_blocks(129, 4096) == 64 and gptq_marlin.wgmma_blocks(257, 4096, 256) == 64
+    assert gptq_marlin.wgmma_plan(256, 4096, 4096, 132) == (128, 0, 2)  # two rows of 32 tiles of 128
+    assert gptq_marlin.wgmma_plan(200, 14336, 4096, 132, rows=128) == (128, 224, 1)
+    # Blocks of 256 rows where the cost model (waves of 1.65, a split tail 1 / splits + 0.4)
+    # finds them shorter than blocks of 128 (waves of 1, a split tail 1 / splits + 0.25).
+    assert gptq_marlin.wgmma_plan(128, 14336, 4096, 132).rows == 128  # one block of rows either way
+    assert gptq_marlin.wgmma_plan(129, 14336, 4096, 132) == (256, 112, 1)  # 1.65 against 2 waves
+    assert gptq_marlin.wgmma_plan(384, 14336, 4096, 132) == (128, 336, 1)  # 3 against 2 x 1.65
+    assert gptq_marlin.wgmma_plan(512, 4096, 4096, 132) == (128, 128, 1)  # 1 against 1.65 x (1 / 2 + 0.4)
+    assert gptq_marlin.wgmma_plan(640, 14336, 4096, 132) == (128, 528, 4)  # 4 + 1 / 4 + 0.25 against 3 x 1.65
+    assert gptq_marlin.wgmma_plan(768, 4096, 4096, 132) == (256, 96, 1)  # 1.65 against 1 + 1 / 2 + 0.25
+    assert gptq_marlin.wgmma_plan(1024, 14336, 4096, 132) == (256, 396, 2)  # 1.65 x 3.9 against 7
+    assert gptq_marlin.wgmma_plan(1024, 6144, 4096, 132) == (128, 384, 1)  # 3 against 1.65 x 1.9
+    assert gptq_marlin.wgmma_cost(gptq_marlin.WgmmaPlan(256, 396, 2), 448, 132) == pytest.approx(1.65 * 3.9)
 
 
 @hopper
@@ -1191,12 +1209,33 @@ def test_gptq_marlin_gemm_takes_the_wgmma_kernel(kind, group_size, dtype, m):
 
 @hopper
 @pytest.mark.parametrize("kind", ["gptq4", "awq"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("m, plan", [(200, (256, 3, 1)), (700, (256, 8, 4)), (1000, (256, 12, 1)),
+                                     (257, (128, 8, 4))])
+def test_gptq_marlin_gemm_takes_each_wgmma_plan(monkeypatch, kind, dtype, m, plan):
+    """Blocks of 256 rows, whole or with the tail past the last full wave split, and blocks of 128
+    with a split tail, through the public entry point (the SM count patched down to 4 so the
+    small weights take several waves): the output poisoned, against the float64 product."""
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    monkeypatch.setattr(gptq_marlin, "_sm_count", lambda index: 4)
+    k, n = 1024, 384
+    assert gptq_marlin.wgmma_plan(m, n, k, 4) == plan
+    prep = _prepare(kind, k, n, 128, False, dtype, seed=m)
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+    _check(_run(prep, a, n, k, c=c), a, prep["w_ref"], dtype)
+
+
+@hopper
+@pytest.mark.parametrize("kind", ["gptq4", "awq"])
 @pytest.mark.parametrize("group_size", [-1, 128])
-@pytest.mark.parametrize("m", [1, 20, 128, 200, 300])
+@pytest.mark.parametrize("m", [1, 20, 128, 200, 300, 600])
 def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
-    """The kernel's module function (any rows, in blocks of 128: rows past M are zeros in shared
-    memory and never stored) over 1 to 8 splits of K (partial sums and output poisoned, the
-    counters left zero), rows strided in a wider tensor, and its bad arguments."""
+    """The kernel's module function (any rows, in blocks of 128 and of 256: rows past M are zeros
+    in shared memory and never stored), every tile or only those past the first whole ones over 2
+    to 8 splits of K (partial sums and output poisoned, the counters left zero), rows strided in a
+    wider tensor, and its bad arguments."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     k, n, dtype = 1024, 256, torch.bfloat16
@@ -1206,23 +1245,37 @@ def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
     module = gptq_marlin._WGMMA[dtype]
     empty = torch.empty(0, dtype=torch.int32, device="cuda")
     zeros = prep["zeros"] if prep["zeros"] is not None else empty
-    locks = torch.zeros(gptq_marlin.wgmma_blocks(m, n), dtype=torch.int32, device="cuda")
-    for splits in (1, 2, 4, 8):
-        c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
-        partials = torch.full((splits * m * n,) if splits > 1 else (0,), float("nan"), device="cuda")
-        module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, splits, splits % 2 == 1)
-        _check(c, a, prep["w_ref"], dtype)
-        assert int(locks.abs().sum()) == 0, splits
+    for rows in (128, 256):
+        tiles = n // 128 * -(-m // rows)
+        locks = torch.zeros(tiles, dtype=torch.int32, device="cuda")
+        # (whole tiles, splits): none split, every tile split, and only the tiles past the first.
+        for whole, splits in ((tiles, 1), (0, 2), (0, 4), (0, 8), (1, 2), (tiles - 1, 4)):
+            if whole == tiles and splits > 1:
+                continue
+            c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+            count = (tiles - whole) * splits * min(rows, m) * 128 if splits > 1 else 0
+            partials = torch.full((count,), float("nan"), device="cuda")
+            module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, splits, rows, whole,
+                   splits % 2 == 1)
+            _check(c, a, prep["w_ref"], dtype)
+            assert int(locks.abs().sum()) == 0, (rows, whole, splits)
     partials = torch.zeros(2 * m * n, device="cuda")
     with pytest.raises(ValueError, match="the wgmma kernel needs size_k a multiple of 384 for 3 splits, got 1024"):
-        module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 3, True)
+        module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 3, 128, 0, True)
+    with pytest.raises(ValueError, match="the wgmma kernel takes blocks of 128 or 256 rows, got 64"):
+        module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, 64, 0, True)
+    tiles = n // 128 * -(-m // 128)
+    with pytest.raises(ValueError, match=f"the wgmma kernel's whole tiles must be 0 to its {tiles} tiles, got -1"):
+        module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 2, 128, -1, True)
+    with pytest.raises(ValueError, match=f"partials: dim 0 must be {tiles * 2 * min(128, m) * 128}, got 5"):
+        module(a, c, prep["q"], prep["s"], zeros, empty, partials[:5], locks, m, n, k, 2, 128, 0, True)
     with pytest.raises(ValueError, match="a: rows must start 16-byte aligned"):
         odd = torch.randn(m, k + 4, device="cuda").to(dtype)[:, :k]
-        module(odd, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, True)
+        module(odd, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, 128, 0, True)
     with pytest.raises(ValueError, match=r"a: the wgmma kernel reads rows that do not overlap \(row stride at least "
                                          r"size_k 1024\), got row stride 0"):
         repeated = torch.as_strided(a, (m, k), (0, 1))  # one row m times
-        module(repeated, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, True)
+        module(repeated, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, 128, 0, True)
 
 
 @hopper
@@ -1239,11 +1292,11 @@ def test_marlin_wgmma_refuses_what_it_does_not_take():
     a = torch.randn(m, k, device="cuda").to(dtype)
     c = torch.empty(m, n, dtype=dtype, device="cuda")
     with pytest.raises(ValueError, match="groups of a multiple of 64 rows or channel-wise scales, got group size 32"):
-        module(a, c, prep["q"], prep["s"], empty, empty, empty.float(), empty, m, n, k, 1, True)
+        module(a, c, prep["q"], prep["s"], empty, empty, empty.float(), empty, m, n, k, 1, 128, 0, True)
     prep = _prepare("gptq4", k, n, 128, True, dtype, seed=3)
     with pytest.raises(ValueError, match="the wgmma kernel takes no act-order g_idx"):
-        module(a, c, prep["q"], prep["s"], empty, prep["g_idx"], empty.float(), empty, m, n, k, 1, True)
+        module(a, c, prep["q"], prep["s"], empty, prep["g_idx"], empty.float(), empty, m, n, k, 1, 128, 0, True)
     prep = _prepare("gptq4", k, 192, 128, False, dtype, seed=2)
     c = torch.empty(m, 192, dtype=dtype, device="cuda")
     with pytest.raises(ValueError, match="the wgmma kernel needs size_n a multiple of 128, got 192"):
-        module(a, c, prep["q"], prep["s"], empty, empty, empty.float(), empty, m, 192, k, 1, True)
+        module(a, c, prep["q"], prep["s"], empty, empty, empty.float(), empty, m, 192, k, 1, 128, 0, True)

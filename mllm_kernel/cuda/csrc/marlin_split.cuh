@@ -76,12 +76,15 @@ __device__ __forceinline__ bool split_arrive_last(const MarlinSplit& split) {
 
 /// The last block adds the splits of rows [m0, m0 + rows) x columns [col0, col0 + cols) (cols a
 /// multiple of 4), four columns a thread at a time, in split order, applies channel-wise scales
-/// and writes c. A thread takes kFixQuads quads and loads kFixSplits splits of each before
-/// adding them: the partials come from L2, and one load in flight at a time would make the
-/// fix-up a chain of splits x quads round trips.
+/// and writes c. Split z's sum for row m0 + r, column col0 + j is at part[z * split_stride +
+/// r * row_stride + j] (16-byte aligned at j a multiple of 4); `thread` counts kThreads from 0.
+/// A thread takes kFixQuads quads and loads kFixSplits splits of each before adding them: the
+/// partials come from L2, and one load in flight at a time would make the fix-up a chain of
+/// splits x quads round trips.
 template <typename T, int kThreads, int kFixQuads = 2, int kFixSplits = 4>
-__device__ __forceinline__ void split_fixup(const mllm_kernel::host::MarlinGemmParams& p, const MarlinSplit& split,
-                                            std::int64_t m0, int rows, std::int64_t col0, int cols) {
+__device__ __forceinline__ void add_split_partials(const mllm_kernel::host::MarlinGemmParams& p, const float* part,
+                                                   int splits, std::int64_t split_stride, std::int64_t row_stride,
+                                                   int thread, std::int64_t m0, int rows, std::int64_t col0, int cols) {
   using namespace mllm_kernel::device;
   namespace marlin = mllm_kernel::marlin;
   const int quads = cols / 4;
@@ -89,20 +92,20 @@ __device__ __forceinline__ void split_fixup(const mllm_kernel::host::MarlinGemmP
   const T* scales = static_cast<const T*>(p.scales);
   const bool channelwise = p.groups == 1;
   T* c = static_cast<T*>(p.c);
-  for (int i0 = threadIdx.x; i0 < total; i0 += kThreads * kFixQuads) {
+  for (int i0 = thread; i0 < total; i0 += kThreads * kFixQuads) {
     float4 sum[kFixQuads];
 #pragma unroll
     for (int q = 0; q < kFixQuads; ++q) sum[q] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int z0 = 0; z0 < split.splits; z0 += kFixSplits) {
+    for (int z0 = 0; z0 < splits; z0 += kFixSplits) {
       float4 v[kFixQuads][kFixSplits];
 #pragma unroll
       for (int q = 0; q < kFixQuads; ++q) {
         const int i = i0 + q * kThreads;
-        const std::int64_t row = m0 + i / quads, col = col0 + i % quads * 4;
+        const std::int64_t at = i / quads * row_stride + i % quads * 4;
 #pragma unroll
         for (int j = 0; j < kFixSplits; ++j) {
-          v[q][j] = i < total && z0 + j < split.splits
-                        ? __ldcg(reinterpret_cast<const float4*>(split.partials + ((z0 + j) * p.m + row) * p.n + col))
+          v[q][j] = i < total && z0 + j < splits
+                        ? __ldcg(reinterpret_cast<const float4*>(part + (z0 + j) * split_stride + at))
                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
       }
@@ -110,7 +113,7 @@ __device__ __forceinline__ void split_fixup(const mllm_kernel::host::MarlinGemmP
       for (int q = 0; q < kFixQuads; ++q) {
 #pragma unroll
         for (int j = 0; j < kFixSplits; ++j) {
-          if (z0 + j >= split.splits) break;  // (no padding added: the sums stay bit for bit)
+          if (z0 + j >= splits) break;  // (no padding added: the sums stay bit for bit)
           sum[q].x += v[q][j].x, sum[q].y += v[q][j].y, sum[q].z += v[q][j].z, sum[q].w += v[q][j].w;
         }
       }
@@ -131,6 +134,14 @@ __device__ __forceinline__ void split_fixup(const mllm_kernel::host::MarlinGemmP
       out[1] = pair_of<T>(from_float<T>(sum[q].z), from_float<T>(sum[q].w));
     }
   }
+}
+
+/// add_split_partials for a block of the kernels that keep partial sums as [splits, M, N].
+template <typename T, int kThreads, int kFixQuads = 2, int kFixSplits = 4>
+__device__ __forceinline__ void split_fixup(const mllm_kernel::host::MarlinGemmParams& p, const MarlinSplit& split,
+                                            std::int64_t m0, int rows, std::int64_t col0, int cols) {
+  add_split_partials<T, kThreads, kFixQuads, kFixSplits>(p, split.partials + m0 * p.n + col0, split.splits,
+                                                         p.m * p.n, p.n, threadIdx.x, m0, rows, col0, cols);
 }
 
 /// Stores the sums of the swapped MMA (dequantized weights as A, activations as B) of one lane

@@ -1,7 +1,7 @@
 // Hopper (sm_90a) weight-only GEMM on Marlin-format 4-bit weights, any rows of a in blocks of 128
-// (gptq_marlin routes 48 to 1024 here):
+// or 256 (gptq_marlin routes 48 to 1024 here):
 //   marlin_wgmma_gemm<T>(a, c, b, scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
-//                        splits, enable_pdl)
+//                        splits, block_rows, whole, enable_pdl)
 // c[M, N] = a[M, K] @ ((q - zero) * scale): GPTQ uint4b8 (zero 8) or AWQ uint4 (zero points),
 // no act-order, groups of a multiple of 64 rows of K or channel-wise (the general kernel,
 // marlin_gemm.cuh, takes every other case).
@@ -12,15 +12,22 @@
 // lane L's m64k16 A fragment for warp i of a warpgroup. So each warp reads one word a lane a
 // 16-row step and dequantizes it straight into A registers.
 //
-// A block is 3 warpgroups over 128 columns and up to 128 rows of a: one thread of warpgroup 0
-// copies each 64-row stage of K (a's rows by TMA into the 128-byte swizzle wgmma reads, the
-// weight tiles by bulk copies) onto the stage's `full` barrier, so the copies take next to no
-// issue slots from the computing warps; warpgroups 1 and 2 (64 columns each) run four
-// m64n128k16 wgmmas a stage as one group and hand the stage back on its `empty` barrier once
-// that group is done, so no block barrier sits in the loop. A registers are double-buffered
-// across stages, and the next group's scales are loaded a group ahead. Channel-wise scales are
-// applied to the float32 sums at the end instead. K may be split across blocks
-// (marlin_split.cuh).
+// A block is 128 columns by 128 or 256 rows of a, in a loading warpgroup and two computing
+// ones. One thread of the loading warpgroup copies each 64-row stage of K (a's rows by TMA into
+// the 128-byte swizzle wgmma reads, the weight tiles by bulk copies) onto the stage's `full`
+// barrier, so the copies take next to no issue slots from the computing warps; each computing
+// warpgroup (64 columns) runs four m64n128k16 wgmmas a stage for each 128 rows, one commit group
+// each, and hands the stage back on its `empty` barrier once they are done, so no block barrier
+// sits in the loop. Blocks of 256 rows dequantize each weight once for twice the products (the
+// dequantization, not the tensor cores, bounds a block of 128), at 128 more accumulator
+// registers a thread, which the loading warpgroup gives up (setmaxnreg). A registers are
+// double-buffered across stages, and the next group's scales are loaded a group ahead.
+// Channel-wise scales are applied to the float32 sums at the end instead.
+//
+// The grid is one block a tile for the first `whole` output tiles, then one a split of K for
+// each remaining tile: every tile split where the tiles fill half the SMs or less, or the tail
+// past the last full wave split so that it fills the SMs. The computing warpgroups of a split
+// tile's last block add its partial sums (marlin_split.cuh).
 #pragma once
 
 #include <mllm_kernel/marlin.hpp>
@@ -45,17 +52,34 @@ using mllm_kernel::fp16_t;
 using mllm_kernel::host::MarlinGemmParams;
 namespace marlin = mllm_kernel::marlin;
 
-constexpr int kWgRows = 128;                  // rows of a a block: wgmma's N
 constexpr int kWgBlockN = 128;                // weight columns a block: two warpgroups of 64
 constexpr int kWgStageK = 64;                 // K a stage: one 128-byte swizzled row of a
-constexpr int kWgStages = 8;                  // the weights stream from HBM, each block its own:
-                                              // with 4 stages the computing warps waited on them
 constexpr int kWgThreads = 384;               // a loading warpgroup and two computing ones
-constexpr int kWgABytes = kWgRows * kWgStageK * 2;                            // 16 KB
 constexpr int kWgBBytes = kWgStageK / marlin::kTileK * 2 * marlin::tile_words(4) * 4;  // 4 KB
-constexpr int kWgStageBytes = kWgABytes + kWgBBytes;
-/// Dynamic shared memory: the stages (1024-byte aligned for the swizzle) and their barriers.
-constexpr int kWgSmemBytes = kWgStages * kWgStageBytes + 1024 + 2 * kWgStages * 8;
+
+/// A block's rows of a, kRows (128, or 256 where M is large: wgmma's N, in m64n128k16 halves),
+/// and what follows from them.
+template <int kRows>
+struct WgTile {
+  static_assert(kRows == 128 || kRows == 256, "blocks of 128 or 256 rows of a");
+  static constexpr int kHalves = kRows / 128;          // m64n128k16 wgmmas a K step
+  static constexpr int kABytes = kRows * kWgStageK * 2;  // 16 or 32 KB
+  static constexpr int kStageBytes = kABytes + kWgBBytes;
+  // The weights stream from HBM, each block its own: with 4 stages of 128 rows the computing
+  // warps waited on them. 256 rows take the 6 that 227 KB of shared memory holds.
+  static constexpr int kStages = kRows == 128 ? 8 : 6;
+  /// Dynamic shared memory: the stages (1024-byte aligned for the swizzle) and their barriers.
+  static constexpr int kSmemBytes = kStages * kStageBytes + 1024 + 2 * kStages * 8;
+};
+
+/// The output tiles of a launch (one a block, N / 128 along a row of tiles) and which are split:
+/// the first `whole` tiles are computed whole, the rest in MarlinSplit::splits splits of K each,
+/// whose partial sums take part_rows (min(kRows, M)) rows of 128 floats a split.
+struct WgTiles {
+  int n_blocks;
+  int whole;
+  int part_rows;
+};
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define MLLM_MARLIN_WGMMA 1
@@ -170,6 +194,30 @@ template <typename T>
 __device__ __forceinline__ std::uint32_t wg_dequant(std::uint32_t w, Pair<T> base, Pair<T> scale) {
   return as_bits<T>(__hmul2(__hsub2(as_pair<T>(nibble_pair<T>(w)), base), scale));
 }
+/// Gives this warpgroup's registers back to the block's pool down to kCount a thread, or takes
+/// them from it up to kCount (waiting until the pool has them).
+template <int kCount>
+__device__ __forceinline__ void wg_release_registers() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kCount));
+}
+template <int kCount>
+__device__ __forceinline__ void wg_claim_registers() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kCount));
+}
+/// Called by the 256 computing threads (`thread` 0-255) once their partial sums are stored:
+/// whether this block is the last of the `splits` blocks of its tile to arrive (counted in
+/// `lock`, which it resets to zero). As split_arrive_last, over named barrier 1.
+__device__ __forceinline__ bool wg_arrive_last(std::int32_t* lock, int splits, int thread) {
+  __shared__ int last;
+  asm volatile("bar.sync 1, 256;\n" ::: "memory");
+  if (thread == 0) {
+    const int arrived = mllm_kernel::device::atomic::add_acq_rel(lock, 1);
+    last = arrived == splits - 1;
+    if (last) *lock = 0;  // ready for the next call
+  }
+  asm volatile("bar.sync 1, 256;\n" ::: "memory");
+  return last;
+}
 /// The 32-bit word at `addr` in shared memory.
 __device__ __forceinline__ std::uint32_t wg_lds(std::uint32_t addr) {
   std::uint32_t v;
@@ -178,28 +226,42 @@ __device__ __forceinline__ std::uint32_t wg_lds(std::uint32_t addr) {
 }
 #endif  // MLLM_MARLIN_WGMMA
 
-template <typename T>
+template <typename T, int kRows>
 __global__ void __launch_bounds__(kWgThreads, 1)
     marlin_wgmma_kernel(const __grid_constant__ MarlinGemmParams p, const __grid_constant__ MarlinSplit split,
-                        const __grid_constant__ CUtensorMap a_map) {
+                        const __grid_constant__ WgTiles tiles, const __grid_constant__ CUtensorMap a_map) {
 #ifdef MLLM_MARLIN_WGMMA
   using namespace mllm_kernel::device;
   extern __shared__ __align__(1024) unsigned char wg_smem_raw[];
   unsigned char* smem =
       reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(wg_smem_raw) + 1023) & ~std::uintptr_t{1023});
-  std::uint64_t* full = reinterpret_cast<std::uint64_t*>(smem + kWgStages * kWgStageBytes);
-  std::uint64_t* empty = full + kWgStages;
+  using Tile = WgTile<kRows>;
+  constexpr int kStages = Tile::kStages, kStageBytes = Tile::kStageBytes;
+  std::uint64_t* full = reinterpret_cast<std::uint64_t*>(smem + kStages * kStageBytes);
+  std::uint64_t* empty = full + kStages;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, role = warp / 4;
-  const std::int64_t n0 = static_cast<std::int64_t>(blockIdx.x) * kWgBlockN;
-  const std::int64_t m0 = static_cast<std::int64_t>(blockIdx.y) * kWgRows;
-  const int rows = static_cast<int>(p.m - m0 < kWgRows ? p.m - m0 : kWgRows);
+  // Blocks of 256 rows move registers from the loading warpgroup to the computing ones, whose
+  // accumulators need 128 a thread more (56 + 2 x 224 a thread of each of three warps an SM
+  // quarter fit its 16K registers), for good: the loading warpgroup has nothing left to do once
+  // its copies are issued (the computing ones add the splits).
+  constexpr bool kMoveRegisters = kRows == 256;
+  constexpr int kLoaderRegs = 56, kComputeRegs = 224;
+  // This block's output tile and split of K: the first tiles.whole blocks a tile each, whole;
+  // then split.splits blocks a tile, in split order.
+  const int block = static_cast<int>(blockIdx.x);
+  const bool whole = block < tiles.whole;
+  const int tile = whole ? block : tiles.whole + (block - tiles.whole) / split.splits;
+  const int z = whole ? 0 : (block - tiles.whole) % split.splits;
+  const std::int64_t n0 = static_cast<std::int64_t>(tile % tiles.n_blocks) * kWgBlockN;
+  const std::int64_t m0 = static_cast<std::int64_t>(tile / tiles.n_blocks) * kRows;
+  const int rows = static_cast<int>(p.m - m0 < kRows ? p.m - m0 : kRows);
   const int stage_steps = kWgStageK / marlin::kTileK;
-  const int t0 = static_cast<int>(blockIdx.z) * split.rows_per_split / stage_steps;
-  const int t1 = t0 + split.rows_per_split / stage_steps;  // the wrapper splits K in even stage counts
+  const int split_stages = (whole ? p.k / marlin::kTileK : split.rows_per_split) / stage_steps;
+  const int t0 = z * split_stages, t1 = t0 + split_stages;  // the wrapper splits K in even stage counts
   const std::int64_t words_per_step = p.n * marlin::kTileK * 4 / 32;
   const bool channelwise = p.groups == 1;
   if (tid == 0) {
-    for (int s = 0; s < kWgStages; ++s) {
+    for (int s = 0; s < kStages; ++s) {
       wg_mbar_init(&full[s], 1);
       wg_mbar_init(&empty[s], 256);
     }
@@ -208,25 +270,29 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   __syncthreads();
   pdl_wait_and_release();
 
-  float d[64];  // the first stage's first wgmma writes it
-  if (tid == 0) {
-    // One thread copies each stage: a's rows by TMA (the box of 128 rows x 64 columns at (k0, m0),
-    // in the 128-byte swizzle, rows past M zero) and the stage's weights, each step's two tiles
-    // 1 KB in a row, by bulk copies; the stage's `full` barrier counts their bytes.
-    for (int t = t0; t < t1; ++t) {
-      const int slot = (t - t0) % kWgStages, round = (t - t0) / kWgStages;
-      wg_mbar_wait(&empty[slot], (round & 1) ^ 1);
-      unsigned char* base = smem + slot * kWgStageBytes;
-      wg_mbar_expect_tx(&full[slot], kWgStageBytes);
-      wg_tma_load(base, &a_map, t * kWgStageK, static_cast<int>(m0), &full[slot]);
+  float d[Tile::kHalves][64];  // the first stage's first wgmmas write them
+  if (role == 0) {
+    if constexpr (kMoveRegisters) wg_release_registers<kLoaderRegs>();
+    if (tid == 0) {
+      // One thread copies each stage: a's rows by TMA (the box of kRows rows x 64 columns at
+      // (k0, m0), in the 128-byte swizzle, rows past M zero) and the stage's weights, each step's
+      // two tiles 1 KB in a row, by bulk copies; the stage's `full` barrier counts their bytes.
+      for (int t = t0; t < t1; ++t) {
+        const int slot = (t - t0) % kStages, round = (t - t0) / kStages;
+        wg_mbar_wait(&empty[slot], (round & 1) ^ 1);
+        unsigned char* base = smem + slot * kStageBytes;
+        wg_mbar_expect_tx(&full[slot], kStageBytes);
+        wg_tma_load(base, &a_map, t * kWgStageK, static_cast<int>(m0), &full[slot]);
 #pragma unroll
-      for (int step = 0; step < kWgStageK / marlin::kTileK; ++step) {
-        const std::int32_t* src = p.b + (static_cast<std::int64_t>(t) * (kWgStageK / marlin::kTileK) + step) *
-                                            words_per_step + n0 / marlin::kTileN * 128;
-        wg_bulk_load(base + kWgABytes + step * 1024, src, 1024, &full[slot]);
+        for (int step = 0; step < kWgStageK / marlin::kTileK; ++step) {
+          const std::int32_t* src = p.b + (static_cast<std::int64_t>(t) * (kWgStageK / marlin::kTileK) + step) *
+                                              words_per_step + n0 / marlin::kTileN * 128;
+          wg_bulk_load(base + Tile::kABytes + step * 1024, src, 1024, &full[slot]);
+        }
       }
     }
-  } else if (role > 0) {
+  } else {
+    if constexpr (kMoveRegisters) wg_claim_registers<kComputeRegs>();
     const int wg = role - 1, wi = warp % 4;
     const std::int64_t col = n0 + wg * 64 + wi * 16 + lane / 4;  // this lane's columns: col, col + 8
     const T* scales = static_cast<const T*>(p.scales);
@@ -275,13 +341,13 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     int group_end = channelwise ? t1 : (group + 1) * group_stages;
     read_group();
     start_group(group_end < t1);
-    int slot = 0, phase = 0, last_slot = kWgStages - 1;
+    int slot = 0, phase = 0, last_slot = kStages - 1;
     // This lane's word of a step's tile for its warp (step kk's at + kk * 1024 bytes).
-    const std::uint32_t words_at = smem_addr(smem) + kWgABytes + (wg * 128 + lane * 4 + wi) * 4;
+    const std::uint32_t words_at = smem_addr(smem) + Tile::kABytes + (wg * 128 + lane * 4 + wi) * 4;
     std::uint32_t a[2][4][4];
     const auto stage = [&](int t, std::uint32_t (&ab)[4][4]) {
       wg_mbar_wait(&full[slot], phase);
-      const std::uint32_t stage_at = slot * kWgStageBytes;
+      const std::uint32_t stage_at = slot * kStageBytes;
       std::uint32_t word[4];
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) word[kk] = wg_lds(words_at + stage_at + kk * 2 * 128 * 4);
@@ -296,12 +362,14 @@ __global__ void __launch_bounds__(kWgThreads, 1)
         ab[kk][2] = wg_dequant<T>(word[kk] >> 4, z_lo, s_lo);   // col, K rows 2q + 8, 2q + 9
         ab[kk][3] = wg_dequant<T>(word[kk] >> 12, z_hi, s_hi);  // col + 8
       }
-      wg_mma4<T>(d, ab, smem_addr(smem) + stage_at, t != t0);
-      wg_wait<1>();
+      // One commit group a 128-row half of a's rows (16 KB apart), on the same A registers.
+#pragma unroll
+      for (int h = 0; h < Tile::kHalves; ++h) wg_mma4<T>(d[h], ab, smem_addr(smem) + stage_at + h * 16384, t != t0);
+      wg_wait<Tile::kHalves>();
       // The previous stage's wgmmas are done: its slot goes back to the loading warpgroup.
       if (t > t0) wg_mbar_arrive(&empty[last_slot]);
       last_slot = slot;
-      if (++slot == kWgStages) {
+      if (++slot == kStages) {
         slot = 0;
         phase ^= 1;
       }
@@ -317,39 +385,51 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     }
     wg_wait<0>();
 
-    // d: row (weight column) col or col + 8, column (row of a) 8 j + 2 (lane % 4) + e % 2.
+    // d[h]: row (weight column) col or col + 8, column (row of a) 128 h + 8 j + 2 (lane % 4) + e % 2.
     T* c = static_cast<T*>(p.c);
+    // A split tile's partial sums: [splits, part_rows, 128], the split tiles one after another.
+    float* part = split.partials + static_cast<std::int64_t>(whole ? 0 : tile - tiles.whole) * split.splits *
+                                       tiles.part_rows * kWgBlockN;
     const float scale_lo = channelwise ? cast<float>(scales[marlin::channel_scale_pos(col)]) : 1.0f;
     const float scale_hi = channelwise ? cast<float>(scales[marlin::channel_scale_pos(col + 8)]) : 1.0f;
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
+    for (int h = 0; h < Tile::kHalves; ++h) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = 8 * j + 2 * (lane % 4) + e % 2;
-        if (r >= rows) continue;
-        const std::int64_t n = col + (e / 2) * 8;
-        if (split.splits > 1) {
-          split.partials[(blockIdx.z * p.m + m0 + r) * p.n + n] = d[4 * j + e];
-        } else {
-          c[(m0 + r) * p.n + n] = from_float<T>(d[4 * j + e] * (e / 2 ? scale_hi : scale_lo));
+      for (int j = 0; j < 16; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = 128 * h + 8 * j + 2 * (lane % 4) + e % 2;
+          if (r >= rows) continue;
+          const std::int64_t n = col + (e / 2) * 8;
+          if (whole) {
+            c[(m0 + r) * p.n + n] = from_float<T>(d[h][4 * j + e] * (e / 2 ? scale_hi : scale_lo));
+          } else {
+            part[(z * tiles.part_rows + r) * kWgBlockN + (n - n0)] = d[h][4 * j + e];
+          }
         }
       }
     }
-  }
-  if (split.splits > 1 && split_arrive_last(split)) {
-    split_fixup<T, kWgThreads>(p, split, m0, rows, n0, kWgBlockN);
+    if (!whole && wg_arrive_last(split.locks + (tile - tiles.whole), split.splits, tid - 128)) {
+      add_split_partials<T, 256, 8, 2>(p, part, split.splits, tiles.part_rows * kWgBlockN, kWgBlockN, tid - 128, m0,
+                                    rows, n0, kWgBlockN);
+    }
   }
 #endif  // MLLM_MARLIN_WGMMA
 }
 
-/// partials: float32 [splits * M * N] (empty when splits is 1); locks: int32, one per output
-/// block (N / 128 x ceil(M / 128)), zero, and left zero. The caller routes here only what the
-/// kernel takes (see the file comment); the checks say so for anything else.
+/// block_rows: 128 or 256 rows of a a block; tiles = N / 128 x ceil(M / block_rows) output
+/// tiles, of which the first `whole` (0 to tiles) are computed whole and the rest in `splits`
+/// splits of K each (one block a split: the tail of a wave split to fill the SMs, or, with whole
+/// 0, every tile). With splits > 1 and whole < tiles: partials float32 [(tiles - whole) * splits *
+/// min(block_rows, M) * 128]; locks int32, one per split tile, zero, and left zero (else either may
+/// be empty). The caller routes here only what the kernel takes (see the file comment); the
+/// checks say so for anything else.
 template <typename T>
 void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kernel::TensorView b,
                        mllm_kernel::TensorView scales, mllm_kernel::TensorView zeros, mllm_kernel::TensorView g_idx,
                        mllm_kernel::TensorView partials, mllm_kernel::TensorView locks, std::int64_t size_m,
-                       std::int64_t size_n, std::int64_t size_k, std::int64_t splits, bool enable_pdl) {
+                       std::int64_t size_n, std::int64_t size_k, std::int64_t splits, std::int64_t block_rows,
+                       std::int64_t whole, bool enable_pdl) {
   using namespace mllm_kernel::host;
   const MarlinGemmParams p = check_marlin_gemm<kDLCUDA, T>(a, c, b, scales, zeros, g_idx, 4, size_m, size_n, size_k);
   RuntimeCheck(p.g_idx == nullptr || p.groups == 1, "the wgmma kernel takes no act-order g_idx");
@@ -363,16 +443,41 @@ void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mll
                "a: rows must start 16-byte aligned (row stride a multiple of 8), got row stride ", p.lda);
   RuntimeCheck(p.lda >= size_k, "a: the wgmma kernel reads rows that do not overlap (row stride at least size_k ",
                size_k, "), got row stride ", p.lda);
+  RuntimeCheck(block_rows == 128 || block_rows == 256, "the wgmma kernel takes blocks of 128 or 256 rows, got ",
+               block_rows);
+  const std::int64_t tiles = size_n / kWgBlockN * div_ceil(size_m, block_rows);
+  RuntimeCheck(whole >= 0 && whole <= tiles, "the wgmma kernel's whole tiles must be 0 to its ", tiles,
+               " tiles, got ", whole);
   if (p.m == 0) return;
-  const std::int64_t steps = size_k / marlin::kTileK;
-  MarlinSplit split{nullptr, nullptr, static_cast<int>(steps / splits), static_cast<int>(splits), enable_pdl};
-  const std::int64_t m_blocks = div_ceil(size_m, kWgRows);
-  if (splits > 1) bind_split_buffers(split, a, partials, locks, splits, size_m, size_n, size_n / kWgBlockN * m_blocks);
-  const dim3 grid(static_cast<unsigned>(size_n / kWgBlockN), static_cast<unsigned>(m_blocks),
-                  static_cast<unsigned>(splits));
-  const CUtensorMap a_map = row_tile_tensor_map<T>(p.a, p.m, p.k, p.lda, kWgRows, kWgStageK);
-  LaunchKernel(grid, kWgThreads, a.device(), kWgSmemBytes)
-      .enable_pdl(enable_pdl)(marlin_wgmma_kernel<T>, p, split, a_map);
+  if (splits == 1) whole = tiles;
+  const std::int64_t part_rows = size_m < block_rows ? size_m : block_rows;
+  MarlinSplit split{nullptr, nullptr, static_cast<int>(size_k / marlin::kTileK / splits), static_cast<int>(splits),
+                    enable_pdl};
+  if (whole < tiles) {
+    SymbolicDevice device;
+    device.bind(a.device(), "a");
+    (void)TensorMatcher({(tiles - whole) * splits * part_rows * kWgBlockN})
+        .with_dtype<float>()
+        .with_device<kDLCUDA>(device)
+        .verify(partials, "partials");
+    SymbolicSize lock_count{"locks size"};
+    (void)TensorMatcher({lock_count}).with_dtype<std::int32_t>().with_device<kDLCUDA>(device).verify(locks, "locks");
+    RuntimeCheck(lock_count.unwrap() >= tiles - whole, "locks needs ", tiles - whole, " entries, got ",
+                 lock_count.unwrap());
+    split.partials = static_cast<float*>(partials.data_ptr());
+    split.locks = static_cast<std::int32_t*>(locks.data_ptr());
+  }
+  const WgTiles wg_tiles{static_cast<int>(size_n / kWgBlockN), static_cast<int>(whole), static_cast<int>(part_rows)};
+  const dim3 grid(static_cast<unsigned>(whole + (tiles - whole) * splits));
+  const CUtensorMap a_map =
+      row_tile_tensor_map<T>(p.a, p.m, p.k, p.lda, static_cast<std::uint32_t>(block_rows), kWgStageK);
+  if (block_rows == 256) {
+    LaunchKernel(grid, kWgThreads, a.device(), WgTile<256>::kSmemBytes)
+        .enable_pdl(enable_pdl)(marlin_wgmma_kernel<T, 256>, p, split, wg_tiles, a_map);
+  } else {
+    LaunchKernel(grid, kWgThreads, a.device(), WgTile<128>::kSmemBytes)
+        .enable_pdl(enable_pdl)(marlin_wgmma_kernel<T, 128>, p, split, wg_tiles, a_map);
+  }
 }
 
 }  // namespace

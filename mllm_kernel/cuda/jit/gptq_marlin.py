@@ -22,6 +22,7 @@ permuted as serving code does (``mllm_kernel.marlin`` has the helpers)::
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import torch
 
@@ -153,7 +154,7 @@ def gemv_applies(a: torch.Tensor, m: int, n: int, k: int, bits: int, scales, act
 
 
 #: Rows of a the Hopper kernel takes (WGMMA_MIN_ROWS to WGMMA_MAX_ROWS: one to eight rows of
-#: 128-row blocks). H100, group 128, bf16, graph replays, one process, the kernel forced against
+#: 128-row blocks). Measured with blocks of 128 rows only, on H100, group 128, bf16, graph replays, one process, the kernel forced against
 #: the route each size had, at the four Llama-3-8B shapes: M = 48 1.11-1.44x GPTQ and 1.06-1.41x
 #: AWQ over the general kernel; M = 512 1.22-1.62x over dequantization and cuBLAS, M = 1024
 #: 0.97-1.17x (14336 x 4096 GPTQ the one below 1), M = 768 0.94-1.09x (the blocks in 1.5
@@ -161,11 +162,15 @@ def gemv_applies(a: torch.Tensor, m: int, n: int, k: int, bits: int, scales, act
 #: catches up (M = 1536: 0.86-1.05x, M = 2048: 0.78-0.96x).
 WGMMA_MIN_ROWS = 48
 WGMMA_MAX_ROWS = 1024
-#: Rows of a and output columns of its blocks, and K its splits take in multiples of (two 64-row
-#: stages).
-WGMMA_BLOCK_M = 128
+#: Output columns of its blocks, and K its splits take in multiples of (two 64-row stages).
 WGMMA_BLOCK_N = 128
 WGMMA_SPLIT_K = 128
+#: The Hopper kernel's cost model, in waves of blocks of 128 rows (H100, one process, forced
+#: plans at the four Llama shapes, M = 256-1024): a wave of blocks of 256 rows takes 1.65 of them
+#: (each weight dequantized once for twice the products), and a split tail wave 1 / splits plus
+#: its fix-up and pipeline fill: 0.25 of a wave for blocks of 128 rows, 0.4 for 256.
+WGMMA_WAVE_TIME = {128: 1.0, 256: 1.65}
+WGMMA_SPLIT_COST = {128: 0.25, 256: 0.4}
 
 
 def wgmma_applies(a: torch.Tensor, m: int, n: int, k: int, weights, scales, act_order: bool,
@@ -187,21 +192,54 @@ def wgmma_applies(a: torch.Tensor, m: int, n: int, k: int, weights, scales, act_
     return _capability(a.device.index) == (9, 0)
 
 
-def wgmma_blocks(m: int, n: int) -> int:
-    """Output blocks of the Hopper kernel: 128 columns by up to 128 rows each."""
-    return n // WGMMA_BLOCK_N * -(-m // WGMMA_BLOCK_M)
+def wgmma_blocks(m: int, n: int, block_rows: int = 128) -> int:
+    """Output blocks of the Hopper kernel: 128 columns by up to block_rows rows each."""
+    return n // WGMMA_BLOCK_N * -(-m // block_rows)
 
 
-def wgmma_splits(m: int, n: int, k: int, sm_count: int) -> int:
-    """K splits of the Hopper kernel: doubled while the blocks still fit one wave. H100, M = 128
-    (a prototype of the kernel, one process): 4096 x 4096 and 4096 x 14336 (32 blocks) ran
-    fastest in 4 splits (20.6 µs against 29.6 in 2), 6144 x 4096 (48 blocks) in 2 (32.9 against
-    35.5 in 4), 14336 x 4096 (112 blocks) unsplit."""
-    blocks = wgmma_blocks(m, n)
+class WgmmaPlan(NamedTuple):
+    """How the Hopper kernel covers a call: blocks of `rows` rows of a (128 or 256), the first
+    `whole` output tiles computed whole, the rest in `splits` splits of K each."""
+    rows: int
+    whole: int
+    splits: int
+
+
+def wgmma_split(tiles: int, k: int, sm_count: int, tail: bool = True) -> tuple[int, int]:
+    """(whole, splits) for `tiles` output tiles: every tile split, doubling while they fit one
+    wave, where they fill half the SMs or less; else, with `tail`, the tiles past the last full
+    wave split likewise where they fill half the SMs or less; else none split. K splits in
+    multiples of WGMMA_SPLIT_K."""
+    split = tiles if tiles * 2 <= sm_count else tiles % sm_count if tail else 0
+    if split == 0 or split * 2 > sm_count:
+        return tiles, 1
     splits = 1
-    while blocks * splits * 2 <= sm_count and k % (WGMMA_SPLIT_K * splits * 2) == 0:
+    while split * splits * 2 <= sm_count and k % (WGMMA_SPLIT_K * splits * 2) == 0:
         splits *= 2
-    return splits
+    return (tiles - split, splits) if splits > 1 else (tiles, 1)
+
+
+def wgmma_plan(m: int, n: int, k: int, sm_count: int, rows: int | None = None, tail: bool = True) -> WgmmaPlan:
+    """The Hopper kernel's plan for an M x N x K call: blocks of 128 or 256 rows, whichever
+    wgmma_cost finds shorter (128 on a tie), or `rows`."""
+    plans = [WgmmaPlan(r, *wgmma_split(wgmma_blocks(m, n, r), k, sm_count, tail))
+             for r in ((128, 256) if rows is None else (rows,))]
+    return min(plans, key=lambda plan: wgmma_cost(plan, wgmma_blocks(m, n, plan.rows), sm_count))
+
+
+def wgmma_cost(plan: WgmmaPlan, tiles: int, sm_count: int) -> float:
+    """A plan's time in waves of blocks of 128 rows (WGMMA_WAVE_TIME, WGMMA_SPLIT_COST): its full
+    waves of whole tiles, and a last wave, whole (however few its tiles) or split. On the H100 at
+    the Llama shapes (M = 128-1024) it picks the fastest of the forced plans or one within 5% of
+    it. 256 rows: 4096 x 4096 and 4096 x 14336 from 641 rows of a, 14336 x 4096 at 129-256,
+    385-512, 641-768 and 897-1024, 6144 x 4096 at 385-512."""
+    split = tiles - plan.whole
+    waves = plan.whole // sm_count
+    if plan.whole % sm_count:
+        waves += 1
+    if split:
+        waves += 1 / plan.splits + WGMMA_SPLIT_COST[plan.rows]
+    return WGMMA_WAVE_TIME[plan.rows] * waves
 
 
 #: Output columns a GEMV block computes (a repacked tile's).
@@ -387,10 +425,12 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
     act_order = (g_idx.numel() > 0 and isinstance(b_scales, torch.Tensor) and b_scales.dim() == 2
                  and b_scales.size(0) > 1)
     if size_m > 0 and wgmma_applies(a, size_m, size_n, size_k, weights, b_scales, act_order, zeros):
-        splits = wgmma_splits(size_m, size_n, size_k, _sm_count(a.device.index))
-        partials, locks = _split_buffers(a, workspace, splits, size_m, size_n, wgmma_blocks(size_m, size_n))
+        plan = wgmma_plan(size_m, size_n, size_k, _sm_count(a.device.index))
+        split = wgmma_blocks(size_m, size_n, plan.rows) - plan.whole  # tiles split, each [splits, rows, 128]
+        partials, locks = _split_buffers(a, workspace, plan.splits, size_m, size_n, split,
+                                         split * plan.splits * min(plan.rows, size_m) * WGMMA_BLOCK_N)
         _WGMMA[a.dtype](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
-                        splits, pdl)
+                        plan.splits, plan.rows, plan.whole, pdl)
         return c
     if size_m > 0 and (size_m < DENSE_MIN_M or not dense_ok):
         if gemv_applies(a, size_m, size_n, size_k, bits, b_scales, act_order, zeros):
@@ -418,13 +458,14 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
 
 
 def _split_buffers(a: torch.Tensor, workspace: torch.Tensor | None, splits: int, m: int, n: int,
-                   blocks: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The float32 partial sums and the arrival counters of a call that splits K (empty when it
-    does not): the caller's workspace when it holds a counter for each output block, else the
-    module's own."""
-    if splits == 1:
+                   blocks: int, partial_count: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The float32 partial sums (splits x M x N, or partial_count) and the arrival counters of a
+    call that splits K (empty when it does not): the caller's workspace when it holds a counter
+    for each of the `blocks` split output blocks, else the module's own."""
+    if splits == 1 or blocks == 0:
         return _empty(a.device), _empty(a.device)
-    partials = torch.empty(splits * m * n, dtype=torch.float32, device=a.device)
+    count = splits * m * n if partial_count is None else partial_count
+    partials = torch.empty(count, dtype=torch.float32, device=a.device)
     usable = (workspace is not None and workspace.dtype == torch.int32 and workspace.device == a.device
               and workspace.is_contiguous() and workspace.numel() >= blocks)
     return partials, workspace.reshape(-1) if usable else _locks(a.device, _sm_count(a.device.index))
