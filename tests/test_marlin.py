@@ -1170,12 +1170,12 @@ def test_wgmma_routing(monkeypatch):
     assert gptq_marlin.wgmma_split(200, 4096, 132) == (200, 1)  # a tail of 68: more than half
     assert gptq_marlin.wgmma_split(264, 4096, 132) == (264, 1)  # no tail
     assert gptq_marlin.wgmma_split(140, 128, 132) == (140, 1)  # K takes no split
-    assert gptq_marlin.wgmma_blocks(129, 4096) == 64 and gptq_marlin.wgmma_blocks(257, 4096, 256) == 64
+    assert gptq_marlin.wgmma_tiles(129, 4096, 128) == 64 and gptq_marlin.wgmma_tiles(257, 4096, 256) == 64
     assert gptq_marlin.wgmma_plan(256, 4096, 4096, 132) == (128, 0, 2)  # two rows of 32 tiles of 128
-    assert gptq_marlin.wgmma_plan(200, 14336, 4096, 132, rows=128) == (128, 224, 1)
+    assert gptq_marlin.wgmma_plan(200, 14336, 4096, 132, block_rows=128) == (128, 224, 1)
     # Blocks of 256 rows where the cost model (waves of 1.65, a split tail 1 / splits + 0.4)
     # finds them shorter than blocks of 128 (waves of 1, a split tail 1 / splits + 0.25).
-    assert gptq_marlin.wgmma_plan(128, 14336, 4096, 132).rows == 128  # one block of rows either way
+    assert gptq_marlin.wgmma_plan(128, 14336, 4096, 132).block_rows == 128  # one block of rows either way
     assert gptq_marlin.wgmma_plan(129, 14336, 4096, 132) == (256, 112, 1)  # 1.65 against 2 waves
     assert gptq_marlin.wgmma_plan(384, 14336, 4096, 132) == (128, 336, 1)  # 3 against 2 x 1.65
     assert gptq_marlin.wgmma_plan(512, 4096, 4096, 132) == (128, 128, 1)  # 1 against 1.65 x (1 / 2 + 0.4)
@@ -1223,6 +1223,8 @@ def test_gptq_marlin_gemm_takes_each_wgmma_plan(monkeypatch, kind, dtype, m, pla
     assert gptq_marlin.wgmma_plan(m, n, k, 4) == plan
     prep = _prepare(kind, k, n, 128, False, dtype, seed=m)
     a = torch.randn(m, k, device="cuda").to(dtype)
+    zeros = prep["zeros"] if prep["zeros"] is not None else torch.empty(0)
+    assert gptq_marlin.wgmma_applies(a, m, n, k, 4, prep["s"], False, zeros)
     c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
     _check(_run(prep, a, n, k, c=c), a, prep["w_ref"], dtype)
 
@@ -1248,12 +1250,11 @@ def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
     for rows in (128, 256):
         tiles = n // 128 * -(-m // rows)
         locks = torch.zeros(tiles, dtype=torch.int32, device="cuda")
-        # (whole tiles, splits): none split, every tile split, and only the tiles past the first.
-        for whole, splits in ((tiles, 1), (0, 2), (0, 4), (0, 8), (1, 2), (tiles - 1, 4)):
-            if whole == tiles and splits > 1:
-                continue
+        # (whole tiles, splits): none split (splits 1, or no tile past the whole ones), every tile
+        # split, and only the tiles past the first or past all but one.
+        for whole, splits in ((tiles, 1), (tiles, 2), (0, 2), (0, 4), (0, 8), (1, 2), (tiles - 1, 4)):
             c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
-            count = (tiles - whole) * splits * min(rows, m) * 128 if splits > 1 else 0
+            count = (tiles - whole) * splits * min(rows, m) * 128 if splits > 1 else 0  # may be 0
             partials = torch.full((count,), float("nan"), device="cuda")
             module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, splits, rows, whole,
                    splits % 2 == 1)
@@ -1269,6 +1270,10 @@ def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
         module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 2, 128, -1, True)
     with pytest.raises(ValueError, match=f"partials: dim 0 must be {tiles * 2 * min(128, m) * 128}, got 5"):
         module(a, c, prep["q"], prep["s"], zeros, empty, partials[:5], locks, m, n, k, 2, 128, 0, True)
+    partials = torch.zeros(tiles * 2 * min(128, m) * 128, device="cuda")
+    with pytest.raises(ValueError, match=f"locks needs {tiles} entries, got {tiles - 1}"):
+        short = torch.zeros(tiles - 1, dtype=torch.int32, device="cuda")
+        module(a, c, prep["q"], prep["s"], zeros, empty, partials, short, m, n, k, 2, 128, 0, True)
     with pytest.raises(ValueError, match="a: rows must start 16-byte aligned"):
         odd = torch.randn(m, k + 4, device="cuda").to(dtype)[:, :k]
         module(odd, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, 128, 0, True)

@@ -587,7 +587,7 @@ void marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kern
   RuntimeCheck(splits >= 1 && splits <= steps, "splits must be in [1, ", steps, "], got ", splits);
   MarlinSplit split{nullptr, nullptr, static_cast<int>(div_ceil(steps, splits)), static_cast<int>(splits), enable_pdl};
   const std::int64_t blocks = div_ceil(size_n, kBlockN) * div_ceil(size_m, m_tiles * 16);
-  if (splits > 1) bind_split_buffers(split, a, partials, locks, splits, size_m, size_n, blocks);
+  if (splits > 1) bind_split_buffers(split, a, partials, locks, splits * size_m * size_n, blocks);
   const bool act_order = p.g_idx != nullptr && p.groups > 1;
   with_m_tiles(m_tiles,
                [&](auto tiles) { launch_marlin<T, kBits, kFp8, decltype(tiles)::value>(p, split, act_order, a.device()); });

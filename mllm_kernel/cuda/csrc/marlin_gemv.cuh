@@ -461,7 +461,7 @@ void marlin_gemv(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kern
   const std::int64_t split_rows = div_ceil(div_ceil(steps, splits), kGemvWarps * kSteps) * kGemvWarps * kSteps;
   MarlinSplit split{nullptr, nullptr, static_cast<int>(split_rows), static_cast<int>(div_ceil(steps, split_rows)), enable_pdl};
   const std::int64_t blocks = size_n / marlin::kTileN;
-  if (splits > 1) bind_split_buffers(split, a, partials, locks, splits, size_m, size_n, blocks);
+  if (splits > 1) bind_split_buffers(split, a, partials, locks, splits * size_m * size_n, blocks);
   const dim3 grid(static_cast<unsigned>(blocks), 1, static_cast<unsigned>(split.splits));
   const auto launch = [&](auto kernel, int smem) {
     LaunchKernel(grid, kGemvThreads, a.device(), smem).enable_pdl(enable_pdl)(kernel, p, split);

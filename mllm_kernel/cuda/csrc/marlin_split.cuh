@@ -1,7 +1,7 @@
-// Split-K for the Marlin GEMM (csrc/marlin_gemm.cuh): when the output blocks do not fill the
-// GPU, K is split across blocks; each writes float32 partial sums, and the last block of an
-// output block to arrive (counted in `locks`, which it resets to zero) adds them in split
-// order, so results do not depend on timing.
+// Split-K for the Marlin GEMM kernels (marlin_gemm.cuh, marlin_gemv.cuh, marlin_wgmma.cuh):
+// when the output blocks do not fill the GPU, K is split across blocks; each writes float32
+// partial sums, and the last block of an output block to arrive (counted in `locks`, which it
+// resets to zero) adds them in split order, so results do not depend on timing.
 #pragma once
 
 #include <mllm_kernel/atomic.cuh>
@@ -18,22 +18,22 @@
 namespace {
 
 struct MarlinSplit {
-  float* partials;  // [splits, M, N] when splits > 1
-  std::int32_t* locks;  // one per output block (blockIdx.y * gridDim.x + blockIdx.x)
+  float* partials;  // when splits > 1: [splits, M, N], or as the kernel lays them out (WgTiles)
+  std::int32_t* locks;  // one per split output block
   int rows_per_split;  // 16-row steps of K per split
   int splits;
   bool pdl;  // launched with programmatic dependent launch
 };
 
-/// Checks a split-K call's buffers (partials: float32 [splits * m * n]; locks: int32, at least
-/// `blocks` counters) on a's device and points `split` at them.
+/// Checks a split-K call's buffers (partials: float32 [partial_count], splits x M x N for the
+/// kernels that lay them out so; locks: int32, at least `blocks` counters) on a's device and
+/// points `split` at them.
 inline void bind_split_buffers(MarlinSplit& split, mllm_kernel::TensorView a, mllm_kernel::TensorView partials,
-                               mllm_kernel::TensorView locks, std::int64_t splits, std::int64_t m, std::int64_t n,
-                               std::int64_t blocks) {
+                               mllm_kernel::TensorView locks, std::int64_t partial_count, std::int64_t blocks) {
   using namespace mllm_kernel::host;
   SymbolicDevice device;
   device.bind(a.device(), "a");
-  (void)TensorMatcher({splits * m * n}).with_dtype<float>().with_device<kDLCUDA>(device).verify(partials, "partials");
+  (void)TensorMatcher({partial_count}).with_dtype<float>().with_device<kDLCUDA>(device).verify(partials, "partials");
   SymbolicSize lock_count{"locks size"};
   (void)TensorMatcher({lock_count}).with_dtype<std::int32_t>().with_device<kDLCUDA>(device).verify(locks, "locks");
   RuntimeCheck(lock_count.unwrap() >= blocks, "locks needs ", blocks, " entries, got ", lock_count.unwrap());
@@ -56,22 +56,30 @@ __device__ __forceinline__ void add_k_halves(float* values, float* reduce, int w
   }
 }
 
-/// Called by every thread once its partial sums are stored: whether this block is the last of
-/// its output block to arrive (and must add the splits). The barrier orders every thread's
-/// stores before thread 0's counter add, whose release publishes them and whose acquire, in the
-/// last block, takes in the other blocks' (no fence in every thread: one ordered atomic is the
-/// whole hand-over).
-__device__ __forceinline__ bool split_arrive_last(const MarlinSplit& split) {
+/// Called by every thread that stored partial sums, once they are stored: whether this block is
+/// the last of the `splits` blocks of its output block to arrive at `lock` (and must add the
+/// splits). `sync` is those threads' barrier (the block's, or a named one of some of its warps),
+/// and `leader` one of them. The barrier orders every thread's stores before the leader's
+/// counter add, whose release publishes them and whose acquire, in the last block, takes in the
+/// other blocks' (no fence in every thread: one ordered atomic is the whole hand-over).
+template <typename Sync>
+__device__ __forceinline__ bool arrive_last(std::int32_t* lock, int splits, bool leader, Sync sync) {
   __shared__ int last;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    std::int32_t* lock = split.locks + blockIdx.y * gridDim.x + blockIdx.x;
+  sync();
+  if (leader) {
     const int arrived = mllm_kernel::device::atomic::add_acq_rel(lock, 1);
-    last = arrived == split.splits - 1;
+    last = arrived == splits - 1;
     if (last) *lock = 0;  // ready for the next call
   }
-  __syncthreads();
+  sync();
   return last;
+}
+
+/// arrive_last for every thread of a block of a grid of output blocks (a lock each, in the
+/// grid's x-then-y order).
+__device__ __forceinline__ bool split_arrive_last(const MarlinSplit& split) {
+  return arrive_last(split.locks + blockIdx.y * gridDim.x + blockIdx.x, split.splits, threadIdx.x == 0,
+                     [] { __syncthreads(); });
 }
 
 /// The last block adds the splits of rows [m0, m0 + rows) x columns [col0, col0 + cols) (cols a

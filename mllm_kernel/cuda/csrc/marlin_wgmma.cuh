@@ -25,9 +25,9 @@
 // Channel-wise scales are applied to the float32 sums at the end instead.
 //
 // The grid is one block a tile for the first `whole` output tiles, then one a split of K for
-// each remaining tile: every tile split where the tiles fill half the SMs or less, or the tail
-// past the last full wave split so that it fills the SMs. The computing warpgroups of a split
-// tile's last block add its partial sums (marlin_split.cuh).
+// each remaining tile (the caller picks both: gptq_marlin.wgmma_plan splits every tile where
+// they fill half the SMs or less, else the tiles past the last full wave, up to one wave). The
+// computing warpgroups of a split tile's last block add its partial sums (marlin_split.cuh).
 #pragma once
 
 #include <mllm_kernel/marlin.hpp>
@@ -204,20 +204,8 @@ template <int kCount>
 __device__ __forceinline__ void wg_claim_registers() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kCount));
 }
-/// Called by the 256 computing threads (`thread` 0-255) once their partial sums are stored:
-/// whether this block is the last of the `splits` blocks of its tile to arrive (counted in
-/// `lock`, which it resets to zero). As split_arrive_last, over named barrier 1.
-__device__ __forceinline__ bool wg_arrive_last(std::int32_t* lock, int splits, int thread) {
-  __shared__ int last;
-  asm volatile("bar.sync 1, 256;\n" ::: "memory");
-  if (thread == 0) {
-    const int arrived = mllm_kernel::device::atomic::add_acq_rel(lock, 1);
-    last = arrived == splits - 1;
-    if (last) *lock = 0;  // ready for the next call
-  }
-  asm volatile("bar.sync 1, 256;\n" ::: "memory");
-  return last;
-}
+/// The two computing warpgroups' barrier (named barrier 1; the loading warpgroup has left).
+__device__ __forceinline__ void wg_compute_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
 /// The 32-bit word at `addr` in shared memory.
 __device__ __forceinline__ std::uint32_t wg_lds(std::uint32_t addr) {
   std::uint32_t v;
@@ -241,11 +229,13 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   std::uint64_t* empty = full + kStages;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, role = warp / 4;
   // Blocks of 256 rows move registers from the loading warpgroup to the computing ones, whose
-  // accumulators need 128 a thread more (56 + 2 x 224 a thread of each of three warps an SM
-  // quarter fit its 16K registers), for good: the loading warpgroup has nothing left to do once
-  // its copies are issued (the computing ones add the splits).
+  // accumulators need 128 a thread more, for good: the loading warpgroup has nothing left to do
+  // once its copies are issued (the computing ones add the splits). A claim the block's
+  // allocation (168 a thread at launch) cannot meet would wait forever.
   constexpr bool kMoveRegisters = kRows == 256;
   constexpr int kLoaderRegs = 56, kComputeRegs = 224;
+  static_assert(kLoaderRegs + 2 * kComputeRegs <= 3 * (65536 / kWgThreads / 8 * 8),
+                "the computing warpgroups claim what the loading one gives up");
   // This block's output tile and split of K: the first tiles.whole blocks a tile each, whole;
   // then split.splits blocks a tile, in split order.
   const int block = static_cast<int>(blockIdx.x);
@@ -409,7 +399,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
         }
       }
     }
-    if (!whole && wg_arrive_last(split.locks + (tile - tiles.whole), split.splits, tid - 128)) {
+    if (!whole && arrive_last(split.locks + (tile - tiles.whole), split.splits, tid == 128, [] { wg_compute_sync(); })) {
       add_split_partials<T, 256, 8, 2>(p, part, split.splits, tiles.part_rows * kWgBlockN, kWgBlockN, tid - 128, m0,
                                     rows, n0, kWgBlockN);
     }
@@ -454,18 +444,7 @@ void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mll
   MarlinSplit split{nullptr, nullptr, static_cast<int>(size_k / marlin::kTileK / splits), static_cast<int>(splits),
                     enable_pdl};
   if (whole < tiles) {
-    SymbolicDevice device;
-    device.bind(a.device(), "a");
-    (void)TensorMatcher({(tiles - whole) * splits * part_rows * kWgBlockN})
-        .with_dtype<float>()
-        .with_device<kDLCUDA>(device)
-        .verify(partials, "partials");
-    SymbolicSize lock_count{"locks size"};
-    (void)TensorMatcher({lock_count}).with_dtype<std::int32_t>().with_device<kDLCUDA>(device).verify(locks, "locks");
-    RuntimeCheck(lock_count.unwrap() >= tiles - whole, "locks needs ", tiles - whole, " entries, got ",
-                 lock_count.unwrap());
-    split.partials = static_cast<float*>(partials.data_ptr());
-    split.locks = static_cast<std::int32_t*>(locks.data_ptr());
+    bind_split_buffers(split, a, partials, locks, (tiles - whole) * splits * part_rows * kWgBlockN, tiles - whole);
   }
   const WgTiles wg_tiles{static_cast<int>(size_n / kWgBlockN), static_cast<int>(whole), static_cast<int>(part_rows)};
   const dim3 grid(static_cast<unsigned>(whole + (tiles - whole) * splits));

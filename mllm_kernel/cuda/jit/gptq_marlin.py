@@ -92,8 +92,9 @@ def _sm_count(index: int) -> int:
 
 @functools.lru_cache(maxsize=None)
 def _locks(device: torch.device, sm_count: int) -> torch.Tensor:
-    """Split-K arrival counters for calls whose workspace is too small (K is split only while
-    the output blocks number fewer than two an SM); kernels leave them zero."""
+    """Split-K arrival counters for calls whose workspace is too small (the split output blocks
+    number at most two an SM: the wgmma kernel splits at most half the SMs' worth of tiles, the
+    others only while they fit one wave); kernels leave them zero."""
     return torch.zeros(2 * sm_count, dtype=torch.int32, device=device)
 
 
@@ -153,9 +154,9 @@ def gemv_applies(a: torch.Tensor, m: int, n: int, k: int, bits: int, scales, act
     return _capability(a.device.index) >= (9, 0)
 
 
-#: Rows of a the Hopper kernel takes (WGMMA_MIN_ROWS to WGMMA_MAX_ROWS: one to eight rows of
-#: 128-row blocks). Measured with blocks of 128 rows only, on H100, group 128, bf16, graph replays, one process, the kernel forced against
-#: the route each size had, at the four Llama-3-8B shapes: M = 48 1.11-1.44x GPTQ and 1.06-1.41x
+#: Rows of a the Hopper kernel takes (WGMMA_MIN_ROWS to WGMMA_MAX_ROWS). Measured with blocks of
+#: 128 rows only (before those of 256), H100, group 128, bf16, graph replays, one process, the
+#: kernel forced against the route each size had, at the four Llama-3-8B shapes: M = 48 1.11-1.44x GPTQ and 1.06-1.41x
 #: AWQ over the general kernel; M = 512 1.22-1.62x over dequantization and cuBLAS, M = 1024
 #: 0.97-1.17x (14336 x 4096 GPTQ the one below 1), M = 768 0.94-1.09x (the blocks in 1.5
 #: waves). Not below 48 rows (M = 32: 0.76-1.07x), nor beyond 1024, where the dense path
@@ -166,7 +167,7 @@ WGMMA_MAX_ROWS = 1024
 WGMMA_BLOCK_N = 128
 WGMMA_SPLIT_K = 128
 #: The Hopper kernel's cost model, in waves of blocks of 128 rows (H100, one process, forced
-#: plans at the four Llama shapes, M = 256-1024): a wave of blocks of 256 rows takes 1.65 of them
+#: plans at the four Llama shapes, M = 128-1024): a wave of blocks of 256 rows takes 1.65 of them
 #: (each weight dequantized once for twice the products), and a split tail wave 1 / splits plus
 #: its fix-up and pipeline fill: 0.25 of a wave for blocks of 128 rows, 0.4 for 256.
 WGMMA_WAVE_TIME = {128: 1.0, 256: 1.65}
@@ -192,15 +193,15 @@ def wgmma_applies(a: torch.Tensor, m: int, n: int, k: int, weights, scales, act_
     return _capability(a.device.index) == (9, 0)
 
 
-def wgmma_blocks(m: int, n: int, block_rows: int = 128) -> int:
-    """Output blocks of the Hopper kernel: 128 columns by up to block_rows rows each."""
+def wgmma_tiles(m: int, n: int, block_rows: int) -> int:
+    """Output tiles of the Hopper kernel: 128 columns by up to block_rows rows each."""
     return n // WGMMA_BLOCK_N * -(-m // block_rows)
 
 
 class WgmmaPlan(NamedTuple):
-    """How the Hopper kernel covers a call: blocks of `rows` rows of a (128 or 256), the first
-    `whole` output tiles computed whole, the rest in `splits` splits of K each."""
-    rows: int
+    """How the Hopper kernel covers a call: blocks of block_rows rows of a (128 or 256), the
+    first `whole` output tiles computed whole, the rest in `splits` splits of K each."""
+    block_rows: int
     whole: int
     splits: int
 
@@ -210,21 +211,26 @@ def wgmma_split(tiles: int, k: int, sm_count: int, tail: bool = True) -> tuple[i
     wave, where they fill half the SMs or less; else, with `tail`, the tiles past the last full
     wave split likewise where they fill half the SMs or less; else none split. K splits in
     multiples of WGMMA_SPLIT_K."""
-    split = tiles if tiles * 2 <= sm_count else tiles % sm_count if tail else 0
-    if split == 0 or split * 2 > sm_count:
+    split_tiles = tiles if tiles * 2 <= sm_count else tiles % sm_count if tail else 0
+    if split_tiles == 0 or split_tiles * 2 > sm_count:
         return tiles, 1
     splits = 1
-    while split * splits * 2 <= sm_count and k % (WGMMA_SPLIT_K * splits * 2) == 0:
+    while split_tiles * splits * 2 <= sm_count and k % (WGMMA_SPLIT_K * splits * 2) == 0:
         splits *= 2
-    return (tiles - split, splits) if splits > 1 else (tiles, 1)
+    return (tiles - split_tiles, splits) if splits > 1 else (tiles, 1)
 
 
-def wgmma_plan(m: int, n: int, k: int, sm_count: int, rows: int | None = None, tail: bool = True) -> WgmmaPlan:
+def wgmma_plan(m: int, n: int, k: int, sm_count: int, block_rows: int | None = None,
+               tail: bool = True) -> WgmmaPlan:
     """The Hopper kernel's plan for an M x N x K call: blocks of 128 or 256 rows, whichever
-    wgmma_cost finds shorter (128 on a tie), or `rows`."""
-    plans = [WgmmaPlan(r, *wgmma_split(wgmma_blocks(m, n, r), k, sm_count, tail))
-             for r in ((128, 256) if rows is None else (rows,))]
-    return min(plans, key=lambda plan: wgmma_cost(plan, wgmma_blocks(m, n, plan.rows), sm_count))
+    wgmma_cost finds shorter (128 on a tie), or `block_rows`; `tail` False splits no tail (for
+    measuring)."""
+    costs = []
+    for rows in (128, 256) if block_rows is None else (block_rows,):
+        tiles = wgmma_tiles(m, n, rows)
+        plan = WgmmaPlan(rows, *wgmma_split(tiles, k, sm_count, tail))
+        costs.append((wgmma_cost(plan, tiles, sm_count), plan))
+    return min(costs, key=lambda cost_plan: cost_plan[0])[1]
 
 
 def wgmma_cost(plan: WgmmaPlan, tiles: int, sm_count: int) -> float:
@@ -233,13 +239,10 @@ def wgmma_cost(plan: WgmmaPlan, tiles: int, sm_count: int) -> float:
     the Llama shapes (M = 128-1024) it picks the fastest of the forced plans or one within 5% of
     it. 256 rows: 4096 x 4096 and 4096 x 14336 from 641 rows of a, 14336 x 4096 at 129-256,
     385-512, 641-768 and 897-1024, 6144 x 4096 at 385-512."""
-    split = tiles - plan.whole
-    waves = plan.whole // sm_count
-    if plan.whole % sm_count:
-        waves += 1
-    if split:
-        waves += 1 / plan.splits + WGMMA_SPLIT_COST[plan.rows]
-    return WGMMA_WAVE_TIME[plan.rows] * waves
+    waves = -(-plan.whole // sm_count)
+    if plan.whole < tiles:
+        waves += 1 / plan.splits + WGMMA_SPLIT_COST[plan.block_rows]
+    return WGMMA_WAVE_TIME[plan.block_rows] * waves
 
 
 #: Output columns a GEMV block computes (a repacked tile's).
@@ -426,16 +429,17 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
                  and b_scales.size(0) > 1)
     if size_m > 0 and wgmma_applies(a, size_m, size_n, size_k, weights, b_scales, act_order, zeros):
         plan = wgmma_plan(size_m, size_n, size_k, _sm_count(a.device.index))
-        split = wgmma_blocks(size_m, size_n, plan.rows) - plan.whole  # tiles split, each [splits, rows, 128]
-        partials, locks = _split_buffers(a, workspace, plan.splits, size_m, size_n, split,
-                                         split * plan.splits * min(plan.rows, size_m) * WGMMA_BLOCK_N)
+        # The split tiles' partial sums: [splits, min(block_rows, M), 128] each.
+        split_tiles = wgmma_tiles(size_m, size_n, plan.block_rows) - plan.whole
+        partials, locks = _split_buffers(a, workspace, plan.splits, split_tiles,
+                                         split_tiles * plan.splits * min(plan.block_rows, size_m) * WGMMA_BLOCK_N)
         _WGMMA[a.dtype](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
-                        plan.splits, plan.rows, plan.whole, pdl)
+                        plan.splits, plan.block_rows, plan.whole, pdl)
         return c
     if size_m > 0 and (size_m < DENSE_MIN_M or not dense_ok):
         if gemv_applies(a, size_m, size_n, size_k, bits, b_scales, act_order, zeros):
             splits = gemv_splits(size_n, size_k, _sm_count(a.device.index))
-            partials, locks = _split_buffers(a, workspace, splits, size_m, size_n, gemv_blocks(size_n))
+            partials, locks = _split_buffers(a, workspace, splits, gemv_blocks(size_n), splits * size_m * size_n)
             _GEMV[(a.dtype, weights)](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
                                       splits, pdl)
             return c
@@ -451,21 +455,21 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
         weight = torch.empty((size_n, size_k), dtype=a.dtype, device=a.device)
         _DEQUANT[(a.dtype, weights)](b_q_weight, b_scales, zeros, g_idx, weight, size_n, size_k)
         return torch.mm(a, weight.t(), out=c)
-    partials, locks = _split_buffers(a, workspace, splits, size_m, size_n, output_blocks(size_m, size_n, m_tiles))
+    partials, locks = _split_buffers(a, workspace, splits, output_blocks(size_m, size_n, m_tiles),
+                                     splits * size_m * size_n)
     _GEMM[(a.dtype, weights)](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
                            m_tiles, splits, pdl)
     return c
 
 
-def _split_buffers(a: torch.Tensor, workspace: torch.Tensor | None, splits: int, m: int, n: int,
-                   blocks: int, partial_count: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The float32 partial sums (splits x M x N, or partial_count) and the arrival counters of a
-    call that splits K (empty when it does not): the caller's workspace when it holds a counter
-    for each of the `blocks` split output blocks, else the module's own."""
+def _split_buffers(a: torch.Tensor, workspace: torch.Tensor | None, splits: int, blocks: int,
+                   partial_count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The float32 partial sums (partial_count) and the arrival counters of a call that splits K
+    over `blocks` output blocks (both empty when it does not): the caller's workspace when it
+    holds a counter for each, else the module's own."""
     if splits == 1 or blocks == 0:
         return _empty(a.device), _empty(a.device)
-    count = splits * m * n if partial_count is None else partial_count
-    partials = torch.empty(count, dtype=torch.float32, device=a.device)
+    partials = torch.empty(partial_count, dtype=torch.float32, device=a.device)
     usable = (workspace is not None and workspace.dtype == torch.int32 and workspace.device == a.device
               and workspace.is_contiguous() and workspace.numel() >= blocks)
     return partials, workspace.reshape(-1) if usable else _locks(a.device, _sm_count(a.device.index))
