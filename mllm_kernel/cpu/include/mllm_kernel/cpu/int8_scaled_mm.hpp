@@ -21,10 +21,12 @@
 //   - Sums land in an int32 block of kInt8MmChunkCols columns, which the epilogue scales and
 //     stores a row at a time.
 //
-// Products: a widened to int16 once when staged, w widened per load, and
-// ReorderWidenMulAccumulate (int16 pairs into int32 lanes: vpmaddwd on x86). Highway 1.0 (the
-// system package this builds against) has no int8 dot product; SumOfMulQuadAccumulate (VNNI,
-// SDOT) arrives with Highway 1.2.
+// Products, by the engine the target has (Int8MmEngine): on a JIT build for a CPU with AVX-512
+// VNNI, its byte dot product (vpdpbusd) on a staged as a + 128 and w as loaded (Int8MmQuads);
+// elsewhere a widened to int16 once when staged, w widened per load, and
+// ReorderWidenMulAccumulate (int16 pairs into int32 lanes: vpmaddwd on x86; Int8MmWiden).
+// Highway 1.0 (the system package this builds against) has no int8 dot product;
+// SumOfMulQuadAccumulate (VNNI, SDOT) arrives with Highway 1.2.
 #ifndef MLLM_KERNEL_CPU_INT8_SCALED_MM_PARAMS_
 #define MLLM_KERNEL_CPU_INT8_SCALED_MM_PARAMS_
 
@@ -191,7 +193,141 @@ struct Int8MmWiden {
     if constexpr (kRows >= 4) put(3, s30, s31, s32, s33, c30, c31, c32, c33);
   }
 };
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3_DL && defined(__AVX512VNNI__)
+/// Products by AVX-512 VNNI's vpdpbusd, four u8 x s8 products into each int32 lane (a JIT build
+/// for a CPU that has it; Highway 1.0 has no int8 dot product, SumOfMulQuadAccumulate arrives
+/// with 1.2): a quarter of the instructions of widening to int16, and w is not widened. a is
+/// staged as a + 128 (its sign bit flipped: an unsigned byte), so each sum comes out 128 times
+/// its row of w's sum too high, which the same instruction counts against ones and the tile
+/// takes off at the end (int32 wrapping arithmetic, so the result is exact as before).
+struct Int8MmQuads {
+  using Staged = std::uint8_t;
+  static constexpr int kTileA = 4;
+  static constexpr int kTileW = 4;
+  using D8 = hn::ScalableTag<std::int8_t>;
+  using D32 = hn::Repartition<std::int32_t, D8>;
+  using V32 = hn::Vec<D32>;
+
+  /// K elements per vector.
+  static std::size_t Step() { return hn::Lanes(D8()); }
+
+  /// sum + the four products of a's (unsigned) and w's (signed) bytes of each lane.
+  static V32 Dot(V32 sum, V32 a, V32 w) { return V32{_mm512_dpbusd_epi32(sum.raw, a.raw, w.raw)}; }
+
+  /// `count` (1..Step) int8 elements of w as a vector of int32 lanes; the bytes past them are zero.
+  static V32 LoadW(const std::int8_t* HWY_RESTRICT p, std::size_t count) {
+    const D8 d8;
+    if (HWY_LIKELY(count == hn::Lanes(d8))) return hn::BitCast(D32(), hn::LoadU(d8, p));
+    alignas(64) std::int8_t buffer[HWY_MAX_BYTES] = {};
+    std::memcpy(buffer, p, count);
+    return hn::BitCast(D32(), hn::Load(d8, buffer));
+  }
+
+  /// A row of k elements as a + 128 into `staged`, zero-padded to whole vectors (a zero meets
+  /// w's zero tail).
+  static void Stage(const std::int8_t* HWY_RESTRICT src, std::uint8_t* HWY_RESTRICT staged, std::size_t k) {
+    const std::size_t n = Step();
+    for (std::size_t i = 0; i < k; ++i) staged[i] = static_cast<std::uint8_t>(src[i]) ^ 0x80u;
+    for (std::size_t i = k; i < (k + n - 1) / n * n; ++i) staged[i] = 0;
+  }
+
+  /// The int32 sum of a (a + 128 staged) and w: the lanes of `sums` less 128 times those of
+  /// `w_sums`, wrapping.
+  static std::int32_t Total(V32 sums, V32 w_sums) {
+    const D32 d32;
+    const auto sum = static_cast<std::uint32_t>(hn::GetLane(hn::SumOfLanes(d32, sums)));
+    const auto w_sum = static_cast<std::uint32_t>(hn::GetLane(hn::SumOfLanes(d32, w_sums)));
+    return static_cast<std::int32_t>(sum - 128u * w_sum);
+  }
+
+  /// out[0] = sum_k a[k] * w[k] for one row of a, reading w as one sequential stream.
+  static void Stream(const std::uint8_t* HWY_RESTRICT a, const std::int8_t* HWY_RESTRICT w, std::size_t k,
+                     std::int32_t* HWY_RESTRICT out) {
+    const D8 d8;
+    const D32 d32;
+    const V32 ones = hn::BitCast(d32, hn::Set(d8, 1));
+    V32 s0 = hn::Zero(d32), s1 = s0, z0 = s0, z1 = s0;
+    const std::size_t n = Step();
+    std::size_t full = k / n * n;
+    const auto a_at = [&](std::size_t i) HWY_ATTR { return hn::BitCast(d32, hn::Load(d8, reinterpret_cast<const std::int8_t*>(a + i))); };
+    if (full < k) {
+      const V32 x = LoadW(w + full, k - full);
+      s1 = Dot(s1, a_at(full), x);
+      z1 = Dot(z1, ones, x);
+    }
+    if (full % (2 * n) != 0) {
+      full -= n;
+      const V32 x = LoadW(w + full, n);
+      s1 = Dot(s1, a_at(full), x);
+      z1 = Dot(z1, ones, x);
+    }
+    for (std::size_t i = 0; i < full; i += 2 * n) {
+      const V32 x0 = LoadW(w + i, n), x1 = LoadW(w + i + n, n);
+      s0 = Dot(s0, a_at(i), x0);
+      z0 = Dot(z0, ones, x0);
+      s1 = Dot(s1, a_at(i + n), x1);
+      z1 = Dot(z1, ones, x1);
+    }
+    out[0] = Total(hn::Add(s0, s1), hn::Add(z0, z1));
+  }
+
+  /// out[r * out_stride + t] = sum_k a[r][k] * w[t][k] for 1 to kTileA rows of a and 4 rows of w.
+  template <int kRows>
+  static void Tile(const std::uint8_t* HWY_RESTRICT a, std::size_t a_stride, const std::int8_t* const* w,
+                   std::size_t k, std::int32_t* HWY_RESTRICT out, std::size_t out_stride) {
+    static_assert(kRows >= 1 && kRows <= kTileA, "a tile has 1 to kTileA rows of a");
+    const D8 d8;
+    const D32 d32;
+    const V32 ones = hn::BitCast(d32, hn::Set(d8, 1));
+    // sRT: a row R with w row T; zT: w row T against ones.
+    V32 s00 = hn::Zero(d32), s01 = s00, s02 = s00, s03 = s00, s10 = s00, s11 = s00, s12 = s00, s13 = s00;
+    V32 s20 = s00, s21 = s00, s22 = s00, s23 = s00, s30 = s00, s31 = s00, s32 = s00, s33 = s00;
+    V32 z0 = s00, z1 = s00, z2 = s00, z3 = s00;
+    const auto step = [&](std::size_t i, std::size_t count) HWY_ATTR {
+      Int8MmPrefetchNext(w, i);
+      const V32 w0 = LoadW(w[0] + i, count), w1 = LoadW(w[1] + i, count);
+      const V32 w2 = LoadW(w[2] + i, count), w3 = LoadW(w[3] + i, count);
+      z0 = Dot(z0, ones, w0);
+      z1 = Dot(z1, ones, w1);
+      z2 = Dot(z2, ones, w2);
+      z3 = Dot(z3, ones, w3);
+      // One row r of a times the 4 rows of w, into that row's sums.
+      const auto row = [&](int r, V32& t0, V32& t1, V32& t2, V32& t3) HWY_ATTR {
+        const V32 x = hn::BitCast(d32, hn::Load(d8, reinterpret_cast<const std::int8_t*>(a + r * a_stride + i)));
+        t0 = Dot(t0, x, w0);
+        t1 = Dot(t1, x, w1);
+        t2 = Dot(t2, x, w2);
+        t3 = Dot(t3, x, w3);
+      };
+      row(0, s00, s01, s02, s03);
+      if constexpr (kRows >= 2) row(1, s10, s11, s12, s13);
+      if constexpr (kRows >= 3) row(2, s20, s21, s22, s23);
+      if constexpr (kRows >= 4) row(3, s30, s31, s32, s33);
+    };
+    // The partial vector first, so the full-vector loop carries no tail test.
+    const std::size_t n = Step();
+    const std::size_t full = k / n * n;
+    if (full < k) step(full, k - full);
+    for (std::size_t i = 0; i < full; i += n) step(i, n);
+    // Row r's 4 sums into out's row r.
+    const auto put = [&](int r, V32 t0, V32 t1, V32 t2, V32 t3) HWY_ATTR {
+      std::int32_t* o = out + r * out_stride;
+      o[0] = Total(t0, z0);
+      o[1] = Total(t1, z1);
+      o[2] = Total(t2, z2);
+      o[3] = Total(t3, z3);
+    };
+    put(0, s00, s01, s02, s03);
+    if constexpr (kRows >= 2) put(1, s10, s11, s12, s13);
+    if constexpr (kRows >= 3) put(2, s20, s21, s22, s23);
+    if constexpr (kRows >= 4) put(3, s30, s31, s32, s33);
+  }
+};
+using Int8MmEngine = Int8MmQuads;
+#else
 using Int8MmEngine = Int8MmWiden;
+#endif
 
 /// Most rows of a staged at once, and columns per int32 block (a multiple of any lane count).
 inline constexpr std::int64_t kInt8MmBlockRows = 64;
