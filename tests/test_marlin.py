@@ -1248,7 +1248,7 @@ def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
     empty = torch.empty(0, dtype=torch.int32, device="cuda")
     zeros = prep["zeros"] if prep["zeros"] is not None else empty
     for rows in (128, 256):
-        tiles = n // 128 * -(-m // rows)
+        tiles = gptq_marlin.wgmma_tiles(m, n, rows)
         locks = torch.zeros(tiles, dtype=torch.int32, device="cuda")
         # (whole tiles, splits): none split (splits 1, or no tile past the whole ones), every tile
         # split, and only the tiles past the first or past all but one.
@@ -1265,7 +1265,7 @@ def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
         module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 3, 128, 0, True)
     with pytest.raises(ValueError, match="the wgmma kernel takes blocks of 128 or 256 rows, got 64"):
         module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, 64, 0, True)
-    tiles = n // 128 * -(-m // 128)
+    tiles = gptq_marlin.wgmma_tiles(m, n, 128)
     with pytest.raises(ValueError, match=f"the wgmma kernel's whole tiles must be 0 to its {tiles} tiles, got -1"):
         module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 2, 128, -1, True)
     with pytest.raises(ValueError, match=f"partials: dim 0 must be {tiles * 2 * min(128, m) * 128}, got 5"):

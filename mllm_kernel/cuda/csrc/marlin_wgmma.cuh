@@ -44,6 +44,7 @@
 #include <mllm_kernel/tensor_view.hpp>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace {
 
@@ -55,6 +56,7 @@ namespace marlin = mllm_kernel::marlin;
 constexpr int kWgBlockN = 128;                // weight columns a block: two warpgroups of 64
 constexpr int kWgStageK = 64;                 // K a stage: one 128-byte swizzled row of a
 constexpr int kWgThreads = 384;               // a loading warpgroup and two computing ones
+constexpr int kWgComputeThreads = 256;        // the computing warpgroups: threads 128 to 383
 constexpr int kWgBBytes = kWgStageK / marlin::kTileK * 2 * marlin::tile_words(4) * 4;  // 4 KB
 
 /// A block's rows of a, kRows (128, or 256 where M is large: wgmma's N, in m64n128k16 halves),
@@ -205,7 +207,9 @@ __device__ __forceinline__ void wg_claim_registers() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kCount));
 }
 /// The two computing warpgroups' barrier (named barrier 1; the loading warpgroup has left).
-__device__ __forceinline__ void wg_compute_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_compute_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kWgComputeThreads) : "memory");
+}
 /// The 32-bit word at `addr` in shared memory.
 __device__ __forceinline__ std::uint32_t wg_lds(std::uint32_t addr) {
   std::uint32_t v;
@@ -253,7 +257,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
       wg_mbar_init(&full[s], 1);
-      wg_mbar_init(&empty[s], 256);
+      wg_mbar_init(&empty[s], kWgComputeThreads);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -399,9 +403,11 @@ __global__ void __launch_bounds__(kWgThreads, 1)
         }
       }
     }
-    if (!whole && arrive_last(split.locks + (tile - tiles.whole), split.splits, tid == 128, [] { wg_compute_sync(); })) {
-      add_split_partials<T, 256, 8, 2>(p, part, split.splits, tiles.part_rows * kWgBlockN, kWgBlockN, tid - 128, m0,
-                                    rows, n0, kWgBlockN);
+    const int compute_thread = tid - (kWgThreads - kWgComputeThreads);
+    if (!whole && arrive_last(split.locks + (tile - tiles.whole), split.splits, compute_thread == 0,
+                              [] { wg_compute_sync(); })) {
+      add_split_partials<T, kWgComputeThreads, 8, 2>(p, part, split.splits, tiles.part_rows * kWgBlockN, kWgBlockN,
+                                                     compute_thread, m0, rows, n0, kWgBlockN);
     }
   }
 #endif  // MLLM_MARLIN_WGMMA
@@ -450,12 +456,15 @@ void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mll
   const dim3 grid(static_cast<unsigned>(whole + (tiles - whole) * splits));
   const CUtensorMap a_map =
       row_tile_tensor_map<T>(p.a, p.m, p.k, p.lda, static_cast<std::uint32_t>(block_rows), kWgStageK);
+  const auto launch = [&](auto rows) {
+    constexpr int kRows = decltype(rows)::value;
+    LaunchKernel(grid, kWgThreads, a.device(), WgTile<kRows>::kSmemBytes)
+        .enable_pdl(enable_pdl)(marlin_wgmma_kernel<T, kRows>, p, split, wg_tiles, a_map);
+  };
   if (block_rows == 256) {
-    LaunchKernel(grid, kWgThreads, a.device(), WgTile<256>::kSmemBytes)
-        .enable_pdl(enable_pdl)(marlin_wgmma_kernel<T, 256>, p, split, wg_tiles, a_map);
+    launch(std::integral_constant<int, 256>{});
   } else {
-    LaunchKernel(grid, kWgThreads, a.device(), WgTile<128>::kSmemBytes)
-        .enable_pdl(enable_pdl)(marlin_wgmma_kernel<T, 128>, p, split, wg_tiles, a_map);
+    launch(std::integral_constant<int, 128>{});
   }
 }
 

@@ -156,11 +156,11 @@ def gemv_applies(a: torch.Tensor, m: int, n: int, k: int, bits: int, scales, act
 
 #: Rows of a the Hopper kernel takes (WGMMA_MIN_ROWS to WGMMA_MAX_ROWS). Measured with blocks of
 #: 128 rows only (before those of 256), H100, group 128, bf16, graph replays, one process, the
-#: kernel forced against the route each size had, at the four Llama-3-8B shapes: M = 48 1.11-1.44x GPTQ and 1.06-1.41x
-#: AWQ over the general kernel; M = 512 1.22-1.62x over dequantization and cuBLAS, M = 1024
-#: 0.97-1.17x (14336 x 4096 GPTQ the one below 1), M = 768 0.94-1.09x (the blocks in 1.5
-#: waves). Not below 48 rows (M = 32: 0.76-1.07x), nor beyond 1024, where the dense path
-#: catches up (M = 1536: 0.86-1.05x, M = 2048: 0.78-0.96x).
+#: kernel forced against the route each size had, at the four Llama-3-8B shapes: M = 48
+#: 1.11-1.44x GPTQ and 1.06-1.41x AWQ over the general kernel; M = 512 1.22-1.62x over
+#: dequantization and cuBLAS, M = 1024 0.97-1.17x (14336 x 4096 GPTQ the one below 1), M = 768
+#: 0.94-1.09x (the blocks in 1.5 waves). Not below 48 rows (M = 32: 0.76-1.07x), nor beyond 1024,
+#: where the dense path catches up (M = 1536: 0.86-1.05x, M = 2048: 0.78-0.96x).
 WGMMA_MIN_ROWS = 48
 WGMMA_MAX_ROWS = 1024
 #: Output columns of its blocks, and K its splits take in multiples of (two 64-row stages).
