@@ -232,13 +232,13 @@ struct Int8MmQuads {
     for (std::size_t i = k; i < (k + n - 1) / n * n; ++i) staged[i] = 0;
   }
 
-  /// The int32 sum of a (a + 128 staged) and w: the lanes of `sums` less 128 times those of
-  /// `w_sums`, wrapping.
-  static std::int32_t Total(V32 sums, V32 w_sums) {
-    const D32 d32;
-    const auto sum = static_cast<std::uint32_t>(hn::GetLane(hn::SumOfLanes(d32, sums)));
-    const auto w_sum = static_cast<std::uint32_t>(hn::GetLane(hn::SumOfLanes(d32, w_sums)));
-    return static_cast<std::int32_t>(sum - 128u * w_sum);
+  /// The sum of a vector's int32 lanes, wrapping.
+  static std::uint32_t LaneSum(V32 v) { return static_cast<std::uint32_t>(hn::GetLane(hn::SumOfLanes(D32(), v))); }
+
+  /// The int32 sum of a (a + 128 staged) and w: the lanes of `sums` less 128 times w's sum
+  /// (LaneSum of its sums against ones), wrapping.
+  static std::int32_t Total(V32 sums, std::uint32_t w_sum) {
+    return static_cast<std::int32_t>(LaneSum(sums) - 128u * w_sum);
   }
 
   /// out[0] = sum_k a[k] * w[k] for one row of a, reading w as one sequential stream.
@@ -269,7 +269,7 @@ struct Int8MmQuads {
       s1 = Dot(s1, a_at(i + n), x1);
       z1 = Dot(z1, ones, x1);
     }
-    out[0] = Total(hn::Add(s0, s1), hn::Add(z0, z1));
+    out[0] = Total(hn::Add(s0, s1), LaneSum(hn::Add(z0, z1)));
   }
 
   /// out[r * out_stride + t] = sum_k a[r][k] * w[t][k] for 1 to kTileA rows of a and 4 rows of w.
@@ -310,13 +310,14 @@ struct Int8MmQuads {
     const std::size_t full = k / n * n;
     if (full < k) step(full, k - full);
     for (std::size_t i = 0; i < full; i += n) step(i, n);
-    // Row r's 4 sums into out's row r.
+    // Row r's 4 sums into out's row r, each w row's sum reduced once for them all.
+    const std::uint32_t ws0 = LaneSum(z0), ws1 = LaneSum(z1), ws2 = LaneSum(z2), ws3 = LaneSum(z3);
     const auto put = [&](int r, V32 t0, V32 t1, V32 t2, V32 t3) HWY_ATTR {
       std::int32_t* o = out + r * out_stride;
-      o[0] = Total(t0, z0);
-      o[1] = Total(t1, z1);
-      o[2] = Total(t2, z2);
-      o[3] = Total(t3, z3);
+      o[0] = Total(t0, ws0);
+      o[1] = Total(t1, ws1);
+      o[2] = Total(t2, ws2);
+      o[3] = Total(t3, ws3);
     };
     put(0, s00, s01, s02, s03);
     if constexpr (kRows >= 2) put(1, s10, s11, s12, s13);
