@@ -363,6 +363,9 @@ def test_marlin_kernel_over_any_split_of_k(kind, group_size, act_order, m):
         module(a_in, c, prep["q"], prep["s"], zeros, g_idx, partials, locks[1:], m, n, k, m_tiles, 65, True)
     with pytest.raises(ValueError, match="m_tiles must be 1, 2 or 4, got 3"):
         module(a_in, c, prep["q"], prep["s"], zeros, g_idx, partials, locks, m, n, k, 3, 65, True)
+    with pytest.raises(ValueError, match="c: must start 16-byte aligned"):
+        shifted = torch.empty(m * n + 1, dtype=dtype, device="cuda")[1:].view(m, n)
+        module(a_in, shifted, prep["q"], prep["s"], zeros, g_idx, partials, locks, m, n, k, m_tiles, 65, True)
 
 
 @cuda
@@ -1208,6 +1211,25 @@ def test_gptq_marlin_gemm_takes_the_wgmma_kernel(kind, group_size, dtype, m):
 
 
 @hopper
+@pytest.mark.parametrize("m", [1, 20, 600])
+def test_gptq_marlin_gemm_with_c_off_16_bytes(m):
+    """An output c that starts off a 16-byte boundary (the kernels store 16-byte chunks), through
+    the public entry point, for the GEMV, the general kernel and the wgmma kernel: filled in place
+    all the same."""
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    k, n, dtype = 1024, 512, torch.bfloat16
+    prep = _prepare("gptq4", k, n, 128, False, dtype, seed=m)
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    buffer = torch.full((m * n + 1,), float("nan"), dtype=dtype, device="cuda")
+    c = buffer[1:].view(m, n)
+    assert c.data_ptr() % 16 and gptq_marlin.wgmma_applies(a, m, n, k, 4, prep["s"], False, torch.empty(0)) == (m >= 48)
+    out = _run(prep, a, n, k, c=c)
+    assert out.data_ptr() == c.data_ptr() and buffer[0].isnan()
+    _check(out, a, prep["w_ref"], dtype)
+
+
+@hopper
 @pytest.mark.parametrize("kind", ["gptq4", "awq"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("m, plan", [(200, (256, 3, 1)), (700, (256, 8, 4)), (1000, (256, 12, 1)),
@@ -1274,6 +1296,9 @@ def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
     with pytest.raises(ValueError, match=f"locks needs {tiles} entries, got {tiles - 1}"):
         short = torch.zeros(tiles - 1, dtype=torch.int32, device="cuda")
         module(a, c, prep["q"], prep["s"], zeros, empty, partials, short, m, n, k, 2, 128, 0, True)
+    with pytest.raises(ValueError, match="c: must start 16-byte aligned"):
+        shifted = torch.empty(m * n + 1, dtype=dtype, device="cuda")[1:].view(m, n)
+        module(a, shifted, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, 128, 0, True)
     with pytest.raises(ValueError, match="a: rows must start 16-byte aligned"):
         odd = torch.randn(m, k + 4, device="cuda").to(dtype)[:, :k]
         module(odd, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, 128, 0, True)

@@ -75,6 +75,41 @@ __device__ __forceinline__ bool arrive_last(std::int32_t* lock, int splits, bool
   return last;
 }
 
+/// Split-K where each split's own sums are still on chip when it finishes (marlin_wgmma.cuh):
+/// every split takes a ticket at `lock` (take_split_ticket, then last_split); all but the last
+/// then store their partial sums and count them stored (publish_split), while the last waits for
+/// that (await_splits) and adds the others' partial sums to its own, which it never stores.
+/// Arrivals add 1 and stores `splits` to the counter, so a ticket's remainder by `splits` counts
+/// the splits that arrived before, and the last sees splits * splits once every other has
+/// stored; it resets the counter for the next call. The last waits only on splits that arrived,
+/// which run. `sync` and `leader` as for arrive_last.
+///
+/// The ticket (the leader's, relaxed: it publishes nothing) is taken before the sums are made
+/// ready to store, so that its round trip overlaps that work.
+__device__ __forceinline__ int take_split_ticket(std::int32_t* lock, bool leader) {
+  return leader ? atomicAdd(lock, 1) : 0;
+}
+template <typename Sync>
+__device__ __forceinline__ bool last_split(int ticket, int splits, bool leader, Sync sync) {
+  __shared__ int last;
+  if (leader) last = ticket % splits == splits - 1;
+  sync();
+  return last;
+}
+template <typename Sync>
+__device__ __forceinline__ void publish_split(std::int32_t* lock, int splits, bool leader, Sync sync) {
+  sync();
+  if (leader) mllm_kernel::device::atomic::add_acq_rel(lock, splits);
+}
+template <typename Sync>
+__device__ __forceinline__ void await_splits(std::int32_t* lock, int splits, bool leader, Sync sync) {
+  if (leader) {
+    while (mllm_kernel::device::atomic::load_acquire(lock) != splits * splits) __nanosleep(64);
+    *lock = 0;  // ready for the next call
+  }
+  sync();
+}
+
 /// arrive_last for every thread of a block of a grid of output blocks (a lock each, in the
 /// grid's x-then-y order).
 __device__ __forceinline__ bool split_arrive_last(const MarlinSplit& split) {
@@ -89,10 +124,14 @@ __device__ __forceinline__ bool split_arrive_last(const MarlinSplit& split) {
 /// A thread takes kFixQuads quads and loads kFixSplits splits of each before adding them: the
 /// partials come from L2, and one load in flight at a time would make the fix-up a chain of
 /// splits x quads round trips.
-template <typename T, int kThreads, int kFixQuads = 2, int kFixSplits = 4>
+/// With kOwn, split own_split's sums come from shared memory instead (`own`, rows own_pitch
+/// bytes apart, 16-byte aligned): the last split's, never stored (take_split_ticket).
+template <typename T, int kThreads, int kFixQuads = 2, int kFixSplits = 4, bool kOwn = false>
 __device__ __forceinline__ void add_split_partials(const mllm_kernel::host::MarlinGemmParams& p, const float* part,
                                                    int splits, std::int64_t split_stride, std::int64_t row_stride,
-                                                   int thread, std::int64_t m0, int rows, std::int64_t col0, int cols) {
+                                                   int thread, std::int64_t m0, int rows, std::int64_t col0, int cols,
+                                                   const unsigned char* own = nullptr, int own_split = -1,
+                                                   int own_pitch = 0) {
   using namespace mllm_kernel::device;
   namespace marlin = mllm_kernel::marlin;
   const int quads = cols / 4;
@@ -112,9 +151,14 @@ __device__ __forceinline__ void add_split_partials(const mllm_kernel::host::Marl
         const std::int64_t at = i / quads * row_stride + i % quads * 4;
 #pragma unroll
         for (int j = 0; j < kFixSplits; ++j) {
-          v[q][j] = i < total && z0 + j < splits
-                        ? __ldcg(reinterpret_cast<const float4*>(part + (z0 + j) * split_stride + at))
-                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          if (kOwn && z0 + j == own_split) {
+            v[q][j] = i < total ? *reinterpret_cast<const float4*>(own + i / quads * own_pitch + i % quads * 16)
+                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          } else {
+            v[q][j] = i < total && z0 + j < splits
+                          ? __ldcg(reinterpret_cast<const float4*>(part + (z0 + j) * split_stride + at))
+                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          }
         }
       }
 #pragma unroll

@@ -22,7 +22,9 @@
 // dequantization, not the tensor cores, bounds a block of 128), at 128 more accumulator
 // registers a thread, which the loading warpgroup gives up (setmaxnreg). A registers are
 // double-buffered across stages, and the next group's scales are loaded a group ahead.
-// Channel-wise scales are applied to the float32 sums at the end instead.
+// Channel-wise scales are applied to the float32 sums at the end instead. The sums leave
+// through shared memory (the stages, free by then), so that the global stores are whole 16-byte
+// chunks of rows.
 //
 // The grid is one block a tile for the first `whole` output tiles, then one a split of K for
 // each remaining tile (the caller picks both: gptq_marlin.wgmma_plan splits every tile where
@@ -216,6 +218,46 @@ __device__ __forceinline__ std::uint32_t wg_lds(std::uint32_t addr) {
   asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr));
   return v;
 }
+/// Row pitch, in bytes, of a 128-column tile of V staged in shared memory: padded by 16 bytes.
+template <typename V>
+constexpr int kWgStagedPitch = kWgBlockN * static_cast<int>(sizeof(V)) + 16;
+
+/// Writes this thread's sums (d[h][4 j + e]: tile column c + 8 (e / 2), tile row 128 h + 8 j +
+/// 2 (lane % 4) + e % 2), times scale_lo or scale_hi by column, as V into the staged tile at smem.
+template <typename V, int kHalves>
+__device__ __forceinline__ void stage_tile(unsigned char* smem, const float (&d)[kHalves][64], std::int64_t c, int lane,
+                                           float scale_lo, float scale_hi) {
+  using namespace mllm_kernel::device;
+  constexpr int kPitch = kWgStagedPitch<V>;
+  unsigned char* at = smem + (2 * (lane % 4)) * kPitch + c * static_cast<int>(sizeof(V));
+#pragma unroll
+  for (int h = 0; h < kHalves; ++h)
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float v = d[h][4 * j + e] * (e / 2 ? scale_hi : scale_lo);
+        V* to = reinterpret_cast<V*>(at + (128 * h + 8 * j + e % 2) * kPitch) + (e / 2) * 8;
+        if constexpr (std::is_same_v<V, float>) {
+          *to = v;
+        } else {
+          *to = from_float<V>(v);
+        }
+      }
+}
+
+/// Copies the first `rows` rows of the staged tile at smem to dst (rows `pitch` elements apart,
+/// 16-byte aligned), a 16-byte chunk a thread at a time over the kWgComputeThreads.
+template <typename V>
+__device__ __forceinline__ void copy_tile_rows(const unsigned char* smem, V* dst, std::int64_t pitch, int rows,
+                                               int thread) {
+  constexpr int kChunks = kWgBlockN * static_cast<int>(sizeof(V)) / 16;  // a row's
+  for (int i = thread; i < rows * kChunks; i += kWgComputeThreads) {
+    const int r = i / kChunks, ch = i % kChunks;
+    const int4 v = *reinterpret_cast<const int4*>(smem + r * kWgStagedPitch<V> + ch * 16);
+    *reinterpret_cast<int4*>(reinterpret_cast<unsigned char*>(dst + r * pitch) + ch * 16) = v;
+  }
+}
 #endif  // MLLM_MARLIN_WGMMA
 
 template <typename T, int kRows>
@@ -379,36 +421,39 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     }
     wg_wait<0>();
 
-    // d[h]: row (weight column) col or col + 8, column (row of a) 128 h + 8 j + 2 (lane % 4) + e % 2.
-    T* c = static_cast<T*>(p.c);
-    // A split tile's partial sums: [splits, part_rows, 128], the split tiles one after another.
-    float* part = split.partials + static_cast<std::int64_t>(whole ? 0 : tile - tiles.whole) * split.splits *
-                                       tiles.part_rows * kWgBlockN;
-    const float scale_lo = channelwise ? cast<float>(scales[marlin::channel_scale_pos(col)]) : 1.0f;
-    const float scale_hi = channelwise ? cast<float>(scales[marlin::channel_scale_pos(col + 8)]) : 1.0f;
-#pragma unroll
-    for (int h = 0; h < Tile::kHalves; ++h) {
-#pragma unroll
-      for (int j = 0; j < 16; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = 128 * h + 8 * j + 2 * (lane % 4) + e % 2;
-          if (r >= rows) continue;
-          const std::int64_t n = col + (e / 2) * 8;
-          if (whole) {
-            c[(m0 + r) * p.n + n] = from_float<T>(d[h][4 * j + e] * (e / 2 ? scale_hi : scale_lo));
-          } else {
-            part[(z * tiles.part_rows + r) * kWgBlockN + (n - n0)] = d[h][4 * j + e];
-          }
-        }
-      }
-    }
+    // The tile leaves through shared memory, so that global stores are whole 16-byte chunks of its
+    // rows: written from d at a row pitch padded by 16 bytes (a warp's four rows of a store, two
+    // apart, then start 8 banks apart), read back a chunk a thread. d[h]: row (weight column) col
+    // or col + 8, column (row of a) 128 h + 8 j + 2 (lane % 4) + e % 2. Once both computing
+    // warpgroups are past their last wgmma, the stages are free.
     const int compute_thread = tid - (kWgThreads - kWgComputeThreads);
-    if (!whole && arrive_last(split.locks + (tile - tiles.whole), split.splits, compute_thread == 0,
-                              [] { wg_compute_sync(); })) {
-      add_split_partials<T, kWgComputeThreads, 8, 2>(p, part, split.splits, tiles.part_rows * kWgBlockN, kWgBlockN,
-                                                     compute_thread, m0, rows, n0, kWgBlockN);
+    wg_compute_sync();
+    if (whole) {
+      const float scale_lo = channelwise ? cast<float>(scales[marlin::channel_scale_pos(col)]) : 1.0f;
+      const float scale_hi = channelwise ? cast<float>(scales[marlin::channel_scale_pos(col + 8)]) : 1.0f;
+      stage_tile<T, Tile::kHalves>(smem, d, col - n0, lane, scale_lo, scale_hi);
+      wg_compute_sync();
+      copy_tile_rows<T>(smem, static_cast<T*>(p.c) + m0 * p.n + n0, p.n, rows, compute_thread);
+      return;
     }
+    // A split tile's partial sums: [splits, part_rows, 128], the split tiles one after another.
+    const std::int64_t split_floats = static_cast<std::int64_t>(tiles.part_rows) * kWgBlockN;
+    float* part = split.partials + static_cast<std::int64_t>(tile - tiles.whole) * split.splits * split_floats;
+    // The last split to arrive keeps its sums in shared memory and adds the others' to them.
+    std::int32_t* lock = split.locks + (tile - tiles.whole);
+    const auto sync = [] { wg_compute_sync(); };
+    const bool leader = compute_thread == 0;
+    const int ticket = take_split_ticket(lock, leader);
+    stage_tile<float, Tile::kHalves>(smem, d, col - n0, lane, 1.0f, 1.0f);
+    if (!last_split(ticket, split.splits, leader, sync)) {  // (its barrier also ends the staging)
+      copy_tile_rows<float>(smem, part + z * split_floats, kWgBlockN, rows, compute_thread);
+      publish_split(lock, split.splits, leader, sync);
+      return;
+    }
+    await_splits(lock, split.splits, leader, sync);
+    add_split_partials<T, kWgComputeThreads, 8, 2, true>(p, part, split.splits, split_floats, kWgBlockN,
+                                                         compute_thread, m0, rows, n0, kWgBlockN, smem, z,
+                                                         kWgStagedPitch<float>);
   }
 #endif  // MLLM_MARLIN_WGMMA
 }

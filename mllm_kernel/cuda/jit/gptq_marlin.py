@@ -396,6 +396,8 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
     scales, channel-wise or per group of K, permuted and passed through
     ``marlin.fp8_fused_exponent_bias_into_scales``, as vLLM and sglang prepare them).
 
+    A ``c`` that does not start 16-byte aligned is filled through a copy.
+
     ``workspace`` (int32, zero) holds the split-K counters when it is large enough
     (``mllm_kernel.marlin.marlin_make_workspace`` gives one), else the module's own are used;
     it is left zero. ``is_k_full`` and ``use_atomic_add`` are accepted for compatibility (the
@@ -413,6 +415,13 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
 
         return cpu_gemm(a, c, b_q_weight, b_scales, global_scale, b_zeros, g_idx, perm, workspace, b_q_type_id,
                         size_m, size_n, size_k, is_k_full, use_atomic_add, use_fp32_reduce, is_zp_float)
+    if isinstance(a, torch.Tensor) and isinstance(c, torch.Tensor) and c.data_ptr() % 16 and c.is_contiguous() \
+            and c.shape == (size_m, size_n) and c.dtype == a.dtype and c.device == a.device:
+        # The kernels store c in 16-byte chunks: a c that starts off a 16-byte boundary is computed
+        # aside and copied in (any other wrong c is left for the checks to name).
+        return c.copy_(gptq_marlin_gemm(a, None, b_q_weight, b_scales, global_scale, b_zeros, g_idx, perm, workspace,
+                                        b_q_type_id, size_m, size_n, size_k, is_k_full, use_atomic_add,
+                                        use_fp32_reduce, is_zp_float, enable_pdl=enable_pdl))
     a, c, zeros, bits = marlin_gemm_operands(
         _OP, a, c, global_scale, b_zeros, perm, b_q_type_id, size_m, size_n, size_k, is_zp_float, HALF_DTYPES, "cuda",
         WEIGHT_TYPES, gather=lambda x, p: gather_columns(x, p, enable_pdl=enable_pdl))

@@ -1,5 +1,5 @@
 // Atomic float maximum on global or shared memory, correct for negative values too, and an
-// integer add with acquire-release ordering for counting finished blocks.
+// integer add with acquire-release ordering and a load with acquire for counting finished blocks.
 //
 //   atomic::max(&amax[0], fabsf(x));
 //
@@ -27,6 +27,14 @@ MLLM_DEVICE int add_acq_rel(int* addr, int value) {
   int old;
   asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;" : "=r"(old) : "l"(addr), "r"(value) : "memory");
   return old;
+}
+
+/// *addr, read with acquire semantics at GPU scope: what was released before the value was
+/// written is visible after it (a spin on another block's counter).
+MLLM_DEVICE int load_acquire(const int* addr) {
+  int value;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(value) : "l"(addr) : "memory");
+  return value;
 }
 
 }  // namespace mllm_kernel::device::atomic

@@ -163,8 +163,8 @@ MarlinGemmParams check_marlin_weights(mllm_kernel::TensorView b, mllm_kernel::Te
 }
 
 /// Checks a GEMM's tensors against the sizes the caller states and returns the parameters.
-/// a [M, K] (rows may be strided) and c [M, N] of T, and the weight's tensors as for
-/// check_marlin_weights.
+/// a [M, K] (rows may be strided) and c [M, N] of T (on CUDA starting 16-byte aligned), and the
+/// weight's tensors as for check_marlin_weights.
 template <DLDeviceType kDevice, typename T>
 MarlinGemmParams check_marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kernel::TensorView b,
                                    mllm_kernel::TensorView scales, mllm_kernel::TensorView zeros,
@@ -178,6 +178,9 @@ MarlinGemmParams check_marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::Tenso
   SymbolicDevice device;
   (void)TensorMatcher({M, K}).with_strides({lda, 1}).template with_dtype<T>().template with_device<kDevice>(device).verify(a, "a");
   (void)TensorMatcher({M, N}).template with_dtype<T>().template with_device<kDevice>(device).verify(c, "c");
+  if constexpr (kDevice == kDLCUDA) {  // (the CUDA kernels store 16 bytes at once)
+    RuntimeCheck(reinterpret_cast<std::uintptr_t>(c.data_ptr()) % 16 == 0, "c: must start 16-byte aligned");
+  }
   MarlinGemmParams p = check_marlin_weights<kDevice, T>(b, scales, zeros, g_idx, bits, size_n, size_k, device);
   p.a = a.data_ptr();
   p.c = c.data_ptr();
