@@ -29,7 +29,8 @@
 // The grid is one block a tile for the first `whole` output tiles, then one a split of K for
 // each remaining tile (the caller picks both: gptq_marlin.wgmma_plan splits every tile where
 // they fill half the SMs or less, else the tiles past the last full wave, up to one wave). The
-// computing warpgroups of a split tile's last block add its partial sums (marlin_split.cuh).
+// computing warpgroups of a split tile's last block to arrive add the other splits' partial sums
+// to its own, which it keeps on chip (take_split_ticket, marlin_split.cuh).
 #pragma once
 
 #include <mllm_kernel/marlin.hpp>

@@ -237,8 +237,9 @@ def wgmma_cost(plan: WgmmaPlan, tiles: int, sm_count: int) -> float:
     """A plan's time in waves of blocks of 128 rows (WGMMA_WAVE_TIME, WGMMA_SPLIT_COST): its full
     waves of whole tiles, and a last wave, whole (however few its tiles) or split. On the H100 at
     the Llama shapes (M = 128-1024 in steps of 128) it picks the fastest of the forced plans or
-    one within 7% of it (27 of 32 points within 3%). 256 rows: 4096 x 4096 and 4096 x 14336 from 641 rows of a, 14336 x 4096 at 129-256,
-    385-512, 641-768 and 897-1024, 6144 x 4096 at 385-512."""
+    one within 7% of it (27 of 32 points within 3%). 256 rows: 4096 x 4096 and 4096 x 14336 from
+    641 rows of a, 14336 x 4096 at 129-256, 385-512, 641-768 and 897-1024, 6144 x 4096 at
+    385-512."""
     waves = -(-plan.whole // sm_count)
     if plan.whole < tiles:
         waves += 1 / plan.splits + WGMMA_SPLIT_COST[plan.block_rows]
