@@ -56,25 +56,6 @@ __device__ __forceinline__ void add_k_halves(float* values, float* reduce, int w
   }
 }
 
-/// Called by every thread that stored partial sums, once they are stored: whether this block is
-/// the last of the `splits` blocks of its output block to arrive at `lock` (and must add the
-/// splits). `sync` is those threads' barrier (the block's, or a named one of some of its warps),
-/// and `leader` one of them. The barrier orders every thread's stores before the leader's
-/// counter add, whose release publishes them and whose acquire, in the last block, takes in the
-/// other blocks' (no fence in every thread: one ordered atomic is the whole hand-over).
-template <typename Sync>
-__device__ __forceinline__ bool arrive_last(std::int32_t* lock, int splits, bool leader, Sync sync) {
-  __shared__ int last;
-  sync();
-  if (leader) {
-    const int arrived = mllm_kernel::device::atomic::add_acq_rel(lock, 1);
-    last = arrived == splits - 1;
-    if (last) *lock = 0;  // ready for the next call
-  }
-  sync();
-  return last;
-}
-
 /// Split-K where each split's own sums are still on chip when it finishes (marlin_wgmma.cuh):
 /// every split takes a ticket at `lock` (take_split_ticket, then last_split); all but the last
 /// then store their partial sums and count them stored (publish_split), while the last waits for
@@ -82,7 +63,7 @@ __device__ __forceinline__ bool arrive_last(std::int32_t* lock, int splits, bool
 /// Arrivals add 1 and stores `splits` to the counter, so a ticket's remainder by `splits` counts
 /// the splits that arrived before, and the last sees splits * splits once every other has
 /// stored; it resets the counter for the next call. The last waits only on splits that arrived,
-/// which run. `sync` and `leader` as for arrive_last.
+/// which run. `sync` is the barrier of the threads that store the sums, `leader` one of them.
 ///
 /// The ticket (the leader's, relaxed: it publishes nothing) is taken before the sums are made
 /// ready to store, so that its round trip overlaps that work.
@@ -110,11 +91,23 @@ __device__ __forceinline__ void await_splits(std::int32_t* lock, int splits, boo
   sync();
 }
 
-/// arrive_last for every thread of a block of a grid of output blocks (a lock each, in the
-/// grid's x-then-y order).
+/// Called by every thread of a block of a grid of output blocks (a lock each, in the grid's
+/// x-then-y order) once its partial sums are stored: whether this block is the last of its
+/// output block to arrive (and must add the splits). The barrier orders every thread's stores
+/// before thread 0's counter add, whose release publishes them and whose acquire, in the last
+/// block, takes in the other blocks' (no fence in every thread: one ordered atomic is the whole
+/// hand-over).
 __device__ __forceinline__ bool split_arrive_last(const MarlinSplit& split) {
-  return arrive_last(split.locks + blockIdx.y * gridDim.x + blockIdx.x, split.splits, threadIdx.x == 0,
-                     [] { __syncthreads(); });
+  __shared__ int last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    std::int32_t* lock = split.locks + blockIdx.y * gridDim.x + blockIdx.x;
+    const int arrived = mllm_kernel::device::atomic::add_acq_rel(lock, 1);
+    last = arrived == split.splits - 1;
+    if (last) *lock = 0;  // ready for the next call
+  }
+  __syncthreads();
+  return last;
 }
 
 /// The last block adds the splits of rows [m0, m0 + rows) x columns [col0, col0 + cols) (cols a
