@@ -1174,19 +1174,34 @@ def test_wgmma_routing(monkeypatch):
     assert gptq_marlin.wgmma_split(264, 4096, 132) == (264, 1)  # no tail
     assert gptq_marlin.wgmma_split(140, 128, 132) == (140, 1)  # K takes no split
     assert gptq_marlin.wgmma_tiles(129, 4096, 128) == 64 and gptq_marlin.wgmma_tiles(257, 4096, 256) == 64
-    assert gptq_marlin.wgmma_plan(256, 4096, 4096, 132) == (128, 0, 2)  # two rows of 32 tiles of 128
-    assert gptq_marlin.wgmma_plan(200, 14336, 4096, 132, block_rows=128) == (128, 224, 1)
+    assert gptq_marlin.wgmma_plan(256, 4096, 4096, 132) == (128, 0, 2, False)  # two rows of 32 tiles of 128
+    assert gptq_marlin.wgmma_plan(200, 14336, 4096, 132, block_rows=128) == (128, 224, 1, False)
+    # Splits run as clusters where every tile is split, in up to 8 splits, and the GPU runs a
+    # cluster for every tile at once (an H100's counts for this kernel).
+    at_once = {2: 66, 4: 30, 8: 15}
+    assert gptq_marlin.wgmma_clusters(66, 0, 2, 66) and gptq_marlin.wgmma_clusters(15, 0, 8, 15)
+    assert not gptq_marlin.wgmma_clusters(32, 0, 4, 30)  # a second wave of clusters
+    assert not gptq_marlin.wgmma_clusters(4, 0, 16, 8) and not gptq_marlin.wgmma_clusters(4, 0, 1, 132)
+    assert not gptq_marlin.wgmma_clusters(448, 396, 2, 66)
+    plan = functools.partial(gptq_marlin.wgmma_plan, sm_count=132, clusters_at_once=lambda splits, rows: at_once[splits])
+    assert plan(256, 4096, 4096) == (128, 0, 2, True)
+    assert plan(128, 3584, 4096) == (128, 0, 4, True) and plan(128, 4096, 4096) == (128, 0, 4, False)
+    assert plan(128, 1024, 1024) == (128, 0, 8, True)
+    assert plan(128, 512, 4096) == (128, 0, 8, True)  # 4 tiles: 8 splits in clusters, not 32 without
+    assert gptq_marlin.wgmma_plan(128, 512, 4096, 132) == (128, 0, 32, False)
+    assert plan(1024, 14336, 4096) == (256, 396, 2, False)  # a split tail: never clusters
     # Blocks of 256 rows where the cost model (waves of 1.65, a split tail 1 / splits + 0.4)
     # finds them shorter than blocks of 128 (waves of 1, a split tail 1 / splits + 0.25).
     assert gptq_marlin.wgmma_plan(128, 14336, 4096, 132).block_rows == 128  # one block of rows either way
-    assert gptq_marlin.wgmma_plan(129, 14336, 4096, 132) == (256, 112, 1)  # 1.65 against 2 waves
-    assert gptq_marlin.wgmma_plan(384, 14336, 4096, 132) == (128, 336, 1)  # 3 against 2 x 1.65
-    assert gptq_marlin.wgmma_plan(512, 4096, 4096, 132) == (128, 128, 1)  # 1 against 1.65 x (1 / 2 + 0.4)
-    assert gptq_marlin.wgmma_plan(640, 14336, 4096, 132) == (128, 528, 4)  # 4 + 1 / 4 + 0.25 against 3 x 1.65
-    assert gptq_marlin.wgmma_plan(768, 4096, 4096, 132) == (256, 96, 1)  # 1.65 against 1 + 1 / 2 + 0.25
-    assert gptq_marlin.wgmma_plan(1024, 14336, 4096, 132) == (256, 396, 2)  # 1.65 x 3.9 against 7
-    assert gptq_marlin.wgmma_plan(1024, 6144, 4096, 132) == (128, 384, 1)  # 3 against 1.65 x 1.9
+    assert gptq_marlin.wgmma_plan(129, 14336, 4096, 132) == (256, 112, 1, False)  # 1.65 against 2 waves
+    assert gptq_marlin.wgmma_plan(384, 14336, 4096, 132) == (128, 336, 1, False)  # 3 against 2 x 1.65
+    assert gptq_marlin.wgmma_plan(512, 4096, 4096, 132) == (128, 128, 1, False)  # 1 against 1.65 x (1 / 2 + 0.4)
+    assert gptq_marlin.wgmma_plan(640, 14336, 4096, 132) == (128, 528, 4, False)  # 4 + 1 / 4 + 0.25 against 3 x 1.65
+    assert gptq_marlin.wgmma_plan(768, 4096, 4096, 132) == (256, 96, 1, False)  # 1.65 against 1 + 1 / 2 + 0.25
+    assert gptq_marlin.wgmma_plan(1024, 14336, 4096, 132) == (256, 396, 2, False)  # 1.65 x 3.9 against 7
+    assert gptq_marlin.wgmma_plan(1024, 6144, 4096, 132) == (128, 384, 1, False)  # 3 against 1.65 x 1.9
     assert gptq_marlin.wgmma_cost(gptq_marlin.WgmmaPlan(256, 396, 2), 448, 132) == pytest.approx(1.65 * 3.9)
+    assert gptq_marlin.wgmma_cost(gptq_marlin.WgmmaPlan(128, 0, 2, True), 64, 132) == pytest.approx(0.64)
 
 
 @hopper
@@ -1204,6 +1219,9 @@ def test_gptq_marlin_gemm_takes_the_wgmma_kernel(kind, group_size, dtype, m):
     a = torch.randn(m, k, device="cuda").to(dtype)
     zeros = prep["zeros"] if prep["zeros"] is not None else torch.empty(0)
     assert gptq_marlin.wgmma_applies(a, m, n, k, 4, prep["s"], False, zeros)
+    # 3 to 24 tiles, every one split: the splits run as clusters.
+    at_once = functools.partial(gptq_marlin._wgmma_clusters_at_once, a.device, dtype)
+    assert gptq_marlin.wgmma_plan(m, n, k, gptq_marlin._sm_count(a.device.index), clusters_at_once=at_once).cluster
     c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
     out = _run(prep, a, n, k, c=c)
     assert out.data_ptr() == c.data_ptr()
@@ -1232,8 +1250,8 @@ def test_gptq_marlin_gemm_with_c_off_16_bytes(m):
 @hopper
 @pytest.mark.parametrize("kind", ["gptq4", "awq"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
-@pytest.mark.parametrize("m, plan", [(200, (256, 3, 1)), (700, (256, 8, 4)), (1000, (256, 12, 1)),
-                                     (257, (128, 8, 4))])
+@pytest.mark.parametrize("m, plan", [(200, (256, 3, 1, False)), (700, (256, 8, 4, False)),
+                                     (1000, (256, 12, 1, False)), (257, (128, 8, 4, False))])
 def test_gptq_marlin_gemm_takes_each_wgmma_plan(monkeypatch, kind, dtype, m, plan):
     """Blocks of 256 rows, whole or with the tail past the last full wave split, and blocks of 128
     with a split tail, through the public entry point (the SM count patched down to 4 so the
@@ -1258,8 +1276,9 @@ def test_gptq_marlin_gemm_takes_each_wgmma_plan(monkeypatch, kind, dtype, m, pla
 def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
     """The kernel's module function (any rows, in blocks of 128 and of 256: rows past M are zeros
     in shared memory and never stored), every tile or only those past the first whole ones over 2
-    to 8 splits of K (partial sums and output poisoned, the counters left zero), rows strided in a
-    wider tensor, and its bad arguments."""
+    to 8 splits of K (partial sums and output poisoned, the counters left zero), every tile's
+    splits also as a cluster (bit for bit the same output: the same additions in the same
+    order), rows strided in a wider tensor, and its bad arguments."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     k, n, dtype = 1024, 256, torch.bfloat16
@@ -1278,34 +1297,62 @@ def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
             c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
             count = (tiles - whole) * splits * min(rows, m) * 128 if splits > 1 else 0  # may be 0
             partials = torch.full((count,), float("nan"), device="cuda")
-            module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, splits, rows, whole,
+            module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, splits, rows, whole, False,
                    splits % 2 == 1)
             _check(c, a, prep["w_ref"], dtype)
             assert int(locks.abs().sum()) == 0, (rows, whole, splits)
+            if whole == 0 and splits <= gptq_marlin.WGMMA_MAX_CLUSTER:
+                clustered = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+                module(a, clustered, prep["q"], prep["s"], zeros, empty, empty.float(), empty, m, n, k, splits, rows,
+                       whole, True, splits == 4)
+                assert torch.equal(clustered, c), (rows, splits)
     partials = torch.zeros(2 * m * n, device="cuda")
     with pytest.raises(ValueError, match="the wgmma kernel needs size_k a multiple of 384 for 3 splits, got 1024"):
-        module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 3, 128, 0, True)
+        module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 3, 128, 0, False, True)
     with pytest.raises(ValueError, match="the wgmma kernel takes blocks of 128 or 256 rows, got 64"):
-        module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, 64, 0, True)
+        module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, 64, 0, False, True)
     tiles = gptq_marlin.wgmma_tiles(m, n, 128)
     with pytest.raises(ValueError, match=f"the wgmma kernel's whole tiles must be 0 to its {tiles} tiles, got -1"):
-        module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 2, 128, -1, True)
+        module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 2, 128, -1, False, True)
     with pytest.raises(ValueError, match=f"partials: dim 0 must be {tiles * 2 * min(128, m) * 128}, got 5"):
-        module(a, c, prep["q"], prep["s"], zeros, empty, partials[:5], locks, m, n, k, 2, 128, 0, True)
+        module(a, c, prep["q"], prep["s"], zeros, empty, partials[:5], locks, m, n, k, 2, 128, 0, False, True)
     partials = torch.zeros(tiles * 2 * min(128, m) * 128, device="cuda")
     with pytest.raises(ValueError, match=f"locks needs {tiles} entries, got {tiles - 1}"):
         short = torch.zeros(tiles - 1, dtype=torch.int32, device="cuda")
-        module(a, c, prep["q"], prep["s"], zeros, empty, partials, short, m, n, k, 2, 128, 0, True)
+        module(a, c, prep["q"], prep["s"], zeros, empty, partials, short, m, n, k, 2, 128, 0, False, True)
+    for whole, splits in ((1, 2), (0, 1), (0, 16)):
+        with pytest.raises(ValueError, match="the wgmma kernel runs splits as clusters only where every tile is "
+                                             f"split, in 2 to 8 splits, got whole {whole} and {splits} splits"):
+            module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, splits, 128, whole, True, True)
     with pytest.raises(ValueError, match="c: must start 16-byte aligned"):
         shifted = torch.empty(m * n + 1, dtype=dtype, device="cuda")[1:].view(m, n)
-        module(a, shifted, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, 128, 0, True)
+        module(a, shifted, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, 128, 0, False, True)
     with pytest.raises(ValueError, match="a: rows must start 16-byte aligned"):
         odd = torch.randn(m, k + 4, device="cuda").to(dtype)[:, :k]
-        module(odd, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, 128, 0, True)
+        module(odd, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, 128, 0, False, True)
     with pytest.raises(ValueError, match=r"a: the wgmma kernel reads rows that do not overlap \(row stride at least "
                                          r"size_k 1024\), got row stride 0"):
         repeated = torch.as_strided(a, (m, k), (0, 1))  # one row m times
-        module(repeated, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, 128, 0, True)
+        module(repeated, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, 128, 0, False, True)
+
+
+@hopper
+def test_marlin_wgmma_clusters_at_once():
+    """The clusters of 2, 4 and 8 blocks of the Hopper kernel the GPU runs at once: some, never
+    more than its SMs hold, fewer for larger clusters; bad arguments named."""
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    at_once = gptq_marlin._WGMMA_CLUSTERS[torch.bfloat16]
+    device = torch.cuda.current_device()
+    sms = gptq_marlin._sm_count(device)
+    for rows in (128, 256):
+        counts = {splits: int(at_once(device, splits, rows)) for splits in (2, 4, 8)}
+        assert 0 < counts[8] <= counts[4] <= counts[2], counts
+        assert all(count * splits <= sms for splits, count in counts.items()), counts
+    with pytest.raises(ValueError, match="clusters of 2 to 8 splits, got 16"):
+        at_once(device, 16, 128)
+    with pytest.raises(ValueError, match="the wgmma kernel takes blocks of 128 or 256 rows, got 64"):
+        at_once(device, 2, 64)
 
 
 @hopper
@@ -1322,11 +1369,11 @@ def test_marlin_wgmma_refuses_what_it_does_not_take():
     a = torch.randn(m, k, device="cuda").to(dtype)
     c = torch.empty(m, n, dtype=dtype, device="cuda")
     with pytest.raises(ValueError, match="groups of a multiple of 64 rows or channel-wise scales, got group size 32"):
-        module(a, c, prep["q"], prep["s"], empty, empty, empty.float(), empty, m, n, k, 1, 128, 0, True)
+        module(a, c, prep["q"], prep["s"], empty, empty, empty.float(), empty, m, n, k, 1, 128, 0, False, True)
     prep = _prepare("gptq4", k, n, 128, True, dtype, seed=3)
     with pytest.raises(ValueError, match="the wgmma kernel takes no act-order g_idx"):
-        module(a, c, prep["q"], prep["s"], empty, prep["g_idx"], empty.float(), empty, m, n, k, 1, 128, 0, True)
+        module(a, c, prep["q"], prep["s"], empty, prep["g_idx"], empty.float(), empty, m, n, k, 1, 128, 0, False, True)
     prep = _prepare("gptq4", k, 192, 128, False, dtype, seed=2)
     c = torch.empty(m, 192, dtype=dtype, device="cuda")
     with pytest.raises(ValueError, match="the wgmma kernel needs size_n a multiple of 128, got 192"):
-        module(a, c, prep["q"], prep["s"], empty, empty, empty.float(), empty, m, 192, k, 1, 128, 0, True)
+        module(a, c, prep["q"], prep["s"], empty, empty, empty.float(), empty, m, 192, k, 1, 128, 0, False, True)

@@ -110,29 +110,24 @@ __device__ __forceinline__ bool split_arrive_last(const MarlinSplit& split) {
   return last;
 }
 
-/// The last block adds the splits of rows [m0, m0 + rows) x columns [col0, col0 + cols) (cols a
-/// multiple of 4), four columns a thread at a time, in split order, applies channel-wise scales
-/// and writes c. Split z's sum for row m0 + r, column col0 + j is at part[z * split_stride +
-/// r * row_stride + j] (16-byte aligned at j a multiple of 4); `thread` counts kThreads from 0.
-/// A thread takes kFixQuads quads and loads kFixSplits splits of each before adding them: the
-/// partials come from L2, and one load in flight at a time would make the fix-up a chain of
-/// splits x quads round trips.
-/// With kOwn, split own_split's sums come from shared memory instead (`own`, rows own_pitch
-/// bytes apart, 16-byte aligned): the last split's, never stored (take_split_ticket).
-template <typename T, int kThreads, int kFixQuads = 2, int kFixSplits = 4, bool kOwn = false>
-__device__ __forceinline__ void add_split_partials(const mllm_kernel::host::MarlinGemmParams& p, const float* part,
-                                                   int splits, std::int64_t split_stride, std::int64_t row_stride,
-                                                   int thread, std::int64_t m0, int rows, std::int64_t col0, int cols,
-                                                   const unsigned char* own = nullptr, int own_split = -1,
-                                                   int own_pitch = 0) {
+/// Adds the splits' sums of items [begin, end) of an output tile of rows from m0 and columns
+/// [col0, col0 + cols) (cols a multiple of 4; item i: row m0 + i / (cols / 4), four columns from
+/// col0 + i % (cols / 4) * 4) in split order, applies channel-wise scales and writes c;
+/// `load(z, i)` gives split z's float4 of item i. `thread` counts kThreads from 0. A thread takes
+/// kFixQuads items and loads kFixSplits splits of each before adding them: the sums come from L2
+/// or other SMs, and one load in flight at a time would make the fix-up a chain of splits x
+/// items round trips.
+template <typename T, int kThreads, int kFixQuads, int kFixSplits, typename Load>
+__device__ __forceinline__ void add_splits(const mllm_kernel::host::MarlinGemmParams& p, int splits, int begin,
+                                           int end, int thread, std::int64_t m0, std::int64_t col0, int cols,
+                                           Load load) {
   using namespace mllm_kernel::device;
   namespace marlin = mllm_kernel::marlin;
   const int quads = cols / 4;
-  const int total = rows * quads;
   const T* scales = static_cast<const T*>(p.scales);
   const bool channelwise = p.groups == 1;
   T* c = static_cast<T*>(p.c);
-  for (int i0 = thread; i0 < total; i0 += kThreads * kFixQuads) {
+  for (int i0 = begin + thread; i0 < end; i0 += kThreads * kFixQuads) {
     float4 sum[kFixQuads];
 #pragma unroll
     for (int q = 0; q < kFixQuads; ++q) sum[q] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -141,17 +136,9 @@ __device__ __forceinline__ void add_split_partials(const mllm_kernel::host::Marl
 #pragma unroll
       for (int q = 0; q < kFixQuads; ++q) {
         const int i = i0 + q * kThreads;
-        const std::int64_t at = i / quads * row_stride + i % quads * 4;
 #pragma unroll
         for (int j = 0; j < kFixSplits; ++j) {
-          if (kOwn && z0 + j == own_split) {
-            v[q][j] = i < total ? *reinterpret_cast<const float4*>(own + i / quads * own_pitch + i % quads * 16)
-                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-          } else {
-            v[q][j] = i < total && z0 + j < splits
-                          ? __ldcg(reinterpret_cast<const float4*>(part + (z0 + j) * split_stride + at))
-                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-          }
+          v[q][j] = i < end && z0 + j < splits ? load(z0 + j, i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
       }
 #pragma unroll
@@ -166,7 +153,7 @@ __device__ __forceinline__ void add_split_partials(const mllm_kernel::host::Marl
 #pragma unroll
     for (int q = 0; q < kFixQuads; ++q) {
       const int i = i0 + q * kThreads;
-      if (i >= total) break;
+      if (i >= end) break;
       const std::int64_t row = m0 + i / quads, col = col0 + i % quads * 4;
       if (channelwise) {
         sum[q].x *= cast<float>(scales[marlin::channel_scale_pos(col)]);
@@ -179,6 +166,24 @@ __device__ __forceinline__ void add_split_partials(const mllm_kernel::host::Marl
       out[1] = pair_of<T>(from_float<T>(sum[q].z), from_float<T>(sum[q].w));
     }
   }
+}
+
+/// The last block adds the splits of rows [m0, m0 + rows) x columns [col0, col0 + cols)
+/// (add_splits), split z's sum for row m0 + r, column col0 + j being at part[z * split_stride +
+/// r * row_stride + j] (16-byte aligned at j a multiple of 4). With kOwn, split own_split's sums
+/// come from shared memory instead (`own`, rows own_pitch bytes apart, 16-byte aligned): the
+/// last split's, never stored (take_split_ticket).
+template <typename T, int kThreads, int kFixQuads = 2, int kFixSplits = 4, bool kOwn = false>
+__device__ __forceinline__ void add_split_partials(const mllm_kernel::host::MarlinGemmParams& p, const float* part,
+                                                   int splits, std::int64_t split_stride, std::int64_t row_stride,
+                                                   int thread, std::int64_t m0, int rows, std::int64_t col0, int cols,
+                                                   const unsigned char* own = nullptr, int own_split = -1,
+                                                   int own_pitch = 0) {
+  const int quads = cols / 4;
+  add_splits<T, kThreads, kFixQuads, kFixSplits>(p, splits, 0, rows * quads, thread, m0, col0, cols, [&](int z, int i) {
+    if (kOwn && z == own_split) return *reinterpret_cast<const float4*>(own + i / quads * own_pitch + i % quads * 16);
+    return __ldcg(reinterpret_cast<const float4*>(part + z * split_stride + i / quads * row_stride + i % quads * 4));
+  });
 }
 
 /// add_split_partials for a block of the kernels that keep partial sums as [splits, M, N].

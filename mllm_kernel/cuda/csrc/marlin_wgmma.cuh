@@ -28,11 +28,16 @@
 //
 // The grid is one block a tile for the first `whole` output tiles, then one a split of K for
 // each remaining tile (the caller picks both: gptq_marlin.wgmma_plan splits every tile where
-// they fill half the SMs or less, else the tiles past the last full wave, up to one wave). The
-// computing warpgroups of a split tile's last block to arrive add the other splits' partial sums
-// to its own, which it keeps on chip (take_split_ticket, marlin_split.cuh).
+// they fill half the SMs or less, else the tiles past the last full wave, up to one wave). Where
+// every tile is split, a tile's splits can run as a thread block cluster: each split stages its
+// sums in its shared memory, and after the cluster's barrier adds its share of the tile's rows
+// from all of them (distributed shared memory), so the tile is added by all its SMs at once and
+// no partial sums go through global memory. Otherwise the computing warpgroups of a split
+// tile's last block to arrive add the other splits' partial sums to its own, which it keeps on
+// chip (take_split_ticket, marlin_split.cuh).
 #pragma once
 
+#include <mllm_kernel/cluster.cuh>
 #include <mllm_kernel/marlin.hpp>
 #include <mllm_kernel/pdl.cuh>
 #include <mllm_kernel/tensor.hpp>
@@ -61,6 +66,7 @@ constexpr int kWgStageK = 64;                 // K a stage: one 128-byte swizzle
 constexpr int kWgThreads = 384;               // a loading warpgroup and two computing ones
 constexpr int kWgComputeThreads = 256;        // the computing warpgroups: threads 128 to 383
 constexpr int kWgBBytes = kWgStageK / marlin::kTileK * 2 * marlin::tile_words(4) * 4;  // 4 KB
+constexpr int kWgMaxCluster = 8;              // the cluster size every sm_90 GPU supports
 
 /// A block's rows of a, kRows (128, or 256 where M is large: wgmma's N, in m64n128k16 halves),
 /// and what follows from them.
@@ -79,11 +85,13 @@ struct WgTile {
 
 /// The output tiles of a launch (one a block, N / 128 along a row of tiles) and which are split:
 /// the first `whole` tiles are computed whole, the rest in MarlinSplit::splits splits of K each,
-/// whose partial sums take part_rows (min(kRows, M)) rows of 128 floats a split.
+/// whose partial sums take part_rows (min(kRows, M)) rows of 128 floats a split; with `cluster`
+/// (whole 0), a tile's splits are a thread block cluster and add their sums on chip instead.
 struct WgTiles {
   int n_blocks;
   int whole;
   int part_rows;
+  bool cluster;
 };
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -328,6 +336,10 @@ __global__ void __launch_bounds__(kWgThreads, 1)
         }
       }
     }
+    if (tiles.cluster) {  // every thread of the cluster takes part in its two barriers (below)
+      cluster::sync();
+      cluster::sync();
+    }
   } else {
     if constexpr (kMoveRegisters) wg_claim_registers<kComputeRegs>();
     const int wg = role - 1, wi = warp % 4;
@@ -437,6 +449,24 @@ __global__ void __launch_bounds__(kWgThreads, 1)
       copy_tile_rows<T>(smem, static_cast<T*>(p.c) + m0 * p.n + n0, p.n, rows, compute_thread);
       return;
     }
+    if (tiles.cluster) {
+      // The tile's splits are this cluster, split z its block z. Once every split's sums are
+      // staged, each adds its share of the tile's rows (16-byte items, rows of 32) from all of
+      // them in split order; the second barrier keeps every block's sums in place until the
+      // others have read them.
+      stage_tile<float, Tile::kHalves>(smem, d, col - n0, lane, 1.0f, 1.0f);
+      cluster::sync();
+      constexpr int kRowItems = kWgBlockN / 4;
+      const int items = rows * kRowItems;
+      add_splits<T, kWgComputeThreads, 4, 4>(
+          p, split.splits, items * z / split.splits, items * (z + 1) / split.splits, compute_thread, m0, n0,
+          kWgBlockN, [&](int j, int i) {
+            return cluster::load_shared4(
+                cluster::map_shared(smem + i / kRowItems * kWgStagedPitch<float> + i % kRowItems * 16, j));
+          });
+      cluster::sync();
+      return;
+    }
     // A split tile's partial sums: [splits, part_rows, 128], the split tiles one after another.
     const std::int64_t split_floats = static_cast<std::int64_t>(tiles.part_rows) * kWgBlockN;
     float* part = split.partials + static_cast<std::int64_t>(tile - tiles.whole) * split.splits * split_floats;
@@ -459,19 +489,59 @@ __global__ void __launch_bounds__(kWgThreads, 1)
 #endif  // MLLM_MARLIN_WGMMA
 }
 
+/// f(std::integral_constant<int, kRows>) for the run-time block_rows (128, else 256).
+template <typename F>
+auto with_wgmma_rows(std::int64_t block_rows, F&& f) {
+  if (block_rows == 256) return f(std::integral_constant<int, 256>{});
+  return f(std::integral_constant<int, 128>{});
+}
+
+/// Clusters of `splits` blocks of block_rows rows (128 or 256) that GPU device_id runs at once
+/// (the occupancy calculator's count: a cluster's blocks must share a GPC, so this can be fewer
+/// than the SMs / splits); the caller runs a plan's splits as clusters only where they all fit.
+template <typename T>
+std::int64_t marlin_wgmma_clusters_at_once(std::int64_t device_id, std::int64_t splits, std::int64_t block_rows) {
+  using namespace mllm_kernel::host;
+  RuntimeCheck(splits >= 2 && splits <= kWgMaxCluster, "clusters of 2 to ", kWgMaxCluster, " splits, got ", splits);
+  RuntimeCheck(block_rows == 128 || block_rows == 256, "the wgmma kernel takes blocks of 128 or 256 rows, got ",
+               block_rows);
+  detail::DeviceGuard guard(static_cast<int>(device_id));
+  return with_wgmma_rows(block_rows, [&](auto rows) -> std::int64_t {
+    constexpr int kRows = decltype(rows)::value;
+    const auto kernel = marlin_wgmma_kernel<T, kRows>;
+    constexpr int kSmem = WgTile<kRows>::kSmemBytes;
+    RuntimeDeviceCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(static_cast<unsigned>(splits));
+    config.blockDim = dim3(kWgThreads);
+    config.dynamicSmemBytes = kSmem;
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = static_cast<unsigned>(splits);
+    attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    int clusters = 0;
+    RuntimeDeviceCheck(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
+    return clusters;
+  });
+}
+
 /// block_rows: 128 or 256 rows of a a block; tiles = N / 128 x ceil(M / block_rows) output
 /// tiles, of which the first `whole` (0 to tiles) are computed whole and the rest in `splits`
 /// splits of K each (one block a split: the tail of a wave split to fill the SMs, or, with whole
-/// 0, every tile). With splits > 1 and whole < tiles: partials float32 [(tiles - whole) * splits *
-/// min(block_rows, M) * 128]; locks int32, one per split tile, zero, and left zero (else either may
-/// be empty). The caller routes here only what the kernel takes (see the file comment); the
+/// 0, every tile). `cluster` (whole 0, 2 to 8 splits): each tile's splits run as a cluster and
+/// add their sums on chip. Otherwise, with splits > 1 and whole < tiles: partials float32
+/// [(tiles - whole) * splits * min(block_rows, M) * 128]; locks int32, one per split tile, zero,
+/// and left zero (else either may be empty). The caller routes here only what the kernel takes (see the file comment); the
 /// checks say so for anything else.
 template <typename T>
 void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kernel::TensorView b,
                        mllm_kernel::TensorView scales, mllm_kernel::TensorView zeros, mllm_kernel::TensorView g_idx,
                        mllm_kernel::TensorView partials, mllm_kernel::TensorView locks, std::int64_t size_m,
                        std::int64_t size_n, std::int64_t size_k, std::int64_t splits, std::int64_t block_rows,
-                       std::int64_t whole, bool enable_pdl) {
+                       std::int64_t whole, bool cluster, bool enable_pdl) {
   using namespace mllm_kernel::host;
   const MarlinGemmParams p = check_marlin_gemm<kDLCUDA, T>(a, c, b, scales, zeros, g_idx, 4, size_m, size_n, size_k);
   RuntimeCheck(p.g_idx == nullptr || p.groups == 1, "the wgmma kernel takes no act-order g_idx");
@@ -479,6 +549,9 @@ void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mll
                "the wgmma kernel needs groups of a multiple of 64 rows or channel-wise scales, got group size ",
                p.group_size);
   RuntimeCheck(size_n % kWgBlockN == 0, "the wgmma kernel needs size_n a multiple of 128, got ", size_n);
+  RuntimeCheck(!cluster || (whole == 0 && splits >= 2 && splits <= kWgMaxCluster),
+               "the wgmma kernel runs splits as clusters only where every tile is split, in 2 to ", kWgMaxCluster,
+               " splits, got whole ", whole, " and ", splits, " splits");
   RuntimeCheck(splits >= 1 && size_k % (2 * kWgStageK * splits) == 0, "the wgmma kernel needs size_k a multiple of ",
                2 * kWgStageK * splits, " for ", splits, " splits, got ", size_k);
   RuntimeCheck(p.lda % 8 == 0 && reinterpret_cast<std::uintptr_t>(p.a) % 16 == 0,
@@ -495,23 +568,22 @@ void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mll
   const std::int64_t part_rows = size_m < block_rows ? size_m : block_rows;
   MarlinSplit split{nullptr, nullptr, static_cast<int>(size_k / marlin::kTileK / splits), static_cast<int>(splits),
                     enable_pdl};
-  if (whole < tiles) {
+  if (whole < tiles && !cluster) {
     bind_split_buffers(split, a, partials, locks, (tiles - whole) * splits * part_rows * kWgBlockN, tiles - whole);
   }
-  const WgTiles wg_tiles{static_cast<int>(size_n / kWgBlockN), static_cast<int>(whole), static_cast<int>(part_rows)};
+  const WgTiles wg_tiles{static_cast<int>(size_n / kWgBlockN), static_cast<int>(whole), static_cast<int>(part_rows),
+                         cluster};
   const dim3 grid(static_cast<unsigned>(whole + (tiles - whole) * splits));
   const CUtensorMap a_map =
       row_tile_tensor_map<T>(p.a, p.m, p.k, p.lda, static_cast<std::uint32_t>(block_rows), kWgStageK);
   const auto launch = [&](auto rows) {
     constexpr int kRows = decltype(rows)::value;
     LaunchKernel(grid, kWgThreads, a.device(), WgTile<kRows>::kSmemBytes)
-        .enable_pdl(enable_pdl)(marlin_wgmma_kernel<T, kRows>, p, split, wg_tiles, a_map);
+        .enable_pdl(enable_pdl)
+        .cluster_blocks(cluster ? static_cast<unsigned>(splits) : 1u)(marlin_wgmma_kernel<T, kRows>, p, split, wg_tiles,
+                                                                      a_map);
   };
-  if (block_rows == 256) {
-    launch(std::integral_constant<int, 256>{});
-  } else {
-    launch(std::integral_constant<int, 128>{});
-  }
+  with_wgmma_rows(block_rows, launch);
 }
 
 }  // namespace

@@ -22,6 +22,7 @@ permuted as serving code does (``mllm_kernel.marlin`` has the helpers)::
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -67,7 +68,9 @@ def _declare_wgmma(dtype: torch.dtype):
     """The Hopper kernel (csrc/marlin_wgmma.cuh; any rows, routed 48 to 1024): sm_90a only."""
     args = make_cpp_args(dtype)
     return jit_module("marlin_wgmma", args=args, device="cuda", cuda_files=["marlin_wgmma.cuh"],
-                      cuda_wrappers=[("marlin_wgmma_gemm", f"marlin_wgmma_gemm<{args}>")], cuda_archs=["9.0a"])
+                      cuda_wrappers=[("marlin_wgmma_gemm", f"marlin_wgmma_gemm<{args}>"),
+                                     ("marlin_wgmma_clusters_at_once", f"marlin_wgmma_clusters_at_once<{args}>")],
+                      cuda_archs=["9.0a"])
 
 
 _MODULES = {(dtype, weights): _declare(dtype, weights) for dtype in HALF_DTYPES for weights in (4, 8, FP8)}
@@ -76,8 +79,9 @@ _GEMM = KernelTable(_OP, _MODULES, arg="a", export="marlin_gemm")
 _GEMV = KernelTable(_OP, _MODULES, arg="a", export="marlin_gemv")
 _DEQUANT = KernelTable(_OP, _MODULES, arg="a", export="marlin_dequant")
 _BLOCKS_PER_SM = KernelTable(_OP, _MODULES, arg="a", export="marlin_blocks_per_sm")
-_WGMMA = KernelTable(_OP, {dtype: _declare_wgmma(dtype) for dtype in HALF_DTYPES}, arg="a",
-                     export="marlin_wgmma_gemm")
+_WGMMA_MODULES = {dtype: _declare_wgmma(dtype) for dtype in HALF_DTYPES}
+_WGMMA = KernelTable(_OP, _WGMMA_MODULES, arg="a", export="marlin_wgmma_gemm")
+_WGMMA_CLUSTERS = KernelTable(_OP, _WGMMA_MODULES, arg="a", export="marlin_wgmma_clusters_at_once")
 
 
 def precompile(*, wait: bool = True):
@@ -169,9 +173,14 @@ WGMMA_SPLIT_K = 128
 #: The Hopper kernel's cost model, in waves of blocks of 128 rows (H100, one process, forced
 #: plans at the four Llama shapes, M = 128-1024): a wave of blocks of 256 rows takes 1.65 of them
 #: (each weight dequantized once for twice the products), and a split tail wave 1 / splits plus
-#: its fix-up and pipeline fill: 0.25 of a wave for blocks of 128 rows, 0.4 for 256.
+#: its fix-up and pipeline fill: 0.25 of a wave for blocks of 128 rows, 0.4 for 256, and 0.045
+#: more for each split past 4, whose partial sums the last split reads alone (M = 128, K = 4096:
+#: 8 splits 0.49-0.53, 16 splits 0.83). Split in clusters, 0.1 + 0.02 a split (2 splits 0.12,
+#: 4 splits 0.17-0.2, 8 splits 0.25; 256 rows, 0.1-0.15).
 WGMMA_WAVE_TIME = {128: 1.0, 256: 1.65}
 WGMMA_SPLIT_COST = {128: 0.25, 256: 0.4}
+WGMMA_SPLIT_COST_PAST_4 = 0.045
+WGMMA_CLUSTER_SPLIT_COST = (0.1, 0.02)
 
 
 def wgmma_applies(a: torch.Tensor, m: int, n: int, k: int, weights, scales, act_order: bool,
@@ -200,10 +209,29 @@ def wgmma_tiles(m: int, n: int, block_rows: int) -> int:
 
 class WgmmaPlan(NamedTuple):
     """How the Hopper kernel covers a call: blocks of block_rows rows of a (128 or 256), the
-    first `whole` output tiles computed whole, the rest in `splits` splits of K each."""
+    first `whole` output tiles computed whole, the rest in `splits` splits of K each; with
+    `cluster`, each tile's splits run as a thread block cluster (wgmma_clusters)."""
     block_rows: int
     whole: int
     splits: int
+    cluster: bool = False
+
+
+#: The most splits of a tile the Hopper kernel runs as one cluster (every sm_90 GPU's limit).
+WGMMA_MAX_CLUSTER = 8
+
+
+def wgmma_clusters(tiles: int, whole: int, splits: int, clusters_at_once: int) -> bool:
+    """Whether a plan's splits run as clusters: where every tile is split (whole 0), in at most
+    WGMMA_MAX_CLUSTER splits, and the GPU runs a cluster for every tile at once
+    (``clusters_at_once``, fewer than the SMs / splits: a cluster's blocks share a GPC, and an
+    H100 runs 66 clusters of 2 blocks of this kernel, 30 of 4, 15 of 8). A tile's splits then add
+    their sums through each other's shared memory, all at once, instead of the last to finish
+    reading the others' from global memory. H100, M = 128, K = 4096, one process, against the
+    same plans without clusters: 4 splits 1.31-1.34x at N = 2048-3584 (16-28 tiles; 3584: 17.5
+    -> 13.0 µs), 8 splits 1.63-1.66x at N = 1024 and 1536, 2 splits 1.12x at N = 4096 and 6144;
+    at N = 4096 in 4 splits, 32 clusters, 0.73x (a second wave)."""
+    return whole == 0 and 2 <= splits <= WGMMA_MAX_CLUSTER and tiles <= clusters_at_once
 
 
 def wgmma_split(tiles: int, k: int, sm_count: int, tail: bool = True) -> tuple[int, int]:
@@ -220,16 +248,23 @@ def wgmma_split(tiles: int, k: int, sm_count: int, tail: bool = True) -> tuple[i
     return (tiles - split_tiles, splits) if splits > 1 else (tiles, 1)
 
 
-def wgmma_plan(m: int, n: int, k: int, sm_count: int, block_rows: int | None = None,
-               tail: bool = True) -> WgmmaPlan:
+def wgmma_plan(m: int, n: int, k: int, sm_count: int, block_rows: int | None = None, tail: bool = True,
+               clusters_at_once: Callable[[int, int], int] | None = None) -> WgmmaPlan:
     """The Hopper kernel's plan for an M x N x K call: blocks of 128 or 256 rows, whichever
     wgmma_cost finds shorter (128 on a tie), or `block_rows`; `tail` False splits no tail (for
-    measuring)."""
+    measuring). ``clusters_at_once(splits, block_rows)``: clusters of that many blocks the GPU
+    runs at once; with it, where every tile is split, the plan may instead run 2, 4 or 8 (up to
+    as many) splits as clusters (wgmma_clusters), whichever wgmma_cost finds shortest; without it
+    no plan runs clusters."""
     costs = []
     for rows in (128, 256) if block_rows is None else (block_rows,):
         tiles = wgmma_tiles(m, n, rows)
-        plan = WgmmaPlan(rows, *wgmma_split(tiles, k, sm_count, tail))
-        costs.append((wgmma_cost(plan, tiles, sm_count), plan))
+        whole, splits = wgmma_split(tiles, k, sm_count, tail)
+        plans = [WgmmaPlan(rows, whole, splits)]
+        if clusters_at_once is not None and whole == 0:
+            plans += [WgmmaPlan(rows, 0, s, True) for s in (2, 4, 8)
+                      if s <= splits and wgmma_clusters(tiles, 0, s, clusters_at_once(s, rows))]
+        costs += [(wgmma_cost(plan, tiles, sm_count), plan) for plan in plans]
     return min(costs, key=lambda cost_plan: cost_plan[0])[1]
 
 
@@ -242,7 +277,12 @@ def wgmma_cost(plan: WgmmaPlan, tiles: int, sm_count: int) -> float:
     385-512."""
     waves = -(-plan.whole // sm_count)
     if plan.whole < tiles:
-        waves += 1 / plan.splits + WGMMA_SPLIT_COST[plan.block_rows]
+        if plan.cluster:
+            fixed, per_split = WGMMA_CLUSTER_SPLIT_COST
+            waves += 1 / plan.splits + fixed + per_split * plan.splits
+        else:
+            waves += (1 / plan.splits + WGMMA_SPLIT_COST[plan.block_rows]
+                      + WGMMA_SPLIT_COST_PAST_4 * max(plan.splits - 4, 0))
     return WGMMA_WAVE_TIME[plan.block_rows] * waves
 
 
@@ -438,13 +478,14 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
     act_order = (g_idx.numel() > 0 and isinstance(b_scales, torch.Tensor) and b_scales.dim() == 2
                  and b_scales.size(0) > 1)
     if size_m > 0 and wgmma_applies(a, size_m, size_n, size_k, weights, b_scales, act_order, zeros):
-        plan = wgmma_plan(size_m, size_n, size_k, _sm_count(a.device.index))
-        # The split tiles' partial sums: [splits, min(block_rows, M), 128] each.
-        split_tiles = wgmma_tiles(size_m, size_n, plan.block_rows) - plan.whole
+        plan = wgmma_plan(size_m, size_n, size_k, _sm_count(a.device.index),
+                          clusters_at_once=functools.partial(_wgmma_clusters_at_once, a.device, a.dtype))
+        # The split tiles' partial sums, [splits, min(block_rows, M), 128] each (none in clusters).
+        split_tiles = 0 if plan.cluster else wgmma_tiles(size_m, size_n, plan.block_rows) - plan.whole
         partials, locks = _split_buffers(a, workspace, plan.splits, split_tiles,
                                          split_tiles * plan.splits * min(plan.block_rows, size_m) * WGMMA_BLOCK_N)
         _WGMMA[a.dtype](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
-                        plan.splits, plan.block_rows, plan.whole, pdl)
+                        plan.splits, plan.block_rows, plan.whole, plan.cluster, pdl)
         return c
     if size_m > 0 and (size_m < DENSE_MIN_M or not dense_ok):
         if gemv_applies(a, size_m, size_n, size_k, bits, b_scales, act_order, zeros):
@@ -470,6 +511,13 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
     _GEMM[(a.dtype, weights)](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
                            m_tiles, splits, pdl)
     return c
+
+
+@functools.lru_cache(maxsize=None)
+def _wgmma_clusters_at_once(device: torch.device, dtype: torch.dtype, splits: int, block_rows: int) -> int:
+    """Clusters of `splits` blocks of the Hopper kernel a's GPU runs at once (the module asks the
+    CUDA occupancy calculator)."""
+    return int(_WGMMA_CLUSTERS[dtype](device.index, splits, block_rows))
 
 
 def _split_buffers(a: torch.Tensor, workspace: torch.Tensor | None, splits: int, blocks: int,
