@@ -40,6 +40,7 @@
 #include <mllm_kernel/cluster.cuh>
 #include <mllm_kernel/marlin.hpp>
 #include <mllm_kernel/pdl.cuh>
+#include <mllm_kernel/runtime.cuh>
 #include <mllm_kernel/tensor.hpp>
 #include <mllm_kernel/tensor_map.cuh>
 #include <mllm_kernel/type.cuh>
@@ -508,23 +509,8 @@ std::int64_t marlin_wgmma_clusters_at_once(std::int64_t device_id, std::int64_t 
   detail::DeviceGuard guard(static_cast<int>(device_id));
   return with_wgmma_rows(block_rows, [&](auto rows) -> std::int64_t {
     constexpr int kRows = decltype(rows)::value;
-    const auto kernel = marlin_wgmma_kernel<T, kRows>;
-    constexpr int kSmem = WgTile<kRows>::kSmemBytes;
-    RuntimeDeviceCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(static_cast<unsigned>(splits));
-    config.blockDim = dim3(kWgThreads);
-    config.dynamicSmemBytes = kSmem;
-    cudaLaunchAttribute attribute{};
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = static_cast<unsigned>(splits);
-    attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-    int clusters = 0;
-    RuntimeDeviceCheck(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
-    return clusters;
+    return runtime::get_max_active_clusters(marlin_wgmma_kernel<T, kRows>, kWgThreads, WgTile<kRows>::kSmemBytes,
+                                            static_cast<unsigned>(splits));
   });
 }
 

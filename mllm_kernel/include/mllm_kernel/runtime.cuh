@@ -90,4 +90,30 @@ inline int get_blocks_per_sm(void (*kernel)(KernelArgs...), int block_size, std:
   return blocks;
 }
 
+/// Clusters of `cluster` blocks of `kernel` (block_size threads, dynamic_smem bytes, which it may
+/// use past 48 KB) that the current device runs at once: a cluster's blocks share a GPC, so this
+/// can be fewer than its SMs' blocks / cluster. Not cached: the callers cache per plan.
+template <typename... KernelArgs>
+inline int get_max_active_clusters(void (*kernel)(KernelArgs...), int block_size, std::size_t dynamic_smem,
+                                   unsigned cluster) {
+  if (dynamic_smem > 48 * 1024) {
+    RuntimeDeviceCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(dynamic_smem)));
+  }
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(cluster);
+  config.blockDim = dim3(static_cast<unsigned>(block_size));
+  config.dynamicSmemBytes = dynamic_smem;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = cluster;
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  int clusters = 0;
+  RuntimeDeviceCheck(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
+  return clusters;
+}
+
 }  // namespace mllm_kernel::host::runtime
