@@ -1178,15 +1178,19 @@ def test_wgmma_routing(monkeypatch):
     assert gptq_marlin.wgmma_plan(200, 14336, 4096, 132, block_rows=128) == (128, 224, 1, False)
     # Splits run as clusters where every tile is split, in up to 8 splits, and the GPU runs a
     # cluster for every tile at once (an H100's counts for this kernel).
-    at_once = {2: 66, 4: 30, 8: 15}
+    at_once = {2: 66, 3: 39, 4: 30, 8: 15}
     assert gptq_marlin.wgmma_clusters(66, 0, 2, 66) and gptq_marlin.wgmma_clusters(15, 0, 8, 15)
     assert not gptq_marlin.wgmma_clusters(32, 0, 4, 30)  # a second wave of clusters
     assert not gptq_marlin.wgmma_clusters(4, 0, 16, 8) and not gptq_marlin.wgmma_clusters(4, 0, 1, 132)
     assert not gptq_marlin.wgmma_clusters(448, 396, 2, 66)
     plan = functools.partial(gptq_marlin.wgmma_plan, sm_count=132, clusters_at_once=lambda splits, rows: at_once[splits])
     assert plan(256, 4096, 4096) == (128, 0, 2, True)
-    assert plan(128, 3584, 4096) == (128, 0, 4, True) and plan(128, 4096, 4096) == (128, 0, 4, False)
-    assert plan(128, 1024, 1024) == (128, 0, 8, True)
+    assert plan(128, 3584, 4096) == (128, 0, 4, True)
+    # 32 tiles: not 32 clusters of 4, but 3 splits (20 or 22 stages of 64) in clusters; at K =
+    # 14336 the longer splits cost more than the clusters save.
+    assert plan(128, 4096, 4096) == (128, 0, 3, True) and plan(128, 4096, 14336) == (128, 0, 4, False)
+    assert plan(64, 4096, 4096) == (128, 0, 4, False)  # half the partial sums: the ticket's fix-up is cheaper
+    assert plan(128, 1024, 1024) == (128, 0, 4, True)  # 8 tiles, 16 stages: 4 stages a split, not 2
     assert plan(128, 512, 4096) == (128, 0, 8, True)  # 4 tiles: 8 splits in clusters, not 32 without
     assert gptq_marlin.wgmma_plan(128, 512, 4096, 132) == (128, 0, 32, False)
     assert plan(1024, 14336, 4096) == (256, 396, 2, False)  # a split tail: never clusters
@@ -1293,7 +1297,9 @@ def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
         locks = torch.zeros(tiles, dtype=torch.int32, device="cuda")
         # (whole tiles, splits): none split (splits 1, or no tile past the whole ones), every tile
         # split, and only the tiles past the first or past all but one.
-        for whole, splits in ((tiles, 1), (tiles, 2), (0, 2), (0, 4), (0, 8), (1, 2), (tiles - 1, 4)):
+        # 3 splits: 4, 6 and 6 stages of K (pairs of stages).
+        for whole, splits in ((tiles, 1), (tiles, 2), (0, 2), (0, 3), (0, 4), (0, 8), (1, 2), (tiles - 1, 3),
+                              (tiles - 1, 4)):
             c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
             count = (tiles - whole) * splits * min(rows, m) * 128 if splits > 1 else 0  # may be 0
             partials = torch.full((count,), float("nan"), device="cuda")
@@ -1307,8 +1313,9 @@ def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
                        whole, True, splits == 4)
                 assert torch.equal(clustered, c), (rows, splits)
     partials = torch.zeros(2 * m * n, device="cuda")
-    with pytest.raises(ValueError, match="the wgmma kernel needs size_k a multiple of 384 for 3 splits, got 1024"):
-        module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 3, 128, 0, False, True)
+    with pytest.raises(ValueError, match="the wgmma kernel needs size_k a multiple of 128 and as many rows a split "
+                                         r"\(at least 1152 for 9 splits\), got 1024"):
+        module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 9, 128, 0, False, True)
     with pytest.raises(ValueError, match="the wgmma kernel takes blocks of 128 or 256 rows, got 64"):
         module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, 64, 0, False, True)
     tiles = gptq_marlin.wgmma_tiles(m, n, 128)

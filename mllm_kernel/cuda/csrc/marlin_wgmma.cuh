@@ -301,9 +301,12 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   const std::int64_t n0 = static_cast<std::int64_t>(tile % tiles.n_blocks) * kWgBlockN;
   const std::int64_t m0 = static_cast<std::int64_t>(tile / tiles.n_blocks) * kRows;
   const int rows = static_cast<int>(p.m - m0 < kRows ? p.m - m0 : kRows);
-  const int stage_steps = kWgStageK / marlin::kTileK;
-  const int split_stages = (whole ? p.k / marlin::kTileK : split.rows_per_split) / stage_steps;
-  const int t0 = z * split_stages, t1 = t0 + split_stages;  // the wrapper splits K in even stage counts
+  // Its 64-row stages of K [t0, t1): split z of split.splits takes the z-th even share of the
+  // pairs of stages (the loop below runs stages in pairs; the wrapper leaves each split a pair
+  // or more).
+  const int pairs = static_cast<int>(p.k / (2 * kWgStageK));
+  const int t0 = whole ? 0 : 2 * (pairs * z / split.splits);
+  const int t1 = whole ? 2 * pairs : 2 * (pairs * (z + 1) / split.splits);
   const std::int64_t words_per_step = p.n * marlin::kTileK * 4 / 32;
   const bool channelwise = p.groups == 1;
   if (tid == 0) {
@@ -538,8 +541,9 @@ void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mll
   RuntimeCheck(!cluster || (whole == 0 && splits >= 2 && splits <= kWgMaxCluster),
                "the wgmma kernel runs splits as clusters only where every tile is split, in 2 to ", kWgMaxCluster,
                " splits, got whole ", whole, " and ", splits, " splits");
-  RuntimeCheck(splits >= 1 && size_k % (2 * kWgStageK * splits) == 0, "the wgmma kernel needs size_k a multiple of ",
-               2 * kWgStageK * splits, " for ", splits, " splits, got ", size_k);
+  RuntimeCheck(splits >= 1 && size_k % (2 * kWgStageK) == 0 && size_k >= 2 * kWgStageK * splits,
+               "the wgmma kernel needs size_k a multiple of ", 2 * kWgStageK, " and as many rows a split (at least ",
+               2 * kWgStageK * splits, " for ", splits, " splits), got ", size_k);
   RuntimeCheck(p.lda % 8 == 0 && reinterpret_cast<std::uintptr_t>(p.a) % 16 == 0,
                "a: rows must start 16-byte aligned (row stride a multiple of 8), got row stride ", p.lda);
   RuntimeCheck(p.lda >= size_k, "a: the wgmma kernel reads rows that do not overlap (row stride at least size_k ",

@@ -181,6 +181,14 @@ WGMMA_WAVE_TIME = {128: 1.0, 256: 1.65}
 WGMMA_SPLIT_COST = {128: 0.25, 256: 0.4}
 WGMMA_SPLIT_COST_PAST_4 = 0.045
 WGMMA_CLUSTER_SPLIT_COST = (0.1, 0.02)
+#: Splits of every tile the Hopper kernel may run as clusters (up to WGMMA_MAX_CLUSTER).
+WGMMA_CLUSTER_SPLITS = (2, 3, 4, 8)
+#: Where every tile is split, the fix-up in 64-row stages of K (0.395 µs each), for choosing among
+#: such plans, which differ in K per split: with the partial sums in global memory 8 + 5 a split
+#: (its 128 rows of partial sums; in proportion for fewer), in clusters 10 + 1.2 a split (H100,
+#: M = 128, forced plans at K = 4096 and 14336: the former 16-19 stages at 2 splits, 29 at 4, 37
+#: at 8, 62 at 16; the latter 10-14 at 2, 15-16 at 4, 19 at 8; at M = 64 the former 24 at 4).
+WGMMA_FIXUP_STAGES = {False: (8.0, 5.0), True: (10.0, 1.2)}
 
 
 def wgmma_applies(a: torch.Tensor, m: int, n: int, k: int, weights, scales, act_order: bool,
@@ -253,19 +261,30 @@ def wgmma_plan(m: int, n: int, k: int, sm_count: int, block_rows: int | None = N
     """The Hopper kernel's plan for an M x N x K call: blocks of 128 or 256 rows, whichever
     wgmma_cost finds shorter (128 on a tie), or `block_rows`; `tail` False splits no tail (for
     measuring). ``clusters_at_once(splits, block_rows)``: clusters of that many blocks the GPU
-    runs at once; with it, where every tile is split, the plan may instead run 2, 4 or 8 (up to
-    as many) splits as clusters (wgmma_clusters), whichever wgmma_cost finds shortest; without it
-    no plan runs clusters."""
+    runs at once; with it, where every tile is split, the plan may instead run up to as many
+    splits (WGMMA_CLUSTER_SPLITS, 128 rows of K each at least) as clusters (wgmma_clusters),
+    whichever wgmma_split_stages finds shortest; without it no plan runs clusters."""
     costs = []
     for rows in (128, 256) if block_rows is None else (block_rows,):
         tiles = wgmma_tiles(m, n, rows)
         whole, splits = wgmma_split(tiles, k, sm_count, tail)
-        plans = [WgmmaPlan(rows, whole, splits)]
+        plan = WgmmaPlan(rows, whole, splits)
         if clusters_at_once is not None and whole == 0:
-            plans += [WgmmaPlan(rows, 0, s, True) for s in (2, 4, 8)
-                      if s <= splits and wgmma_clusters(tiles, 0, s, clusters_at_once(s, rows))]
-        costs += [(wgmma_cost(plan, tiles, sm_count), plan) for plan in plans]
+            plans = [plan] + [WgmmaPlan(rows, 0, s, True) for s in WGMMA_CLUSTER_SPLITS
+                              if s <= splits and k // WGMMA_SPLIT_K >= s
+                              and wgmma_clusters(tiles, 0, s, clusters_at_once(s, rows))]
+            plan = min(plans, key=lambda p: wgmma_split_stages(p, m, k))
+        costs.append((wgmma_cost(plan, tiles, sm_count), plan))
     return min(costs, key=lambda cost_plan: cost_plan[0])[1]
+
+
+def wgmma_split_stages(plan: WgmmaPlan, m: int, k: int) -> float:
+    """A plan that splits every tile of an M x N x K call, in 64-row stages of K: its longest
+    split's stages (the kernel splits K in pairs of stages) and its fix-up (WGMMA_FIXUP_STAGES)."""
+    fixed, per_split = WGMMA_FIXUP_STAGES[plan.cluster]
+    if not plan.cluster:
+        per_split *= min(m, plan.block_rows) / 128
+    return 2 * -(-(k // WGMMA_SPLIT_K) // plan.splits) + fixed + per_split * plan.splits
 
 
 def wgmma_cost(plan: WgmmaPlan, tiles: int, sm_count: int) -> float:
