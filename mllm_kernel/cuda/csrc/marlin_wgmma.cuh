@@ -523,8 +523,8 @@ std::int64_t marlin_wgmma_clusters_at_once(std::int64_t device_id, std::int64_t 
 /// 0, every tile). `cluster` (whole 0, 2 to 8 splits): each tile's splits run as a cluster and
 /// add their sums on chip. Otherwise, with splits > 1 and whole < tiles: partials float32
 /// [(tiles - whole) * splits * min(block_rows, M) * 128]; locks int32, one per split tile, zero,
-/// and left zero (else either may be empty). The caller routes here only what the kernel takes (see the file comment); the
-/// checks say so for anything else.
+/// and left zero (else either may be empty). The caller routes here only what the kernel takes
+/// (see the file comment); the checks say so for anything else.
 template <typename T>
 void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kernel::TensorView b,
                        mllm_kernel::TensorView scales, mllm_kernel::TensorView zeros, mllm_kernel::TensorView g_idx,
@@ -556,8 +556,8 @@ void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mll
   if (p.m == 0) return;
   if (splits == 1) whole = tiles;
   const std::int64_t part_rows = size_m < block_rows ? size_m : block_rows;
-  MarlinSplit split{nullptr, nullptr, static_cast<int>(size_k / marlin::kTileK / splits), static_cast<int>(splits),
-                    enable_pdl};
+  // (rows_per_split unused: the kernel shares K's pairs of stages out itself, unevenly where need be)
+  MarlinSplit split{nullptr, nullptr, 0, static_cast<int>(splits), enable_pdl};
   if (whole < tiles && !cluster) {
     bind_split_buffers(split, a, partials, locks, (tiles - whole) * splits * part_rows * kWgBlockN, tiles - whole);
   }

@@ -233,7 +233,7 @@ def wgmma_clusters(tiles: int, whole: int, splits: int, clusters_at_once: int) -
     """Whether a plan's splits run as clusters: where every tile is split (whole 0), in at most
     WGMMA_MAX_CLUSTER splits, and the GPU runs a cluster for every tile at once
     (``clusters_at_once``, fewer than the SMs / splits: a cluster's blocks share a GPC, and an
-    H100 runs 66 clusters of 2 blocks of this kernel, 30 of 4, 15 of 8). A tile's splits then add
+    H100 runs 66 clusters of 2 blocks of this kernel, 39 of 3, 30 of 4, 15 of 8). A tile's splits then add
     their sums through each other's shared memory, all at once, instead of the last to finish
     reading the others' from global memory. H100, M = 128, K = 4096, one process, against the
     same plans without clusters: 4 splits 1.31-1.34x at N = 2048-3584 (16-28 tiles; 3584: 17.5
