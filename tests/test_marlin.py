@@ -1206,6 +1206,12 @@ def test_wgmma_routing(monkeypatch):
     assert gptq_marlin.wgmma_plan(1024, 6144, 4096, 132) == (128, 384, 1, False)  # 3 against 1.65 x 1.9
     assert gptq_marlin.wgmma_cost(gptq_marlin.WgmmaPlan(256, 396, 2), 448, 132) == pytest.approx(1.65 * 3.9)
     assert gptq_marlin.wgmma_cost(gptq_marlin.WgmmaPlan(128, 0, 2, True), 64, 132) == pytest.approx(0.64)
+    # Every tile split, in stages of 64 rows of K: the longest split (pairs of stages) and the
+    # fix-up, 10 + 1.2 a split in clusters, 8 + 5 a split for 128 rows of partial sums otherwise.
+    stages = gptq_marlin.wgmma_split_stages
+    assert stages(gptq_marlin.WgmmaPlan(128, 0, 3, True), 128, 4096) == pytest.approx(22 + 10 + 3.6)
+    assert stages(gptq_marlin.WgmmaPlan(128, 0, 4), 128, 4096) == pytest.approx(16 + 8 + 20)
+    assert stages(gptq_marlin.WgmmaPlan(128, 0, 4), 64, 4096) == pytest.approx(16 + 8 + 10)
 
 
 @hopper
