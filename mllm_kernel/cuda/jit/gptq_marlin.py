@@ -497,8 +497,7 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
     act_order = (g_idx.numel() > 0 and isinstance(b_scales, torch.Tensor) and b_scales.dim() == 2
                  and b_scales.size(0) > 1)
     if size_m > 0 and wgmma_applies(a, size_m, size_n, size_k, weights, b_scales, act_order, zeros):
-        plan = wgmma_plan(size_m, size_n, size_k, _sm_count(a.device.index),
-                          clusters_at_once=functools.partial(_wgmma_clusters_at_once, a.device, a.dtype))
+        plan = _wgmma_route(a.device, a.dtype, size_m, size_n, size_k, _sm_count(a.device.index))
         # The split tiles' partial sums, [splits, min(block_rows, M), 128] each (none in clusters).
         split_tiles = 0 if plan.cluster else wgmma_tiles(size_m, size_n, plan.block_rows) - plan.whole
         partials, locks = _split_buffers(a, workspace, plan.splits, split_tiles,
@@ -530,6 +529,13 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
     _GEMM[(a.dtype, weights)](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
                            m_tiles, splits, pdl)
     return c
+
+
+@functools.lru_cache(maxsize=4096)
+def _wgmma_route(device: torch.device, dtype: torch.dtype, m: int, n: int, k: int, sm_count: int) -> WgmmaPlan:
+    """wgmma_plan for a call on a's GPU, kept per shape: the plan weighs several candidates and
+    costs microseconds of host time, a lookup a fraction of one."""
+    return wgmma_plan(m, n, k, sm_count, clusters_at_once=functools.partial(_wgmma_clusters_at_once, device, dtype))
 
 
 @functools.lru_cache(maxsize=None)
