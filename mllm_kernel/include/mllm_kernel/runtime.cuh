@@ -104,13 +104,11 @@ inline int get_max_active_clusters(void (*kernel)(KernelArgs...), int block_size
   config.gridDim = dim3(cluster);
   config.blockDim = dim3(static_cast<unsigned>(block_size));
   config.dynamicSmemBytes = dynamic_smem;
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = cluster;
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  cudaLaunchAttribute attributes[host::detail::kMaxLaunchAttributes];
+  config.numAttrs = host::detail::fill_launch_attributes(
+      attributes, &cudaLaunchAttribute::val, cudaLaunchAttributeProgrammaticStreamSerialization,
+      cudaLaunchAttributeCooperative, cudaLaunchAttributeClusterDimension, false, false, cluster);
+  config.attrs = attributes;
   int clusters = 0;
   RuntimeDeviceCheck(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
   return clusters;
