@@ -30,14 +30,16 @@ GEMM_CHECKED = {("scaled_mm_sm90_swap_64x16x256_c1x1_pingpong", ("int8_t", "bf16
 GEMM_FAMILIES = ("scaled_mm_sm90_", "scaled_mm_sm80_", "scaled_mm_blockwise_sm90_")
 
 
-#: The Marlin GEMM module built through the JIT here (sm_90); test_marlin_gemm_builds_for_ampere_ada_and_orin
-#: compiles the other dtype and weight types for sm_80, sm_86 and sm_87.
-MARLIN_CHECKED = ("bf16_t", "4")
+#: The Marlin GEMM modules built through the JIT here (sm_90): bf16 activations and 4-bit integer
+#: weights, every kernel; test_marlin_gemm_builds_for_ampere_ada_and_orin compiles the other dtype
+#: and weight types for sm_80, sm_86 and sm_87.
+MARLIN_FAMILIES = ("marlin_gemm", "marlin_gemv", "marlin_dequant")
+MARLIN_CHECKED = ("bf16_t", "4", "false")
 
 
 def _checked(record) -> bool:
-    if record.name == "marlin_gemm":
-        return tuple(record.args) == MARLIN_CHECKED
+    if record.name in MARLIN_FAMILIES:
+        return tuple(record.args[:3]) == MARLIN_CHECKED
     return not record.name.startswith(GEMM_FAMILIES) or (record.name, record.args) in GEMM_CHECKED
 
 
@@ -147,19 +149,25 @@ template __global__ void probe<bf16_t>(bf16_t*, const bf16_t*, float*);
 
 
 def test_marlin_gemm_builds_for_ampere_ada_and_orin(tmp_path):
-    """The weight-only GEMM (fp16 activations with 8-bit weights and bf16 with float8 ones: the
-    variants the JIT test above does not build), and the module's GEMV beside it, compile for
-    sm_80 (A100), sm_86 (three
-    pipeline stages) and sm_87 (Jetson Orin), where float8 weights have no tensor cores of their
-    own; every 4-bit tile and the 8-bit 16-row one fit the 163 KB of shared memory a block has
-    on sm_80 and sm_87, and the 4-bit 16- and 32-row tiles the 99 KB of sm_86 and sm_89."""
+    """The weight-only GEMM's kernels (fp16 activations with 8-bit weights and bf16 with float8
+    ones: the variants the JIT test above does not build), and the GEMV beside them, compile for
+    sm_80 (A100), sm_86 (three pipeline stages) and sm_87 (Jetson Orin), where float8 weights
+    have no tensor cores of their own; every 4-bit tile and the 8-bit 16-row one fit the 163 KB
+    of shared memory a block has on sm_80 and sm_87, and the 4-bit 16- and 32-row tiles the 99
+    KB of sm_86 and sm_89."""
+    from mllm_kernel.cuda.jit.gptq_marlin import GEMM_KERNELS
     from mllm_kernel.jit_utils.paths import CUDA_CSRC_DIR
 
+    def flags(kernel):
+        return ", ".join([str(kernel.m_tiles), str(kernel.act_order).lower(), str(kernel.swapped).lower()])
+
+    probes = "".join(f"void* probe_{i} = (void*)&marlin_gemm<fp16_t, 8, false, {flags(kernel)}>;\n"
+                     f"void* probe_fp8_{i} = (void*)&marlin_gemm<bf16_t, 8, true, {flags(kernel)}>;\n"
+                     for i, kernel in enumerate(GEMM_KERNELS))
     source = tmp_path / "marlin.cu"
-    source.write_text('#include "marlin_gemm.cuh"\n#include "marlin_gemv.cuh"\n'
-                      'void* probe = (void*)&marlin_gemm<fp16_t, 8>;\n'
-                      'void* probe_fp8 = (void*)&marlin_gemm<bf16_t, 8, true>;\n'
-                      'void* probe_gemv = (void*)&marlin_gemv<bf16_t, 4>;\n'
+    source.write_text('#include "marlin_gemm.cuh"\n#include "marlin_gemv.cuh"\n' + probes +
+                      'void* probe_gemv = (void*)&marlin_gemv<bf16_t, 4, false, false>;\n'
+                      'void* probe_gemv_act_order = (void*)&marlin_gemv<bf16_t, 4, false, true>;\n'
                       "constexpr int kAmpere = 163 * 1024, kAda = 99 * 1024;\n"
                       "static_assert(MarlinSmem<4, 4>::bytes(marlin_stages(80)) <= kAmpere &&\n"
                       "              MarlinSmem<4, 2>::bytes(marlin_stages(87)) <= kAmpere &&\n"

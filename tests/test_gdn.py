@@ -272,7 +272,7 @@ def test_bad_workspace_of_the_module_function():
 
     q, k, v, a, b, A_log, dt_bias, pool, indices = _inputs(200, 2, 4, 2, 4, 64, 32, "cuda", seed=2)
     cu = torch.tensor([0, 70, 200], device="cuda")
-    module = find_module("gdn_extend_chunkwise", ("bf16_t",), "cuda").load()
+    module = find_module("gdn_extend_chunkwise", ("bf16_t", "64"), "cuda").load()
     out = torch.empty_like(v)
     args = (q, k, v, a, b, A_log, dt_bias, pool, indices, cu, out)
     short = chunk_workspace(200, 2, 4, "cuda")[:4]  # 200 tokens in 2 sequences need 2 + 3 + 1 slots
@@ -286,6 +286,10 @@ def test_bad_workspace_of_the_module_function():
     fails(rf"workspace: dim 2 must be {CHUNK_WORK_FLOATS}, got 8", short[..., :8].contiguous())
     fails(r"workspace: dim 1 must be 4, got 3", chunk_workspace(200, 2, 3, "cuda"))
     fails(r"workspace: device must be cuda, got cpu", short.cpu())
+    # A module per head_k_dim: the other refuses these inputs.
+    with pytest.raises(ValueError, match=r"this gdn_extend module runs head_k_dim 128, got 64"):
+        find_module("gdn_extend_chunkwise", ("bf16_t", "128"), "cuda").load().gdn_extend_chunkwise(
+            *args, chunk_workspace(200, 2, 4, "cuda"), CHUNKED_MIN_TOKENS, False)
     # With every sequence left to the recurrent kernel, an empty workspace is enough.
     expected_pool = pool.double().cpu()
     expected = reference(*(t.cpu() for t in (q, k, v, a, b, A_log, dt_bias)), expected_pool, indices.cpu(), cu.cpu())

@@ -346,8 +346,8 @@ def test_marlin_kernel_over_any_split_of_k(kind, group_size, act_order, m):
     empty = torch.empty(0, dtype=torch.int32, device="cuda")
     zeros = prep["zeros"] if prep["zeros"] is not None else empty
     g_idx = prep["g_idx"] if prep["g_idx"] is not None else empty
-    module = gptq_marlin._GEMM[(dtype, weights)]
     m_tiles, blocks = gptq_marlin.m_tiles_for(m), gptq_marlin.output_blocks(m, n)
+    module = gptq_marlin._GEMM[(dtype, weights, gptq_marlin.gemm_kernel(m, m_tiles, act_order))]
     locks = torch.zeros(blocks, dtype=torch.int32, device="cuda")
     for splits in (1, 2, 3, 5, 9, 64, 65):
         c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
@@ -363,6 +363,13 @@ def test_marlin_kernel_over_any_split_of_k(kind, group_size, act_order, m):
         module(a_in, c, prep["q"], prep["s"], zeros, g_idx, partials, locks[1:], m, n, k, m_tiles, 65, True)
     with pytest.raises(ValueError, match="m_tiles must be 1, 2 or 4, got 3"):
         module(a_in, c, prep["q"], prep["s"], zeros, g_idx, partials, locks, m, n, k, 3, 65, True)
+    # Each module holds one kernel: a call that needs another is refused.
+    other, order = 4 if m_tiles != 4 else 2, " with act-order" if act_order else ""
+    swapped = gptq_marlin.gemm_kernel(m, m_tiles, act_order).swapped
+    runs = f"{m_tiles}-tile blocks{order}" + (", swapped" if swapped else "")
+    with pytest.raises(ValueError, match=re.escape(f"this marlin_gemm module runs {runs}; the call needs "
+                                                   f"{other}-tile blocks{order}")):
+        module(a_in, c, prep["q"], prep["s"], zeros, g_idx, partials, locks, m, n, k, other, 65, True)
     with pytest.raises(ValueError, match="c: must start 16-byte aligned"):
         shifted = torch.empty(m * n + 1, dtype=dtype, device="cuda")[1:].view(m, n)
         module(a_in, shifted, prep["q"], prep["s"], zeros, g_idx, partials, locks, m, n, k, m_tiles, 65, True)
@@ -389,7 +396,7 @@ def test_marlin_gemv_over_any_split_of_k(kind, group_size, m, n, k):
     weights = {"gptq8": 8, "fp8": gptq_marlin.FP8}.get(kind, 4)
     empty = torch.empty(0, dtype=torch.int32, device="cuda")
     zeros = prep["zeros"] if prep["zeros"] is not None else empty
-    module = gptq_marlin._GEMV[(dtype, weights)]
+    module = gptq_marlin._GEMV[(dtype, weights, False)]
     locks = torch.zeros(gptq_marlin.gemv_blocks(n), dtype=torch.int32, device="cuda")
     for splits in (1, 2, 3, 5, 7, 16, 32, k // 16):
         c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
@@ -417,8 +424,8 @@ def test_marlin_gemv_bf16_within_float32_error(kind, group_size, splits):
     c = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
     partials = torch.empty(splits * m * n if splits > 1 else 0, device="cuda")
     locks = torch.zeros(gptq_marlin.gemv_blocks(n), dtype=torch.int32, device="cuda")
-    gptq_marlin._GEMV[(torch.bfloat16, 4)](a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, splits,
-                                           True)
+    gptq_marlin._GEMV[(torch.bfloat16, 4, False)](a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k,
+                                                  splits, True)
     _check_bf16_within_float32_error(c, a, prep["w_ref"])
 
 
@@ -437,7 +444,7 @@ def test_marlin_gemv_act_order(kind, group_size, m):
     prep = _prepare(kind, k, n, group_size, True, dtype, seed=m)
     a = torch.randn(m, k, device="cuda").to(dtype)
     a_in = a[:, prep["perm"].long()].contiguous()
-    module = gptq_marlin._GEMV[(dtype, 8 if kind == "gptq8" else 4)]
+    module = gptq_marlin._GEMV[(dtype, 8 if kind == "gptq8" else 4, True)]
     empty = torch.empty(0, dtype=torch.int32, device="cuda")
     locks = torch.zeros(gptq_marlin.gemv_blocks(n), dtype=torch.int32, device="cuda")
     for splits in (1, 3, 80):
@@ -471,7 +478,7 @@ def test_marlin_gemv_bad_inputs():
     empty = torch.empty(0, dtype=torch.int32, device="cuda")
     locks = torch.zeros(1, dtype=torch.int32, device="cuda")
     prep = _prepare("gptq4", k, n, 32, False, dtype, seed=2)
-    module = gptq_marlin._GEMV[(dtype, 4)]
+    module = gptq_marlin._GEMV[(dtype, 4, False)]
     a = torch.randn(17, k, device="cuda").to(dtype)
     c = torch.empty(17, n, dtype=dtype, device="cuda")
     with pytest.raises(ValueError, match="marlin_gemv takes at most 16 rows, got 17"):
@@ -486,13 +493,21 @@ def test_marlin_gemv_bad_inputs():
     with pytest.raises(ValueError, match="partials"):
         module(a[:1], c[:1], prep["q"], prep["s"], empty, empty, partials[:n], locks, 1, n, k, 3, True)
     with pytest.raises(ValueError, match="zero points are supported for 4-bit weights only"):
-        gptq_marlin._GEMV[(dtype, 8)](a[:1], c[:1], _prepare("gptq8", k, n, 128, False, dtype, 2)["q"], prep["s"],
-                                      torch.zeros(k // 128, n // 4, dtype=torch.int32, device="cuda"), empty, empty,
-                                      empty, 1, n, k, 1, True)
+        q8 = _prepare("gptq8", k, n, 128, False, dtype, 2)["q"]
+        gptq_marlin._GEMV[(dtype, 8, False)](a[:1], c[:1], q8, prep["s"],
+                                             torch.zeros(k // 128, n // 4, dtype=torch.int32, device="cuda"), empty,
+                                             empty, empty, 1, n, k, 1, True)
     g_idx = (torch.arange(k, device="cuda", dtype=torch.int32) // 128)
     with pytest.raises(ValueError, match="marlin_gemv takes no zero points with g_idx"):
         module(a[:1], c[:1], prep["q"], prep["s"], torch.zeros(k // 128, n // 8, dtype=torch.int32, device="cuda"),
                g_idx, empty, empty, 1, n, k, 1, True)
+    with pytest.raises(ValueError, match=re.escape("this marlin_gemv module is built without act-order (g_idx with "
+                                                   "more than one group); the call has it")):
+        module(a[:1], c[:1], prep["q"], prep["s"], empty, g_idx, empty, empty, 1, n, k, 1, True)
+    with pytest.raises(ValueError, match=re.escape("this marlin_gemv module is built for act-order (g_idx with "
+                                                   "more than one group); the call has none")):
+        gptq_marlin._GEMV[(dtype, 4, True)](a[:1], c[:1], prep["q"], prep["s"], empty, empty, empty, empty, 1, n, k, 1,
+                                            True)
 
 
 @cuda
@@ -552,12 +567,12 @@ def test_gemv_splits_only_where_blocks_leave_sms_idle():
 
 
 @functools.lru_cache(maxsize=None)
-def _three_stage_module(dtype, bits):
-    """The GEMM module built with three pipeline stages, as for GPUs whose blocks have 99 KB."""
+def _three_stage_module(dtype, bits, kernel):
+    """A GEMM module built with three pipeline stages, as for GPUs whose blocks have 99 KB."""
     from mllm_kernel.jit_utils import load_cuda_jit, make_cpp_args
     from mllm_kernel.jit_utils.paths import CUDA_CSRC_DIR
 
-    args = make_cpp_args(dtype, bits)
+    args = make_cpp_args(dtype, bits, False, *kernel)
     return load_cuda_jit("marlin_gemm_3_stages", args, cuda_files=[CUDA_CSRC_DIR / "marlin_gemm.cuh"],
                          extra_cuda_cflags=["-DMLLM_MARLIN_STAGES=3"],
                          cuda_wrappers=[("marlin_gemm", f"marlin_gemm<{args}>"),
@@ -575,7 +590,6 @@ def test_marlin_kernel_with_three_pipeline_stages(kind, group_size, act_order, m
     from mllm_kernel.cuda.jit import gptq_marlin
 
     k, n, dtype = 1152, 768, torch.bfloat16  # 72 steps, 9 stages
-    module = _three_stage_module(dtype, 8 if kind == "gptq8" else 4)
     prep = _prepare(kind, k, n, group_size, act_order, dtype, seed=m)
     a = torch.randn(m, k, device="cuda").to(dtype)
     a_in = a[:, prep["perm"].long()].contiguous() if prep["perm"] is not None else a
@@ -583,7 +597,8 @@ def test_marlin_kernel_with_three_pipeline_stages(kind, group_size, act_order, m
     zeros = prep["zeros"] if prep["zeros"] is not None else empty
     g_idx = prep["g_idx"] if prep["g_idx"] is not None else empty
     m_tiles, blocks = gptq_marlin.m_tiles_for(m), gptq_marlin.output_blocks(m, n)
-    assert module.marlin_blocks_per_sm(0, m, m_tiles, act_order) >= 1
+    module = _three_stage_module(dtype, 8 if kind == "gptq8" else 4, gptq_marlin.gemm_kernel(m, m_tiles, act_order))
+    assert module.marlin_blocks_per_sm(0) >= 1
     locks = torch.zeros(blocks, dtype=torch.int32, device="cuda")
     for splits in (1, 3, 13, 72):
         c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
@@ -639,8 +654,6 @@ def test_marlin_blocks_per_sm_is_the_kernels_occupancy(dtype):
         assert {key for key, v in got.items() if v == 2} == {(4, 1, False), (4, 16, False), (4, 1, True),
                                                              (4, 16, True)}, got
         assert set(got.values()) == {1, 2}, got
-    with pytest.raises(ValueError, match="m_tiles must be 1, 2 or 4, got 3"):
-        gptq_marlin._BLOCKS_PER_SM[(dtype, 4)](a.device.index, 40, 3, False)
 
 
 @cuda
@@ -660,8 +673,8 @@ def test_marlin_act_order_takes_g_idx_in_any_order(m):
     weight = torch.empty(n, k, dtype=dtype, device="cuda")
     gptq_marlin._DEQUANT[(dtype, 4)](prep["q"], prep["s"], empty, g_idx, weight, n, k)
     a = torch.randn(m, k, device="cuda").to(dtype)
-    module = gptq_marlin._GEMM[(dtype, 4)]
     m_tiles, blocks = gptq_marlin.m_tiles_for(m), gptq_marlin.output_blocks(m, n)
+    module = gptq_marlin._GEMM[(dtype, 4, gptq_marlin.gemm_kernel(m, m_tiles, True))]
     locks = torch.zeros(blocks, dtype=torch.int32, device="cuda")
     for splits in (1, 3):
         c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")

@@ -1,7 +1,8 @@
 // CUDA gated DeltaNet, one module per op and element type T (fp16_t, bf16_t):
 //   gdn_decode<T>(q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, out, enable_pdl)
-//   gdn_extend<T>(q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, cu_seqlens, out,
-//                 workspace, chunked_min_tokens, enable_pdl)
+//   gdn_extend<T, kDk>(q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, cu_seqlens, out,
+//                      workspace, chunked_min_tokens, enable_pdl)
+// Extend has a module per head_k_dim kDk too: its three kernels are the slowest to compile.
 // The recurrence, shapes and padding rule are in mllm_kernel/gdn.hpp.
 //
 // Decode streams each head's state once (read, update, write): a lane group of head_k_dim / 4
@@ -308,6 +309,7 @@ __global__ void __launch_bounds__(kExtendThreads) gdn_extend_kernel(const __grid
 // ---------------------------------------------------------------------------------------------
 // Entry points
 
+/// Decode's kernel for the call's head_k_dim (64 or 128, checked).
 template <typename T, template <typename, int> class Launch, typename... Args>
 void launch_for_head_dim(const GdnParams& p, DLDevice device, Args... args) {
   if (p.head_k_dim == 64) {
@@ -381,8 +383,9 @@ void gdn_decode(mllm_kernel::TensorView q, mllm_kernel::TensorView k, mllm_kerne
   launch_for_head_dim<T, DecodeLaunch>(p, device, enable_pdl);
 }
 
-/// Prefill/extend of the sequences of cu_seqlens; see the file comment and mllm_kernel/gdn.hpp.
-template <typename T>
+/// Prefill/extend of the sequences of cu_seqlens with head_k_dim kDk; see the file comment and
+/// mllm_kernel/gdn.hpp.
+template <typename T, int kDk>
 void gdn_extend(mllm_kernel::TensorView q, mllm_kernel::TensorView k, mllm_kernel::TensorView v, mllm_kernel::TensorView a,
                 mllm_kernel::TensorView b, mllm_kernel::TensorView A_log, mllm_kernel::TensorView dt_bias,
                 mllm_kernel::TensorView state_pool, mllm_kernel::TensorView cache_indices, mllm_kernel::TensorView cu_seqlens,
@@ -394,6 +397,7 @@ void gdn_extend(mllm_kernel::TensorView q, mllm_kernel::TensorView k, mllm_kerne
   const GdnParams p = check_gdn<kDLCUDA, T>(q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, &cu_seqlens, out,
                                             dtype, device);
   check_grid(p);
+  RuntimeCheck(p.head_k_dim == kDk, "this gdn_extend module runs head_k_dim ", kDk, ", got ", p.head_k_dim);
   SymbolicSize W{"workspace_slots"};
   SymbolicDevice same_device;
   same_device.bind(device, "q");
@@ -408,8 +412,7 @@ void gdn_extend(mllm_kernel::TensorView q, mllm_kernel::TensorView k, mllm_kerne
                " slots for these tokens and sequences, got ", W.unwrap());
   RuntimeCheck(!chunked || slots <= 0x7fffffff, "too many tokens for one call: ", p.tokens);
   if (p.num_seqs == 0 || p.tokens == 0) return;
-  launch_for_head_dim<T, ExtendLaunch>(p, device, enable_pdl, chunked_min_tokens,
-                                       static_cast<float*>(workspace.data_ptr()));
+  ExtendLaunch<T, kDk>::run(p, device, enable_pdl, chunked_min_tokens, static_cast<float*>(workspace.data_ptr()));
 }
 
 }  // namespace

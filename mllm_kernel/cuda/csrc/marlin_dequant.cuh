@@ -1,7 +1,7 @@
 // CUDA dequantization of Marlin-format weights into a dense [N, K] matrix of the activation
 // type T (a linear layer's weight layout), for the large-M path of gptq_marlin_gemm (the caller
 // then runs a dense GEMM with its transpose, as for an unquantized layer):
-//   marlin_dequant<T, kBits[, kFp8]>(b, scales, zeros, g_idx, out, size_n, size_k)
+//   marlin_dequant<T, kBits, kFp8>(b, scales, zeros, g_idx, out, size_n, size_k)
 // out[n, k] = (q - zero) * scale (float8 weights: q * scale, q with float8's exponent bias, as the
 // GEMM kernel takes it), rounded to T once: with group scales exactly the values the
 // Marlin GEMM kernel feeds its tensor cores from 9 rows of a on (with one channel-wise scale, or
@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(kDequantThreads)
 }
 
 /// out: [size_n, size_k] of T, contiguous; the other arguments as for marlin_gemm.
-template <typename T, int kBits, bool kFp8 = false>
+template <typename T, int kBits, bool kFp8>
 void marlin_dequant(mllm_kernel::TensorView b, mllm_kernel::TensorView scales, mllm_kernel::TensorView zeros,
                     mllm_kernel::TensorView g_idx, mllm_kernel::TensorView out, std::int64_t size_n, std::int64_t size_k) {
   using namespace mllm_kernel::host;

@@ -1,8 +1,10 @@
 // CUDA weight-only quantized GEMM on Marlin-format weights (mllm_kernel/marlin.hpp has the
-// format), one module per activation type T (fp16_t, bf16_t) and weight type: integers of kBits
-// (4, 8) or, with kFp8, float8_e4m3fn bytes:
-//   marlin_gemm<T, kBits[, kFp8]>(a, c, b, scales, zeros, g_idx, partials, locks, size_m, size_n,
-//                                 size_k, m_tiles, splits, enable_pdl)
+// format), one module per activation type T (fp16_t, bf16_t), weight type (integers of kBits 4
+// or 8, or with kFp8 float8_e4m3fn bytes) and kernel (kMTiles, kActOrder, kSwap: below), so that
+// a first call compiles the one kernel it runs:
+//   marlin_gemm<T, kBits, kFp8, kMTiles, kActOrder, kSwap>(a, c, b, scales, zeros, g_idx,
+//       partials, locks, size_m, size_n, size_k, m_tiles, splits, enable_pdl)
+//   marlin_blocks_per_sm<T, kBits, kFp8, kMTiles, kActOrder, kSwap>(device_id)
 // c[M, N] = a[M, K] @ dequant(b), dequant = (q - zero) * scale with the zero point from `zeros`
 // (AWQ) or the type's bias (8 or 128), the scale of the value's group (rows of K grouped
 // consecutively, or by g_idx for GPTQ act-order, whose activations the caller has permuted).
@@ -495,15 +497,19 @@ __global__ void __launch_bounds__(kThreads) marlin_gemm_kernel(const __grid_cons
   });
 }
 
-/// The kernel marlin_gemm launches: the act-order one, the swapped one (up to kSwapRows rows on
-/// the 16-row tile), or the plain one.
-template <typename T, int kBits, bool kFp8, int kMTiles>
-auto marlin_kernel_for(std::int64_t m, bool act_order) {
-  using Kernel = void (*)(const MarlinGemmParams, const MarlinSplit);
-  if (act_order) return static_cast<Kernel>(marlin_gemm_kernel<T, kBits, kMTiles, true, false, kFp8>);
-  // (the template's kMTiles == 1 keeps the larger tiles from instantiating a swapped kernel)
-  if (kMTiles == 1 && m <= kSwapRows) return static_cast<Kernel>(marlin_gemm_kernel<T, kBits, kMTiles, false, kMTiles == 1, kFp8>);
-  return static_cast<Kernel>(marlin_gemm_kernel<T, kBits, kMTiles, false, false, kFp8>);
+/// Whether a call of m rows on m_tiles-tile blocks runs the swapped kernel (kSwap).
+constexpr bool marlin_swaps(std::int64_t m_tiles, std::int64_t m, bool act_order) {
+  return m_tiles == 1 && m <= kSwapRows && !act_order;
+}
+
+/// The one kernel a module holds: kMTiles 16-row tiles a block, act-order or not, operands
+/// swapped or not (each its own module, so that a first call compiles only what it runs).
+template <typename T, int kBits, bool kFp8, int kMTiles, bool kActOrder, bool kSwap>
+constexpr auto marlin_kernel() {
+  static_assert(kMTiles == 1 || kMTiles == 2 || kMTiles == 4, "16-row tiles 1, 2 or 4 at a time");
+  static_assert(!kSwap || (kMTiles == 1 && !kActOrder), "the swapped kernel takes one 16-row tile, no act-order");
+  static_assert(!kFp8 || kBits == 8, "float8 weights are 8-bit");
+  return marlin_gemm_kernel<T, kBits, kMTiles, kActOrder, kSwap, kFp8>;
 }
 
 /// The dynamic shared memory `kernel` takes on the current device `device_id`: its binary's
@@ -514,59 +520,30 @@ int marlin_smem_bytes(Kernel kernel, int device_id) {
       marlin_stages(mllm_kernel::host::runtime::get_kernel_virtual_arch(kernel, device_id)));
 }
 
-template <typename T, int kBits, bool kFp8, int kMTiles>
-void launch_marlin(const MarlinGemmParams& p, const MarlinSplit& split, bool act_order, DLDevice device) {
+/// Blocks of this module's kernel that one SM of GPU device_id holds at once, as its registers
+/// and shared memory allow (0 when a block cannot have its shared memory): the caller splits K
+/// for one wave of them.
+template <typename T, int kBits, bool kFp8, int kMTiles, bool kActOrder, bool kSwap>
+std::int64_t marlin_blocks_per_sm(std::int64_t device_id) {
   using namespace mllm_kernel::host;
-  const dim3 grid(static_cast<unsigned>(div_ceil(p.n, kBlockN)), static_cast<unsigned>(div_ceil(p.m, kMTiles * 16)),
-                  static_cast<unsigned>(split.splits));
-  const auto kernel = marlin_kernel_for<T, kBits, kFp8, kMTiles>(p.m, act_order);
-  const int smem = marlin_smem_bytes<kBits, kMTiles>(kernel, device.device_id);
-  const int available = runtime::get_available_dynamic_smem_per_block(device.device_id);
-  RuntimeCheck(smem <= available, "the kernel for ", kBits, "-bit weights on ", kMTiles * 16, "-row tiles needs ",
-               smem, " bytes of shared memory a block; this GPU's blocks have ", available);
-  LaunchKernel(grid, kThreads, device, smem).enable_pdl(split.pdl)(kernel, p, split);
-}
-
-template <typename T, int kBits, bool kFp8, int kMTiles>
-std::int64_t kernel_blocks_per_sm(std::int64_t m, bool act_order, int device_id) {
-  using namespace mllm_kernel::host;
-  const auto kernel = marlin_kernel_for<T, kBits, kFp8, kMTiles>(m, act_order);
-  const int smem = marlin_smem_bytes<kBits, kMTiles>(kernel, device_id);
-  if (smem > runtime::get_available_dynamic_smem_per_block(device_id)) return 0;  // marlin_gemm names it
+  detail::DeviceGuard guard(static_cast<int>(device_id));
+  const auto kernel = marlin_kernel<T, kBits, kFp8, kMTiles, kActOrder, kSwap>();
+  const int smem = marlin_smem_bytes<kBits, kMTiles>(kernel, static_cast<int>(device_id));
+  if (smem > runtime::get_available_dynamic_smem_per_block(static_cast<int>(device_id))) return 0;
   RuntimeDeviceCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   return runtime::get_blocks_per_sm(kernel, kThreads, smem);
 }
 
-/// The kernel templates are instantiated for 16-row tiles 1, 2 and 4 at a time only.
+/// The kernels are instantiated for 16-row tiles 1, 2 and 4 at a time only.
 inline void check_m_tiles(std::int64_t m_tiles) {
   mllm_kernel::host::RuntimeCheck(m_tiles == 1 || m_tiles == 2 || m_tiles == 4, "m_tiles must be 1, 2 or 4, got ",
                                   m_tiles);
 }
 
-/// f(std::integral_constant<int, kMTiles>) for the run-time m_tiles (checked).
-template <typename F>
-auto with_m_tiles(std::int64_t m_tiles, F&& f) {
-  check_m_tiles(m_tiles);
-  if (m_tiles == 1) return f(std::integral_constant<int, 1>{});
-  if (m_tiles == 2) return f(std::integral_constant<int, 2>{});
-  return f(std::integral_constant<int, 4>{});
-}
-
-/// Blocks of the kernel marlin_gemm launches for size_m rows on m_tiles-row tiles (act-order
-/// or not) that one SM of GPU device_id holds at once, as its registers and shared memory
-/// allow: the caller splits K for one wave of them.
-template <typename T, int kBits, bool kFp8 = false>
-std::int64_t marlin_blocks_per_sm(std::int64_t device_id, std::int64_t size_m, std::int64_t m_tiles, bool act_order) {
-  mllm_kernel::host::detail::DeviceGuard guard(static_cast<int>(device_id));
-  return with_m_tiles(m_tiles, [&](auto tiles) {
-    return kernel_blocks_per_sm<T, kBits, kFp8, decltype(tiles)::value>(size_m, act_order, static_cast<int>(device_id));
-  });
-}
-
 /// partials: float32 [splits * M * N] (empty when splits is 1); locks: int32, at least one per
 /// output block (grid x * grid y), zero, and left zero. enable_pdl: launch with programmatic
 /// dependent launch where the GPU has it (docs/pdl.md).
-template <typename T, int kBits, bool kFp8 = false>
+template <typename T, int kBits, bool kFp8, int kMTiles, bool kActOrder, bool kSwap>
 void marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kernel::TensorView b, mllm_kernel::TensorView scales,
                  mllm_kernel::TensorView zeros, mllm_kernel::TensorView g_idx, mllm_kernel::TensorView partials,
                  mllm_kernel::TensorView locks, std::int64_t size_m, std::int64_t size_n, std::int64_t size_k,
@@ -574,9 +551,13 @@ void marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kern
   using namespace mllm_kernel::host;
   const MarlinGemmParams p =
       check_marlin_gemm<kDLCUDA, T>(a, c, b, scales, zeros, g_idx, kBits, size_m, size_n, size_k);
-  static_assert(!kFp8 || kBits == 8, "float8 weights are 8-bit");
   RuntimeCheck(p.zeros == nullptr || kBits == 4, "zero points are supported for 4-bit weights only");
   check_m_tiles(m_tiles);
+  const bool act_order = p.g_idx != nullptr && p.groups > 1;
+  const bool swap = marlin_swaps(m_tiles, size_m, act_order);
+  RuntimeCheck(m_tiles == kMTiles && act_order == kActOrder && swap == kSwap, "this marlin_gemm module runs ", kMTiles,
+               "-tile blocks", kActOrder ? " with act-order" : "", kSwap ? ", swapped" : "", "; the call needs ",
+               m_tiles, "-tile blocks", act_order ? " with act-order" : "", swap ? ", swapped" : "");
   RuntimeCheck(p.lda % 8 == 0 && reinterpret_cast<std::uintptr_t>(p.a) % 16 == 0,
                "a: rows must start 16-byte aligned (row stride a multiple of 8), got row stride ", p.lda);
   RuntimeCheck(reinterpret_cast<std::uintptr_t>(p.scales) % 16 == 0 && reinterpret_cast<std::uintptr_t>(p.zeros) % 16 == 0 &&
@@ -588,9 +569,14 @@ void marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kern
   MarlinSplit split{nullptr, nullptr, static_cast<int>(div_ceil(steps, splits)), static_cast<int>(splits), enable_pdl};
   const std::int64_t blocks = div_ceil(size_n, kBlockN) * div_ceil(size_m, m_tiles * 16);
   if (splits > 1) bind_split_buffers(split, a, partials, locks, splits * size_m * size_n, blocks);
-  const bool act_order = p.g_idx != nullptr && p.groups > 1;
-  with_m_tiles(m_tiles,
-               [&](auto tiles) { launch_marlin<T, kBits, kFp8, decltype(tiles)::value>(p, split, act_order, a.device()); });
+  const auto kernel = marlin_kernel<T, kBits, kFp8, kMTiles, kActOrder, kSwap>();
+  const int smem = marlin_smem_bytes<kBits, kMTiles>(kernel, a.device().device_id);
+  const int available = runtime::get_available_dynamic_smem_per_block(a.device().device_id);
+  RuntimeCheck(smem <= available, "the kernel for ", kBits, "-bit weights on ", kMTiles * 16, "-row tiles needs ",
+               smem, " bytes of shared memory a block; this GPU's blocks have ", available);
+  const dim3 grid(static_cast<unsigned>(div_ceil(p.n, kBlockN)), static_cast<unsigned>(div_ceil(p.m, kMTiles * 16)),
+                  static_cast<unsigned>(split.splits));
+  LaunchKernel(grid, kThreads, a.device(), smem).enable_pdl(split.pdl)(kernel, p, split);
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // The weight-only GEMM for a few rows of activations (decoding) on Marlin-format weights
 // (mllm_kernel/marlin.hpp has the format; csrc/marlin_gemm.cuh the operands and the general
-// kernel), one module per activation type T and weight type as there:
-//   marlin_gemv<T, kBits[, kFp8]>(a, c, b, scales, zeros, g_idx, partials, locks, size_m,
-//                                 size_n, size_k, splits, enable_pdl)
+// kernel), one module per activation type T and weight type as there, and act-order or not:
+//   marlin_gemv<T, kBits, kFp8, kActOrder>(a, c, b, scales, zeros, g_idx, partials, locks,
+//                                          size_m, size_n, size_k, splits, enable_pdl)
 // c[M, N] = a[M, K] @ dequant(b) for M <= 16 rows with plain groups, channel-wise scales or GPTQ
 // act-order (g_idx, a's columns already in the repack's perm order; no zero points). Decoding
 // reads each weight once and does little arithmetic per byte, so its speed is the bytes it keeps
@@ -433,7 +433,7 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
 /// columns); each split is rounded up to whole stages for each of the 8 warps, which may leave
 /// fewer splits than asked. size_m at most 16; without g_idx, groups of a multiple of a stage's rows
 /// (16 gemv_stage_steps(kBits)) or channel-wise scales; with it, no zero points.
-template <typename T, int kBits, bool kFp8 = false>
+template <typename T, int kBits, bool kFp8, bool kActOrder>
 void marlin_gemv(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kernel::TensorView b, mllm_kernel::TensorView scales,
                  mllm_kernel::TensorView zeros, mllm_kernel::TensorView g_idx, mllm_kernel::TensorView partials,
                  mllm_kernel::TensorView locks,
@@ -454,6 +454,8 @@ void marlin_gemv(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kern
                "marlin_gemv takes groups of a multiple of ", kSteps * marlin::kTileK,
                " rows (or channel-wise scales), got groups of ", p.group_size);
   RuntimeCheck(!act_order || p.zeros == nullptr, "marlin_gemv takes no zero points with g_idx");
+  RuntimeCheck(act_order == kActOrder, "this marlin_gemv module is built ", kActOrder ? "for" : "without",
+               " act-order (g_idx with more than one group); the call ", act_order ? "has it" : "has none");
   RuntimeCheck(reinterpret_cast<std::uintptr_t>(p.g_idx) % 16 == 0, "g_idx must start 16-byte aligned");
   if (p.m == 0) return;
   const std::int64_t steps = size_k / marlin::kTileK;
@@ -468,10 +470,10 @@ void marlin_gemv(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kern
   };
   if (size_m <= 8) {
     constexpr int kSmem = gemv_smem_bytes<kBits, 1>();
-    launch(act_order ? marlin_gemv_kernel<T, kBits, kFp8, true, 1> : marlin_gemv_kernel<T, kBits, kFp8, false, 1>, kSmem);
+    launch(marlin_gemv_kernel<T, kBits, kFp8, kActOrder, 1>, kSmem);
   } else {
     constexpr int kSmem = gemv_smem_bytes<kBits, 2>();
-    launch(act_order ? marlin_gemv_kernel<T, kBits, kFp8, true, 2> : marlin_gemv_kernel<T, kBits, kFp8, false, 2>, kSmem);
+    launch(marlin_gemv_kernel<T, kBits, kFp8, kActOrder, 2>, kSmem);
   }
 }
 

@@ -15,9 +15,10 @@ _OP = "gdn_decode"
 HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
-def gdn_module(op: str, export: str, dtype: torch.dtype):
-    """The module of one gated DeltaNet op (``gdn_decode`` or ``gdn_extend``) for one dtype."""
-    args = make_cpp_args(dtype)
+def gdn_module(op: str, export: str, dtype: torch.dtype, *extra):
+    """The module of one gated DeltaNet op (``gdn_decode`` or ``gdn_extend``) for one dtype and
+    the op's other template arguments ``extra``."""
+    args = make_cpp_args(dtype, *extra)
     return jit_module(op, args=args, device="cuda", cuda_files=["gdn.cuh"], cuda_wrappers=[(op, f"{export}<{args}>")])
 
 

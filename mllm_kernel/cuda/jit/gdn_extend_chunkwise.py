@@ -1,7 +1,8 @@
 """CUDA ``gdn_extend_chunkwise``: gated DeltaNet over whole sequences (prefill, or extending
 cached sequences), each starting from and writing back its state in a pool; the upstream
 package's entry point. Kernel: ``gdn_extend`` in ``mllm_kernel/cuda/csrc/gdn.cuh``, one module
-per dtype (float16, bfloat16).
+per dtype (float16, bfloat16) and head_k_dim (64, 128), so that a first call compiles the
+kernels of its own head size only.
 """
 
 from __future__ import annotations
@@ -29,13 +30,16 @@ def chunk_workspace(tokens: int, num_seqs: int, num_v_heads: int, device) -> tor
     slots = num_seqs + tokens // CHUNK + 1 if tokens >= CHUNKED_MIN_TOKENS else 0
     return torch.empty((slots, num_v_heads, CHUNK_WORK_FLOATS), dtype=torch.float32, device=device)
 
-_EXTEND = KernelTable(_OP, {dtype: gdn_module(_OP, "gdn_extend", dtype) for dtype in HALF_DTYPES}, arg="q")
+#: The modules by head_k_dim, then dtype.
+HEAD_K_DIMS = (64, 128)
+_EXTEND = {dk: KernelTable(_OP, {dtype: gdn_module(_OP, "gdn_extend", dtype, dk) for dtype in HALF_DTYPES}, arg="q")
+           for dk in HEAD_K_DIMS}
 
 
 def precompile(*, wait: bool = True):
     """Builds (or loads) the modules now: True when ready; False, with a logged warning, when a
     build failed (``wait=False``: a Future of that bool). See ``jit_utils.precompile``."""
-    return jit_precompile(_EXTEND, wait=wait)
+    return jit_precompile(*_EXTEND.values(), wait=wait)
 
 
 def gdn_extend_chunkwise(
@@ -90,6 +94,8 @@ def gdn_extend_chunkwise(
     chunked = longest is None or longest >= CHUNKED_MIN_TOKENS
     workspace = chunk_workspace(tokens if chunked else 0, cache_indices.shape[0] if shapes_ok else 0,
                                 v.shape[1] if shapes_ok else 0, v.device)
-    _EXTEND[q.dtype](q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, cu_seqlens, out, workspace,
+    # Another head size has no module: any module's checks then name it.
+    head_k_dim = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() and q.shape[-1] in HEAD_K_DIMS else 128
+    _EXTEND[head_k_dim][q.dtype](q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, cu_seqlens, out, workspace,
                      CHUNKED_MIN_TOKENS if chunked else tokens + 1, resolve_pdl(enable_pdl))
     return out

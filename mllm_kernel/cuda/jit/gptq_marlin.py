@@ -46,14 +46,50 @@ def _weights(type_id: int, bits: int):
     return FP8 if type_id == scalar_types.float8_e4m3fn.id else bits
 
 
-def _declare(dtype: torch.dtype, weights):
-    args = make_cpp_args(dtype, 8, True) if weights == FP8 else make_cpp_args(dtype, weights)
-    return jit_module("marlin_gemm", args=args, device="cuda",
-                      cuda_files=["marlin_gemm.cuh", "marlin_gemv.cuh", "marlin_dequant.cuh"],
+class GemmKernel(NamedTuple):
+    """One of the general kernel's variants, each its own module so that a first call compiles
+    only the kernel it runs: 16-row tiles a block (1, 2 or 4), GPTQ act-order or not, and the
+    MMA operands swapped (up to SWAP_ROWS rows on one tile, no act-order) or not."""
+    m_tiles: int
+    act_order: bool
+    swapped: bool
+
+
+#: Every variant of the general kernel.
+GEMM_KERNELS = (*(GemmKernel(t, False, False) for t in (1, 2, 4)), GemmKernel(1, False, True),
+                *(GemmKernel(t, True, False) for t in (1, 2, 4)))
+
+
+def gemm_kernel(m: int, m_tiles: int, act_order: bool) -> GemmKernel:
+    """The general kernel a call of m rows runs on ``m_tiles``-tile blocks."""
+    return GemmKernel(m_tiles, act_order, m_tiles == 1 and m <= SWAP_ROWS and not act_order)
+
+
+def _weight_args(dtype: torch.dtype, weights) -> tuple:
+    """The template arguments T, kBits, kFp8 of a module for a's dtype and ``weights``."""
+    return (dtype, 8, True) if weights == FP8 else (dtype, weights, False)
+
+
+def _declare(dtype: torch.dtype, weights, kernel: GemmKernel):
+    """One general kernel (csrc/marlin_gemm.cuh) and its occupancy query."""
+    args = make_cpp_args(*_weight_args(dtype, weights), *kernel)
+    return jit_module("marlin_gemm", args=args, device="cuda", cuda_files=["marlin_gemm.cuh"],
                       cuda_wrappers=[("marlin_gemm", f"marlin_gemm<{args}>"),
-                                     ("marlin_gemv", f"marlin_gemv<{args}>"),
-                                     ("marlin_dequant", f"marlin_dequant<{args}>"),
                                      ("marlin_blocks_per_sm", f"marlin_blocks_per_sm<{args}>")])
+
+
+def _declare_gemv(dtype: torch.dtype, weights, act_order: bool):
+    """The decoding GEMV (csrc/marlin_gemv.cuh), with act-order or without."""
+    args = make_cpp_args(*_weight_args(dtype, weights), act_order)
+    return jit_module("marlin_gemv", args=args, device="cuda", cuda_files=["marlin_gemv.cuh"],
+                      cuda_wrappers=[("marlin_gemv", f"marlin_gemv<{args}>")])
+
+
+def _declare_dequant(dtype: torch.dtype, weights):
+    """The large-M path's dequantization (csrc/marlin_dequant.cuh)."""
+    args = make_cpp_args(*_weight_args(dtype, weights))
+    return jit_module("marlin_dequant", args=args, device="cuda", cuda_files=["marlin_dequant.cuh"],
+                      cuda_wrappers=[("marlin_dequant", f"marlin_dequant<{args}>")])
 
 
 def _declare_gather(dtype: torch.dtype):
@@ -73,12 +109,19 @@ def _declare_wgmma(dtype: torch.dtype):
                       cuda_archs=["9.0a"])
 
 
-_MODULES = {(dtype, weights): _declare(dtype, weights) for dtype in HALF_DTYPES for weights in (4, 8, FP8)}
+_WEIGHTS = (4, 8, FP8)
+#: The general kernel's modules by (dtype, weights, GemmKernel).
+_GEMM_MODULES = {(dtype, weights, kernel): _declare(dtype, weights, kernel)
+                 for dtype in HALF_DTYPES for weights in _WEIGHTS for kernel in GEMM_KERNELS}
 _GATHER = KernelTable(_OP, {dtype: _declare_gather(dtype) for dtype in HALF_DTYPES}, arg="a", export="column_gather")
-_GEMM = KernelTable(_OP, _MODULES, arg="a", export="marlin_gemm")
-_GEMV = KernelTable(_OP, _MODULES, arg="a", export="marlin_gemv")
-_DEQUANT = KernelTable(_OP, _MODULES, arg="a", export="marlin_dequant")
-_BLOCKS_PER_SM = KernelTable(_OP, _MODULES, arg="a", export="marlin_blocks_per_sm")
+_GEMM = KernelTable(_OP, _GEMM_MODULES, arg="a", export="marlin_gemm")
+_BLOCKS_PER_SM = KernelTable(_OP, _GEMM_MODULES, arg="a", export="marlin_blocks_per_sm")
+#: The GEMV's by (dtype, weights, act-order), the dequantization's by (dtype, weights).
+_GEMV = KernelTable(_OP, {(dtype, weights, act_order): _declare_gemv(dtype, weights, act_order)
+                          for dtype in HALF_DTYPES for weights in _WEIGHTS for act_order in (False, True)},
+                    arg="a", export="marlin_gemv")
+_DEQUANT = KernelTable(_OP, {(dtype, weights): _declare_dequant(dtype, weights)
+                             for dtype in HALF_DTYPES for weights in _WEIGHTS}, arg="a", export="marlin_dequant")
 _WGMMA_MODULES = {dtype: _declare_wgmma(dtype) for dtype in HALF_DTYPES}
 _WGMMA = KernelTable(_OP, _WGMMA_MODULES, arg="a", export="marlin_wgmma_gemm")
 _WGMMA_CLUSTERS = KernelTable(_OP, _WGMMA_MODULES, arg="a", export="marlin_wgmma_clusters_at_once")
@@ -86,7 +129,7 @@ _WGMMA_CLUSTERS = KernelTable(_OP, _WGMMA_MODULES, arg="a", export="marlin_wgmma
 
 def precompile(*, wait: bool = True):
     """Builds (or loads) the modules now; see ``jit_utils.precompile``."""
-    return jit_precompile(_GEMM, _GATHER, _WGMMA, wait=wait)
+    return jit_precompile(_GEMM, _GEMV, _DEQUANT, _GATHER, _WGMMA, wait=wait)
 
 
 @functools.lru_cache(maxsize=None)
@@ -366,8 +409,7 @@ def splits_for(m: int, n: int, k: int, sm_count: int, blocks_per_sm: int, m_tile
 @functools.lru_cache(maxsize=None)
 def _kernel_blocks_per_sm(device: torch.device, dtype: torch.dtype, weights, m_tiles: int, act_order: bool,
                           swapped: bool) -> int:
-    rows = 1 if swapped else 16 * m_tiles
-    return int(_BLOCKS_PER_SM[(dtype, weights)](device.index, rows, m_tiles, act_order))
+    return int(_BLOCKS_PER_SM[(dtype, weights, GemmKernel(m_tiles, act_order, swapped))](device.index))
 
 
 def kernel_blocks_per_sm(a: torch.Tensor, weights, m: int, act_order: bool, m_tiles: int | None = None) -> int:
@@ -375,9 +417,7 @@ def kernel_blocks_per_sm(a: torch.Tensor, weights, m: int, act_order: bool, m_ti
     (``m_tiles_for(m)`` by default) that an SM of a's GPU holds at once: the module asks the
     CUDA occupancy calculator (cached per kernel and GPU); 0 when the GPU's blocks lack the
     kernel's shared memory."""
-    m_tiles = m_tiles or m_tiles_for(m)
-    swapped = m_tiles == 1 and m <= SWAP_ROWS and not act_order
-    return _kernel_blocks_per_sm(a.device, a.dtype, weights, m_tiles, act_order, swapped)
+    return _kernel_blocks_per_sm(a.device, a.dtype, weights, *gemm_kernel(m, m_tiles or m_tiles_for(m), act_order))
 
 
 def fitting_m_tiles(a: torch.Tensor, weights, m: int, act_order: bool) -> tuple[int, int]:
@@ -509,8 +549,8 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
         if gemv_applies(a, size_m, size_n, size_k, bits, b_scales, act_order, zeros):
             splits = gemv_splits(size_n, size_k, _sm_count(a.device.index))
             partials, locks = _split_buffers(a, workspace, splits, gemv_blocks(size_n), splits * size_m * size_n)
-            _GEMV[(a.dtype, weights)](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
-                                      splits, pdl)
+            _GEMV[(a.dtype, weights, act_order)](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m,
+                                                 size_n, size_k, splits, pdl)
             return c
         tiles, per_sm = fitting_m_tiles(a, weights, size_m, act_order)
         fits = tiles > 0
@@ -526,8 +566,8 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
         return torch.mm(a, weight.t(), out=c)
     partials, locks = _split_buffers(a, workspace, splits, output_blocks(size_m, size_n, m_tiles),
                                      splits * size_m * size_n)
-    _GEMM[(a.dtype, weights)](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
-                           m_tiles, splits, pdl)
+    _GEMM[(a.dtype, weights, gemm_kernel(size_m, m_tiles, act_order))](
+        a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k, m_tiles, splits, pdl)
     return c
 
 
