@@ -9,8 +9,8 @@ equal), bf16 inputs, float32 states.
 fla is called with the same work fused in: q/k L2 norm, the gate from A_log and dt_bias, the
 sigmoid of beta, the state in [V, K] layout (state_v_first) read from an initial state and
 written back as the final state; ours also gathers the states from a pool by index. CUDA times:
-triton.testing.do_bench (median) for every column. Decode GB/s: the state bytes read and
-written. "decode x T" is our decode kernel's time at batch 1 times the sequence's tokens, the
+the median of CUDA-graph replays over rotated input sets (benchmarks/harness.py), for both.
+Decode GB/s: the state bytes read and written. "decode x T" is our decode kernel's time at batch 1 times the sequence's tokens, the
 cost of running a prefill token by token. CPU: ours against mllm_kernel.reference.gdn in
 float32 (PyTorch, vectorised over heads), on the same machine.
 """
@@ -29,6 +29,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import harness  # noqa: E402
 import results  # noqa: E402
 
 HEADS, DK, DV = 32, 128, 128
@@ -57,10 +58,15 @@ def _fla(fn, q, k, v, a, b, A_log, dt_bias, state, cu_seqlens, cu_cpu=None):
               use_beta_sigmoid_in_kernel=True, state_v_first=True, cu_seqlens=cu_seqlens, **extra)
 
 
-def _bench_us(fn) -> float:
-    import triton.testing
-
-    return triton.testing.do_bench(fn, warmup=10 if CI else 25, rep=30 if CI else 200, return_mode="median") * 1e3
+def _sets(tokens: int, seqs: int, nbytes: int) -> list[tuple]:
+    """Input sets (each with its own pool) to rotate through a timed graph, so that L2 holds none
+    of them from one call to its next: ``harness.num_sets`` of them for calls of ``nbytes``."""
+    sets = []
+    for _ in range(harness.num_sets(nbytes)):
+        q, k, v, a, b, A_log, dt_bias, pool, idx = _inputs(tokens, seqs, "cuda")
+        cu_cpu = torch.linspace(0, tokens, seqs + 1).round().long()
+        sets.append((q, k, v, a, b, A_log, dt_bias, pool, idx, cu_cpu.cuda(), cu_cpu))
+    return sets
 
 
 def run_cuda() -> list[dict]:
@@ -68,29 +74,39 @@ def run_cuda() -> list[dict]:
 
     from mllm_kernel.cuda.jit import gdn_decode, gdn_extend_chunkwise
 
+    def ours_decode(q, k, v, a, b, A_log, dt_bias, pool, idx, cu, cu_cpu):
+        gdn_decode(q, k, v, a, b, A_log, dt_bias, pool, idx, validate=False)
+
+    def fla_decode(q, k, v, a, b, A_log, dt_bias, pool, idx, cu, cu_cpu):
+        _fla(fused_recurrent_gated_delta_rule, q, k, v, a, b, A_log, dt_bias, pool, cu)
+
+    def ours_extend(q, k, v, a, b, A_log, dt_bias, pool, idx, cu, cu_cpu):
+        gdn_extend_chunkwise(q, k, v, a, b, A_log, dt_bias, pool, idx, cu, validate=False)
+
+    def fla_extend(q, k, v, a, b, A_log, dt_bias, pool, idx, cu, cu_cpu):
+        _fla(chunk_gated_delta_rule, q, k, v, a, b, A_log, dt_bias, pool, cu, cu_cpu)
+
+    def timed(row: dict, ours: harness.Timing, fla: harness.Timing) -> dict:
+        row.update(ours_us=ours.us, peer_us=fla.us, speedup=fla.us / ours.us,
+                   timing="graph" if ours.graph and fla.graph else "eager")
+        return row
+
     rows = []
     decode_b1 = None
     for bs in ([1, 64] if CI else [1, 16, 64, 256]):
-        q, k, v, a, b, A_log, dt_bias, pool, idx = _inputs(bs, bs, "cuda")
-        cu = torch.arange(bs + 1, device="cuda")
-        state = pool.clone()
-        ours = _bench_us(lambda: gdn_decode(q, k, v, a, b, A_log, dt_bias, pool, idx, validate=False))
-        fla = _bench_us(lambda: _fla(fused_recurrent_gated_delta_rule, q, k, v, a, b, A_log, dt_bias, state, cu))
         nbytes = 2 * bs * HEADS * DV * DK * 4
-        decode_b1 = ours if bs == 1 else decode_b1
-        rows.append({"case": "decode", "shape": f"batch {bs}", "ours_us": ours, "peer_us": fla,
-                     "speedup": fla / ours, "gbps": nbytes / ours / 1e3})
+        sets = _sets(bs, bs, nbytes)
+        ours = harness.time_calls(ours_decode, sets)
+        fla = harness.time_calls(fla_decode, sets)
+        decode_b1 = ours.us if bs == 1 else decode_b1
+        rows.append(timed({"case": "decode", "shape": f"batch {bs}", "gbps": ours.gbps(nbytes)}, ours, fla))
     cases = [(256, 1), (4096, 1)] if CI else [(64, 1), (65, 1), (256, 1), (1024, 1), (4096, 1), (16384, 8),
                                                (65536, 16)]
     for tokens, seqs in cases:
-        q, k, v, a, b, A_log, dt_bias, pool, idx = _inputs(tokens, seqs, "cuda")
-        cu_cpu = torch.linspace(0, tokens, seqs + 1).round().long()
-        cu = cu_cpu.cuda()
-        state = pool.clone()
-        ours = _bench_us(lambda: gdn_extend_chunkwise(q, k, v, a, b, A_log, dt_bias, pool, idx, cu, validate=False))
-        fla = _bench_us(lambda: _fla(chunk_gated_delta_rule, q, k, v, a, b, A_log, dt_bias, state, cu, cu_cpu))
-        rows.append({"case": "prefill", "shape": f"{tokens} tokens, {seqs} seq", "ours_us": ours, "peer_us": fla,
-                     "speedup": fla / ours, "token_by_token_us": decode_b1 * tokens / seqs})
+        sets = _sets(tokens, seqs, tokens * HEADS * (2 * DK + 2 * DV) * 2 + 2 * seqs * HEADS * DV * DK * 4)
+        row = {"case": "prefill", "shape": f"{tokens} tokens, {seqs} seq", "token_by_token_us": decode_b1 * tokens / seqs}
+        rows.append(timed(row, harness.time_calls(ours_extend, sets), harness.time_calls(fla_extend, sets)))
+        del sets
     return rows
 
 
@@ -127,9 +143,11 @@ def run_cpu() -> list[dict]:
 
 CUDA_NOTE = ("fla is called with the same work fused in: q/k L2 norm, the gate from A_log and dt_bias, the sigmoid "
              "of beta, the state in [V, K] layout (state_v_first) read from an initial state and written back as the "
-             "final state; ours also gathers the states from a pool by index. Times: triton.testing.do_bench (median) "
-             "for both. State GB/s: the state bytes read and written. Decode x T: our decode at batch 1 times the "
-             "tokens of a sequence, the cost of a prefill run token by token.")
+             "final state; ours also gathers the states from a pool by index. Times: median of CUDA-graph replays "
+             "over input sets rotated so that L2 cannot hold them (timing: graph), for both, so that neither's "
+             "host overhead counts (fla's Python launches cost more than its decode kernel at small batches); ours "
+             "with its default launch (PDL). State GB/s: the state bytes read and written. Decode x T: our decode "
+             "at batch 1 times the tokens of a sequence, the cost of a prefill run token by token.")
 CPU_NOTE = ("PyTorch: mllm_kernel.reference.gdn in float32 (token by token, vectorised over heads), the reference "
             "the tests use; median of repeated calls on the module's threads. State GB/s: the state bytes read and "
             "written.")
@@ -143,7 +161,7 @@ def section(half: str, device: str, rows: list[dict], copy_gbps: float | None = 
     columns = [("case", "case", "{}"), ("shape", "shape", "{}"), ("ours_us", "ours µs", "{:.1f}"),
                ("peer_us", peer, "{:.1f}"), ("speedup", "vs peer", "{:.2f}x"), ("gbps", "state GB/s", "{:.0f}")]
     if half == "cuda":
-        columns.append(("token_by_token_us", "decode x T µs", "{:.0f}"))
+        columns += [("token_by_token_us", "decode x T µs", "{:.0f}"), ("timing", "timing", "{}")]
     return results.section(f"{half}/gdn", "gdn", "gated DeltaNet, 32 heads of 128 x 128, bf16", device, columns, rows,
                            copy_gbps=copy_gbps, notes=notes)
 
