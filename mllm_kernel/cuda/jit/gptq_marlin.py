@@ -1,8 +1,10 @@
 """CUDA ``gptq_marlin_gemm``: the weight-only quantized GEMM (W4A16 / W8A16, GPTQ and AWQ) on
 Marlin-format weights, with vLLM's and sglang's signature (format:
 ``mllm_kernel/include/mllm_kernel/marlin.hpp``; kernel: ``mllm_kernel/cuda/csrc/marlin_gemm.cuh``).
-One module per activation dtype (float16, bfloat16) and weight type (4-bit, 8-bit integers,
-float8_e4m3fn: FP8 checkpoints on GPUs without FP8 tensor cores); sm_80 and newer. Decoding
+Modules per activation dtype (float16, bfloat16) and weight type (4-bit, 8-bit integers,
+float8_e4m3fn: FP8 checkpoints on GPUs without FP8 tensor cores), one kernel each (the general
+kernel's variants: ``GEMM_KERNELS``), so that a first call compiles only the kernel it runs;
+sm_80 and newer. Decoding
 (up to ``GEMV_MAX_ROWS`` rows) runs ``csrc/marlin_gemv.cuh``, whose warps stream the weights
 through rings of shared memory. On Hopper, 48 to 1024 rows of 4-bit weights (GPTQ or AWQ)
 without act-order run ``csrc/marlin_wgmma.cuh`` (the weights as wgmma's register operand).
