@@ -272,7 +272,7 @@ def test_bad_workspace_of_the_module_function():
 
     q, k, v, a, b, A_log, dt_bias, pool, indices = _inputs(200, 2, 4, 2, 4, 64, 32, "cuda", seed=2)
     cu = torch.tensor([0, 70, 200], device="cuda")
-    module = find_module("gdn_extend_chunkwise", ("bf16_t", "64"), "cuda").load()
+    module = find_module("gdn_extend_chunkwise", ("bf16_t", "64", "64"), "cuda").load()
     out = torch.empty_like(v)
     args = (q, k, v, a, b, A_log, dt_bias, pool, indices, cu, out)
     short = chunk_workspace(200, 2, 4, "cuda")[:4]  # 200 tokens in 2 sequences need 2 + 3 + 1 slots
@@ -288,7 +288,7 @@ def test_bad_workspace_of_the_module_function():
     fails(r"workspace: device must be cuda, got cpu", short.cpu())
     # A module per head_k_dim: the other refuses these inputs.
     with pytest.raises(ValueError, match=r"this gdn_extend module runs head_k_dim 128, got 64"):
-        find_module("gdn_extend_chunkwise", ("bf16_t", "128"), "cuda").load().gdn_extend_chunkwise(
+        find_module("gdn_extend_chunkwise", ("bf16_t", "128", "64"), "cuda").load().gdn_extend_chunkwise(
             *args, chunk_workspace(200, 2, 4, "cuda"), CHUNKED_MIN_TOKENS, False)
     # With every sequence left to the recurrent kernel, an empty workspace is enough.
     expected_pool = pool.double().cpu()
@@ -296,3 +296,31 @@ def test_bad_workspace_of_the_module_function():
     out.fill_(float("nan"))
     module.gdn_extend_chunkwise(*args, chunk_workspace(0, 0, 4, "cuda"), 1000, False)
     _check(out, expected, pool, expected_pool, torch.bfloat16, state_tol=1e-3)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dk,dv", [(128, 128), (64, 96)])
+def test_chunked_state_pass_rows_agree_bit_for_bit(dk, dv):
+    """The chunked state pass in blocks of 32 value rows (few sequences) and of 64: the same
+    products in the same order, so the same outputs and final states bit for bit, over
+    sequences of chunk + 1 and 3 chunks + 7 tokens and a short one (the recurrent kernel's);
+    and both against the float64 reference."""
+    from mllm_kernel.cuda.jit.gdn_extend_chunkwise import CHUNKED_MIN_TOKENS, chunk_rows, chunk_workspace
+    from mllm_kernel.jit_utils import find_module
+
+    q, k, v, a, b, A_log, dt_bias, pool, indices = _inputs(65 + 199 + 9, 3, 4, 2, 4, dk, dv, "cuda", seed=5)
+    cu = torch.tensor([0, 65, 264, 273], device="cuda")
+    got = {}
+    for rows in (32, 64):
+        module = find_module("gdn_extend_chunkwise", ("bf16_t", str(dk), str(rows)), "cuda").load()
+        out, states = torch.full_like(v, float("nan")), pool.clone()
+        module.gdn_extend_chunkwise(q, k, v, a, b, A_log, dt_bias, states, indices, cu, out,
+                                    chunk_workspace(v.shape[0], 3, v.shape[1], "cuda"), CHUNKED_MIN_TOKENS, False)
+        got[rows] = out, states
+    assert torch.equal(got[32][0], got[64][0]) and torch.equal(got[32][1], got[64][1])
+    expected_pool = pool.double().cpu()
+    expected = reference(*(t.cpu() for t in (q, k, v, a, b, A_log, dt_bias)), expected_pool, indices.cpu(), cu.cpu())
+    _check(got[32][0], expected, got[32][1], expected_pool, torch.bfloat16, state_tol=1e-3)
+    # The wrapper's choice: 32 rows while blocks of 64 would fill half the SMs or less.
+    assert chunk_rows(1, 32, 128, 132) == 32 and chunk_rows(2, 32, 128, 132) == 64
+    assert chunk_rows(8, 4, 96, 132) == 32 and chunk_rows(9, 4, 96, 132) == 64

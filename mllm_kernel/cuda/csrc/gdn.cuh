@@ -1,8 +1,10 @@
 // CUDA gated DeltaNet, one module per op and element type T (fp16_t, bf16_t):
 //   gdn_decode<T>(q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, out, enable_pdl)
-//   gdn_extend<T, kDk>(q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, cu_seqlens, out,
-//                      workspace, chunked_min_tokens, enable_pdl)
-// Extend has a module per head_k_dim kDk too: its three kernels are the slowest to compile.
+//   gdn_extend<T, kDk, kRows>(q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, cu_seqlens,
+//                             out, workspace, chunked_min_tokens, enable_pdl)
+// Extend has a module per head_k_dim kDk and kRows (the value rows of a head a block of the
+// chunked state pass takes: 64, or 32 for few sequences) too: its three kernels are the slowest
+// to compile.
 // The recurrence, shapes and padding rule are in mllm_kernel/gdn.hpp.
 //
 // Decode streams each head's state once (read, update, write): a lane group of head_k_dim / 4
@@ -331,7 +333,7 @@ struct DecodeLaunch {
   }
 };
 
-template <typename T, int kDk>
+template <typename T, int kDk, int kRows>
 struct ExtendLaunch {
   /// Sequences of fewer than `chunked_min_tokens` tokens run through the recurrent kernel, the
   /// others through the chunked ones; a kernel with no sequence to run is not launched. A GPU
@@ -350,16 +352,17 @@ struct ExtendLaunch {
       const dim3 prepare(static_cast<unsigned>(chunk_slots(p.tokens, p.num_seqs)), static_cast<unsigned>(p.num_v_heads));
       mllm_kernel::host::LaunchKernel(prepare, kChunkThreads, device, sizeof(PrepareSmem<kDk>))
           .enable_pdl(enable_pdl)(gdn_chunk_prepare_kernel<T, kDk>, p, work, chunked_min_tokens);
-      const dim3 grid(static_cast<unsigned>(mllm_kernel::host::div_ceil(p.head_v_dim, kChunkRows)),
+      const dim3 grid(static_cast<unsigned>(mllm_kernel::host::div_ceil(p.head_v_dim, kRows)),
                       static_cast<unsigned>(p.num_v_heads), static_cast<unsigned>(p.num_seqs));
-      mllm_kernel::host::LaunchKernel(grid, kChunkThreads, device, sizeof(ChunkSmem<kDk>))
-          .enable_pdl(enable_pdl)(gdn_chunked_kernel<T, kDk>, p, static_cast<const float*>(work), chunked_min_tokens);
+      mllm_kernel::host::LaunchKernel(grid, kChunkThreads, device, sizeof(ChunkSmem<kDk, kRows>))
+          .enable_pdl(enable_pdl)(gdn_chunked_kernel<T, kDk, kRows>, p, static_cast<const float*>(work),
+                                  chunked_min_tokens);
     }
   }
 
   static bool chunked_fits(DLDevice device) {
     return mllm_kernel::host::runtime::get_available_dynamic_smem_per_block(device.device_id) >=
-           static_cast<int>(sizeof(mllm_kernel::device::gdn::ChunkSmem<kDk>));
+           static_cast<int>(sizeof(mllm_kernel::device::gdn::ChunkSmem<kDk, kRows>));
   }
 };
 
@@ -386,9 +389,9 @@ void gdn_decode(mllm_kernel::TensorView q, mllm_kernel::TensorView k, mllm_kerne
   launch_for_head_dim<T, DecodeLaunch>(p, device, enable_pdl);
 }
 
-/// Prefill/extend of the sequences of cu_seqlens with head_k_dim kDk; see the file comment and
-/// mllm_kernel/gdn.hpp.
-template <typename T, int kDk>
+/// Prefill/extend of the sequences of cu_seqlens with head_k_dim kDk, kRows value rows of a head
+/// a block of the chunked state pass; see the file comment and mllm_kernel/gdn.hpp.
+template <typename T, int kDk, int kRows>
 void gdn_extend(mllm_kernel::TensorView q, mllm_kernel::TensorView k, mllm_kernel::TensorView v, mllm_kernel::TensorView a,
                 mllm_kernel::TensorView b, mllm_kernel::TensorView A_log, mllm_kernel::TensorView dt_bias,
                 mllm_kernel::TensorView state_pool, mllm_kernel::TensorView cache_indices, mllm_kernel::TensorView cu_seqlens,
@@ -415,7 +418,8 @@ void gdn_extend(mllm_kernel::TensorView q, mllm_kernel::TensorView k, mllm_kerne
                " slots for these tokens and sequences, got ", W.unwrap());
   RuntimeCheck(!chunked || slots <= 0x7fffffff, "too many tokens for one call: ", p.tokens);
   if (p.num_seqs == 0 || p.tokens == 0) return;
-  ExtendLaunch<T, kDk>::run(p, device, enable_pdl, chunked_min_tokens, static_cast<float*>(workspace.data_ptr()));
+  ExtendLaunch<T, kDk, kRows>::run(p, device, enable_pdl, chunked_min_tokens,
+                                   static_cast<float*>(workspace.data_ptr()));
 }
 
 }  // namespace
