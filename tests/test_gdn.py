@@ -299,12 +299,13 @@ def test_bad_workspace_of_the_module_function():
 
 
 @requires_cuda
-@pytest.mark.parametrize("dk,dv", [(128, 128), (64, 96)])
+@pytest.mark.parametrize("dk,dv", [(128, 128), (64, 96), (128, 80)])
 def test_chunked_state_pass_rows_agree_bit_for_bit(dk, dv):
     """The chunked state pass in blocks of 32 value rows (few sequences) and of 64: the same
     products in the same order, so the same outputs and final states bit for bit, over
-    sequences of chunk + 1 and 3 chunks + 7 tokens and a short one (the recurrent kernel's);
-    and both against the float64 reference."""
+    sequences of chunk + 1 and 3 chunks + 7 tokens and a short one (the recurrent kernel's),
+    with a last block of each height only partly in head_v_dim (96, 80); and both against the
+    float64 reference."""
     from mllm_kernel.cuda.jit.gdn_extend_chunkwise import CHUNKED_MIN_TOKENS, chunk_rows, chunk_workspace
     from mllm_kernel.jit_utils import find_module
 
