@@ -93,7 +93,7 @@ def test_padding_entries_start_from_zero_and_write_nothing(device):
                                                   ([64, 129, 70, 300, 65, 64], 1, 1, 128, 128)])
 def test_extend_matches_reference(device, lengths, hk, hv, dk, dv):
     """Chunked sequences of every offset from the chunk grid, beside short and empty ones; a
-    head_v_dim that is not a multiple of the chunked kernel's 64 value rows a block."""
+    head_v_dim (96) that is not a multiple of the chunked kernel's taller blocks (64 rows)."""
     tokens, seqs = sum(lengths), len(lengths)
     q, k, v, a, b, A_log, dt_bias, pool, indices = _inputs(tokens, seqs, seqs + 3, hk, hv, dk, dv, device,
                                                            seed=tokens)

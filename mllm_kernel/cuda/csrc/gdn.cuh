@@ -337,8 +337,9 @@ template <typename T, int kDk, int kRows>
 struct ExtendLaunch {
   /// Sequences of fewer than `chunked_min_tokens` tokens run through the recurrent kernel, the
   /// others through the chunked ones; a kernel with no sequence to run is not launched. A GPU
-  /// without the chunked state pass's shared memory (an A100 at head_k_dim 128, sm_86/89
-  /// boards) runs every sequence through the recurrent kernel.
+  /// without the chunked state pass's shared memory (blocks of 64 rows at head_k_dim 128 on an
+  /// A100, 187 KB; any on sm_86/89 boards, 99 KB) runs every sequence through the recurrent
+  /// kernel.
   static void run(const GdnParams& p, DLDevice device, bool enable_pdl, std::int64_t chunked_min_tokens, float* work) {
     using namespace mllm_kernel::device::gdn;
     if (!chunked_fits(device)) chunked_min_tokens = p.tokens + 1;
