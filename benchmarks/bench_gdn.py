@@ -10,9 +10,10 @@ fla is called with the same work fused in: q/k L2 norm, the gate from A_log and 
 sigmoid of beta, the state in [V, K] layout (state_v_first) read from an initial state and
 written back as the final state; ours also gathers the states from a pool by index. CUDA times:
 the median of CUDA-graph replays over rotated input sets (benchmarks/harness.py), for both.
-Decode GB/s: the state bytes read and written. "decode x T" is our decode kernel's time at batch 1 times the sequence's tokens, the
-cost of running a prefill token by token. CPU: ours against mllm_kernel.reference.gdn in
-float32 (PyTorch, vectorised over heads), on the same machine.
+Decode GB/s: the state bytes read and written. "decode x T" is our decode kernel's time at
+batch 1 times the sequence's tokens, the cost of running a prefill token by token. CPU: ours
+against mllm_kernel.reference.gdn in float32 (PyTorch, vectorised over heads), on the same
+machine.
 """
 
 from __future__ import annotations
@@ -104,7 +105,8 @@ def run_cuda() -> list[dict]:
                                                (65536, 16)]
     for tokens, seqs in cases:
         sets = _sets(tokens, seqs, tokens * HEADS * (2 * DK + 2 * DV) * 2 + 2 * seqs * HEADS * DV * DK * 4)
-        row = {"case": "prefill", "shape": f"{tokens} tokens, {seqs} seq", "token_by_token_us": decode_b1 * tokens / seqs}
+        row = {"case": "prefill", "shape": f"{tokens} tokens, {seqs} seq",
+               "token_by_token_us": decode_b1 * tokens / seqs}
         rows.append(timed(row, harness.time_calls(ours_extend, sets), harness.time_calls(fla_extend, sets)))
         del sets
     return rows

@@ -36,8 +36,8 @@ HEAD_K_DIMS = (64, 128)
 #: Value rows of a head that a block of the chunked state pass holds (csrc/gdn.cuh's kRows).
 CHUNK_ROWS = (32, 64)
 #: The modules by (head_k_dim, rows), then dtype.
-_EXTEND = {(dk, rows): KernelTable(_OP, {dtype: gdn_module(_OP, "gdn_extend", dtype, dk, rows) for dtype in HALF_DTYPES},
-                                   arg="q")
+_EXTEND = {(dk, rows): KernelTable(_OP, {dtype: gdn_module(_OP, "gdn_extend", dtype, dk, rows)
+                                         for dtype in HALF_DTYPES}, arg="q")
            for dk in HEAD_K_DIMS for rows in CHUNK_ROWS}
 
 
@@ -120,6 +120,7 @@ def gdn_extend_chunkwise(
     rows = 64
     if shapes_ok and v.is_cuda:
         rows = chunk_rows(cache_indices.shape[0], v.shape[1], v.shape[2], _sm_count(v.device.index))
-    _EXTEND[(head_k_dim, rows)][q.dtype](q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, cu_seqlens, out, workspace,
-                     CHUNKED_MIN_TOKENS if chunked else tokens + 1, resolve_pdl(enable_pdl))
+    _EXTEND[(head_k_dim, rows)][q.dtype](q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, cu_seqlens, out,
+                                         workspace, CHUNKED_MIN_TOKENS if chunked else tokens + 1,
+                                         resolve_pdl(enable_pdl))
     return out
