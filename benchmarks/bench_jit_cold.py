@@ -181,15 +181,16 @@ def first_rmsnorm_cuda(work: Path) -> float:
     """, work / "cache-rmsnorm")["seconds"]
 
 
-def cuda_modules(work: Path, every: bool) -> dict[str, float]:
-    """Build seconds of each library CUDA module, one after the other in one process."""
+def cuda_modules(work: Path, every: bool) -> dict:
+    """Build seconds of each library CUDA module, one after the other in one process
+    (``times``), and which of them are CUTLASS GEMMs (``cutlass``, as their build says)."""
     names = "None" if every else repr({**CUDA_MODULES, **CUTLASS_MODULES})
     return _child(f"""
         import json, time
         import mllm_kernel.cuda.jit
         from mllm_kernel.jit_utils import precompile, registered_kernels
         wanted = {names}
-        times = {{}}
+        times, cutlass = {{}}, []
         for record in registered_kernels():
             if "cuda" not in record.devices or record.name.startswith("test_"):
                 continue
@@ -198,8 +199,11 @@ def cuda_modules(work: Path, every: bool) -> dict[str, float]:
                 continue
             t = time.perf_counter()
             assert precompile(record.kernel, device="cuda", jobs=1), record.name
-            times[record.name + "[" + ", ".join(record.args) + "]"] = time.perf_counter() - t
-        print(json.dumps(times))
+            name = record.name + "[" + ", ".join(record.args) + "]"
+            times[name] = time.perf_counter() - t
+            if record.kernel.spec("cuda").cutlass:
+                cutlass.append(name)
+        print(json.dumps({{"times": times, "cutlass": cutlass}}))
     """, work / "cache-modules")
 
 
@@ -280,8 +284,9 @@ def measure(half: str, every: bool, samples: int) -> list[dict]:
                 first = statistics.median(first_rmsnorm_cuda(work) for _ in range(samples))
                 rows.append({"what": "first ops.rmsnorm, CUDA bf16, new process", "seconds": first,
                              "target": "< 3 s (H100 host)"})
-            modules = cuda_modules(work, every)
-            cutlass = {name: t for name, t in modules.items() if name.startswith("scaled_mm_") and "gemv" not in name}
+            built = cuda_modules(work, every)
+            modules = built["times"]
+            cutlass = {name: modules[name] for name in built["cutlass"]}
             for name, seconds in modules.items():
                 if name not in cutlass:
                     rows.append({"what": f"  module {name}", "seconds": seconds})
