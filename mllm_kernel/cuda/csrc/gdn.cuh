@@ -315,23 +315,13 @@ __global__ void __launch_bounds__(kExtendThreads) gdn_extend_kernel(const __grid
 // Entry points
 
 /// Decode's kernel for the call's head_k_dim (64 or 128, checked).
-template <typename T, template <typename, int> class Launch, typename... Args>
-void launch_for_head_dim(const GdnParams& p, DLDevice device, Args... args) {
-  if (p.head_k_dim == 64) {
-    Launch<T, 64>::run(p, device, args...);
-  } else {
-    Launch<T, 128>::run(p, device, args...);
-  }
+template <typename T>
+void launch_decode(const GdnParams& p, DLDevice device, bool enable_pdl) {
+  const dim3 grid(static_cast<unsigned>(mllm_kernel::host::div_ceil(p.head_v_dim, kDecodeRowsPerBlock)),
+                  static_cast<unsigned>(p.num_v_heads), static_cast<unsigned>(p.num_seqs));
+  mllm_kernel::host::LaunchKernel(grid, kDecodeThreads, device)
+      .enable_pdl(enable_pdl)(p.head_k_dim == 64 ? gdn_decode_kernel<T, 64> : gdn_decode_kernel<T, 128>, p);
 }
-
-template <typename T, int kDk>
-struct DecodeLaunch {
-  static void run(const GdnParams& p, DLDevice device, bool enable_pdl) {
-    const dim3 grid(static_cast<unsigned>(mllm_kernel::host::div_ceil(p.head_v_dim, kDecodeRowsPerBlock)),
-                    static_cast<unsigned>(p.num_v_heads), static_cast<unsigned>(p.num_seqs));
-    mllm_kernel::host::LaunchKernel(grid, kDecodeThreads, device).enable_pdl(enable_pdl)(gdn_decode_kernel<T, kDk>, p);
-  }
-};
 
 template <typename T, int kDk, int kRows>
 struct ExtendLaunch {
@@ -387,7 +377,7 @@ void gdn_decode(mllm_kernel::TensorView q, mllm_kernel::TensorView k, mllm_kerne
                                                                cache_indices, nullptr, out, dtype, device);
   check_grid(p);
   if (p.num_seqs == 0) return;
-  launch_for_head_dim<T, DecodeLaunch>(p, device, enable_pdl);
+  launch_decode<T>(p, device, enable_pdl);
 }
 
 /// Prefill/extend of the sequences of cu_seqlens with head_k_dim kDk, kRows value rows of a head
