@@ -7,10 +7,9 @@ per dtype (float16, bfloat16), head_k_dim (64, 128) and block height of the chun
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
+from mllm_kernel.cuda.jit.device_info import sm_count
 from mllm_kernel.cuda.jit.gdn_decode import HALF_DTYPES, gdn_module
 from mllm_kernel.jit_utils import KernelTable
 from mllm_kernel.jit_utils import precompile as jit_precompile
@@ -39,11 +38,6 @@ CHUNK_ROWS = (32, 64)
 _EXTEND = {(dk, rows): KernelTable(_OP, {dtype: gdn_module(_OP, "gdn_extend", dtype, dk, rows)
                                          for dtype in HALF_DTYPES}, arg="q")
            for dk in HEAD_K_DIMS for rows in CHUNK_ROWS}
-
-
-@functools.lru_cache(maxsize=None)
-def _sm_count(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 def chunk_rows(num_seqs: int, num_v_heads: int, head_v_dim: int, sm_count: int) -> int:
@@ -119,7 +113,7 @@ def gdn_extend_chunkwise(
     head_k_dim = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() and q.shape[-1] in HEAD_K_DIMS else 128
     rows = 64
     if shapes_ok and v.is_cuda:
-        rows = chunk_rows(cache_indices.shape[0], v.shape[1], v.shape[2], _sm_count(v.device.index))
+        rows = chunk_rows(cache_indices.shape[0], v.shape[1], v.shape[2], sm_count(v.device.index))
     _EXTEND[(head_k_dim, rows)][q.dtype](q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, cu_seqlens, out,
                                          workspace, CHUNKED_MIN_TOKENS if chunked else tokens + 1,
                                          resolve_pdl(enable_pdl))

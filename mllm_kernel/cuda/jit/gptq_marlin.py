@@ -29,6 +29,8 @@ from typing import NamedTuple
 
 import torch
 
+from mllm_kernel.cuda.jit.device_info import capability as _capability
+from mllm_kernel.cuda.jit.device_info import sm_count as _sm_count
 from mllm_kernel.jit_utils import KernelTable, jit_module, make_cpp_args
 from mllm_kernel.jit_utils import precompile as jit_precompile
 from mllm_kernel.op_args import marlin_gemm_operands
@@ -135,11 +137,6 @@ def precompile(*, wait: bool = True):
 
 
 @functools.lru_cache(maxsize=None)
-def _sm_count(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
-@functools.lru_cache(maxsize=None)
 def _locks(device: torch.device, sm_count: int) -> torch.Tensor:
     """Split-K arrival counters for calls whose workspace is too small (the split output blocks
     number at most two an SM: the wgmma kernel splits at most half the SMs' worth of tiles, the
@@ -180,11 +177,6 @@ def gemv_group_rows(bits: int) -> int:
     """Rows of K in a stage of a GEMV warp's ring (gemv_stage_steps there, 16 rows a step): its
     groups must be a multiple of them."""
     return 16 * 16 // bits
-
-
-@functools.lru_cache(maxsize=None)
-def _capability(index: int) -> tuple[int, int]:
-    return torch.cuda.get_device_capability(index)
 
 
 def gemv_applies(a: torch.Tensor, m: int, n: int, k: int, bits: int, scales, act_order: bool,

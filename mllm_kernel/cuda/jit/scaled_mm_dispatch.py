@@ -5,21 +5,14 @@ from sm_89 (the first with FP8 MMAs). Other GPUs get a ValueError that names the
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
 from mllm_kernel.cuda.jit import scaled_mm_sm80, scaled_mm_sm90
+from mllm_kernel.cuda.jit.device_info import capability
 from mllm_kernel.op_args import resolve_pdl, scaled_mm_operands
 
 #: The GPUs each operand type runs on, as messages name them.
 SUPPORTED = {torch.int8: "sm_80, sm_86, sm_87, sm_89 and sm_90", torch.float8_e4m3fn: "sm_89 and sm_90"}
-
-
-@functools.lru_cache(maxsize=None)
-def capability(index: int) -> tuple[int, int]:
-    """The compute capability of CUDA device ``index`` (cached: it does not change)."""
-    return torch.cuda.get_device_capability(index)
 
 
 def device_capability(op: str, device: torch.device) -> tuple[int, int]:
