@@ -25,6 +25,7 @@
 // written once per sequence.
 #pragma once
 
+#include <mllm_kernel/async_copy.cuh>
 #include <mllm_kernel/gdn.hpp>
 #include <mllm_kernel/impl/gdn.cuh>
 #include <mllm_kernel/impl/gdn_chunk.cuh>
@@ -64,16 +65,29 @@ constexpr int kDecodeRowsPerBlock = kDecodeThreads / 32 * kDecodeRowsPerWarp;
 
 /// Block (row block x, value head y, sequence z): kDecodeRowsPerBlock rows of one head's state.
 template <typename T, int kDk>
-__global__ void __launch_bounds__(kDecodeThreads) gdn_decode_kernel(const __grid_constant__ GdnParams p) {
+__global__ void __launch_bounds__(kDecodeThreads) gdn_decode_kernel(const __grid_constant__ GdnParams p, bool pdl) {
   using namespace mllm_kernel::device;
   constexpr int kLanes = kDk / 4;           // lanes per state row, a float4 each
   constexpr int kGroups = 32 / kLanes;      // rows a warp touches per step
   constexpr int kSteps = kDecodeRowsPerWarp / kGroups;
-  pdl_wait_and_release();
   const int s = blockIdx.z, h = blockIdx.y;
   const int hk = h / (p.num_v_heads / p.num_k_heads);
   const int lane = threadIdx.x % 32, group = lane / kLanes, e = lane % kLanes * 4;
   const int first_row = blockIdx.x * kDecodeRowsPerBlock + threadIdx.x / 32 * kDecodeRowsPerWarp + group;
+  if (pdl) {
+    // The block's state rows are asked of L2 while the previous kernel finishes (docs/pdl.md): a
+    // hint, whatever that kernel writes. Its index is read past L1 (so the read after the wait
+    // cannot meet a stale line) and only picks the rows to ask for; one lane a 128-byte line.
+    const std::int64_t hint = __ldcg(p.cache_indices + s);
+    if (hint >= 0 && hint < p.pool_size && e % 32 == 0) {
+#pragma unroll
+      for (int j = 0; j < kSteps; ++j) {
+        const int row = first_row + j * kGroups;
+        if (row < p.head_v_dim) prefetch_l2(state_row(p, hint, h, row) + e);
+      }
+    }
+    pdl_wait_and_release();
+  }
   // A negative index (padding) or one past the pool (refused by the wrapper's validation) is
   // neither read nor written.
   const std::int64_t index = p.cache_indices[s];
@@ -320,7 +334,7 @@ void launch_decode(const GdnParams& p, DLDevice device, bool enable_pdl) {
   const dim3 grid(static_cast<unsigned>(mllm_kernel::host::div_ceil(p.head_v_dim, kDecodeRowsPerBlock)),
                   static_cast<unsigned>(p.num_v_heads), static_cast<unsigned>(p.num_seqs));
   mllm_kernel::host::LaunchKernel(grid, kDecodeThreads, device)
-      .enable_pdl(enable_pdl)(p.head_k_dim == 64 ? gdn_decode_kernel<T, 64> : gdn_decode_kernel<T, 128>, p);
+      .enable_pdl(enable_pdl)(p.head_k_dim == 64 ? gdn_decode_kernel<T, 64> : gdn_decode_kernel<T, 128>, p, enable_pdl);
 }
 
 template <typename T, int kDk, int kRows>
