@@ -103,6 +103,23 @@ def test_device_header_compiles_alone(header, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_gdn_chunk_smem_bytes_match_the_kernel(tmp_path):
+    """The wrapper's size of the chunked state pass's shared memory, by which it keeps blocks of
+    64 rows off GPUs that cannot hold them, is the kernel's own (static_asserts, compiled)."""
+    from mllm_kernel.cuda.jit.gdn_extend_chunkwise import CHUNK_ROWS, HEAD_K_DIMS, chunk_smem_bytes
+
+    checks = "".join(f"static_assert(sizeof(mllm_kernel::device::gdn::ChunkSmem<{dk}, {rows}>) == "
+                     f"{chunk_smem_bytes(dk, rows)});\n" for dk in HEAD_K_DIMS for rows in CHUNK_ROWS)
+    source = tmp_path / "smem.cu"
+    source.write_text("#include <mllm_kernel/impl/gdn_chunked.cuh>\n" + checks)
+    includes, _ = toolchain.tvm_ffi_paths()
+    command = [toolchain.find_nvcc(), "-std=c++20", "-c", str(source), "-o", str(tmp_path / "smem.o"),
+               "--expt-relaxed-constexpr", f"-I{INCLUDE_DIR}", *(f"-I{d}" for d in includes),
+               "-gencode=arch=compute_90,code=sm_90"]
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_device_headers_instantiate(tmp_path):
     """The header templates instantiate for every element type on sm_80 and sm_90."""
     source = tmp_path / "inst.cu"

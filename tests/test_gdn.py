@@ -325,3 +325,17 @@ def test_chunked_state_pass_rows_agree_bit_for_bit(dk, dv):
     # The wrapper's choice: 32 rows while blocks of 64 would fill half the SMs or less.
     assert chunk_rows(1, 32, 128, 132) == 32 and chunk_rows(2, 32, 128, 132) == 64
     assert chunk_rows(8, 4, 96, 132) == 32 and chunk_rows(9, 4, 96, 132) == 64
+
+
+def test_chunk_rows_keeps_64_row_blocks_off_gpus_that_cannot_hold_them():
+    """Where a block may not take the 64-row state pass's shared memory (an A100 or Jetson Orin,
+    163 KB, at head_k_dim 128), 32 rows, whatever the SM fill; where it may, or where the limit is
+    unknown, the fill rule."""
+    from mllm_kernel.cuda.jit.gdn_extend_chunkwise import chunk_rows, chunk_smem_bytes
+
+    a100, h100 = 163 * 1024, 227 * 1024
+    assert chunk_smem_bytes(128, 32) <= a100 < chunk_smem_bytes(128, 64) <= h100
+    assert chunk_rows(16, 32, 128, 108, 128, a100) == 32
+    assert chunk_rows(16, 32, 128, 132, 128, h100) == 64 and chunk_rows(16, 32, 128, 132, 128, None) == 64
+    assert chunk_rows(16, 32, 128, 108, 64, a100) == 64 and chunk_rows(1, 16, 128, 108, 64, a100) == 32
+    assert chunk_rows(1, 32, 128, 132, 128, h100) == 32

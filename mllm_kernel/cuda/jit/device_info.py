@@ -18,3 +18,10 @@ def capability(index: int) -> tuple[int, int]:
 def sm_count(index: int) -> int:
     """The streaming multiprocessors of CUDA device ``index``."""
     return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+@functools.lru_cache(maxsize=None)
+def block_smem(index: int) -> int | None:
+    """The shared memory a block of CUDA device ``index`` may take (its opt-in limit), or None
+    where this PyTorch does not say."""
+    return getattr(torch.cuda.get_device_properties(index), "shared_memory_per_block_optin", None)

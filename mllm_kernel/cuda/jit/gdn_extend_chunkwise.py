@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from mllm_kernel.cuda.jit.device_info import sm_count
+from mllm_kernel.cuda.jit.device_info import block_smem, sm_count
 from mllm_kernel.cuda.jit.gdn_decode import HALF_DTYPES, gdn_module
 from mllm_kernel.jit_utils import KernelTable
 from mllm_kernel.jit_utils import precompile as jit_precompile
@@ -40,14 +40,31 @@ _EXTEND = {(dk, rows): KernelTable(_OP, {dtype: gdn_module(_OP, "gdn_extend", dt
            for dk in HEAD_K_DIMS for rows in CHUNK_ROWS}
 
 
-def chunk_rows(num_seqs: int, num_v_heads: int, head_v_dim: int, sm_count: int) -> int:
+def chunk_smem_bytes(head_k_dim: int, rows: int) -> int:
+    """Shared memory of a block of the chunked state pass (``ChunkSmem`` in
+    mllm_kernel/impl/gdn_chunked.cuh: the block's state rows, k, q or k^T, T, P, O, its rows of
+    v^T and U^T, and 32 bytes of factors a token; rows padded by 4 floats; 128-byte aligned)."""
+    ld_k, ld_c = head_k_dim + 4, CHUNK + 4
+    floats = (rows * ld_k + CHUNK * ld_k + max(CHUNK * ld_k, head_k_dim * ld_c) + 3 * CHUNK * ld_c
+              + 2 * rows * ld_c)
+    return -(-(4 * floats + 32 * CHUNK) // 128) * 128
+
+
+def chunk_rows(num_seqs: int, num_v_heads: int, head_v_dim: int, sm_count: int, head_k_dim: int = 128,
+               block_smem: int | None = None) -> int:
     """Value rows a block of the chunked state pass takes: 64, or 32 where blocks of 64 rows (one
     a sequence, head and 64 value rows) would fill half the SMs or less. A block walks its
     sequence's chunks one after another, each chunk a chain of dependent products, so with so
     few blocks, twice as many of half the rows finish sooner; with more, the halves' shared work
     (staging each chunk's keys and queries) costs more than it saves. H100, 32 heads of 128 x
     128, against 64 rows, outputs bit-identical: one sequence of 1024 / 4096 tokens 1.26x /
-    1.30x (4096: 626 -> 480 µs), 2 to 16 sequences 0.77-0.79x."""
+    1.30x (4096: 626 -> 480 µs), 2 to 16 sequences 0.77-0.79x.
+
+    Also 32 wherever a block may not take the shared memory of 64 rows (``block_smem``, the
+    GPU's opt-in limit: an A100 or Jetson Orin at head_k_dim 128, 187 KB against 163), which
+    would leave every sequence to the recurrent kernel; 32 rows take 153 KB there."""
+    if block_smem is not None and block_smem < chunk_smem_bytes(head_k_dim, 64):
+        return 32
     return 64 if 2 * num_seqs * num_v_heads * -(-head_v_dim // 64) > sm_count else 32
 
 
@@ -82,8 +99,9 @@ def gdn_extend_chunkwise(
 
     Sequences of ``CHUNKED_MIN_TOKENS`` tokens or more run through the chunked kernels: the
     delta rule in its WY form, a chunk of 64 tokens at a time, with the products on tensor cores
-    as TF32 and float32 accumulation (on GPUs with the shared memory for it: sm_90, and sm_80 at
-    head_k_dim 64); shorter sequences through the recurrent kernel, float32 throughout. The
+    as TF32 and float32 accumulation (on GPUs with the shared memory for it: sm_90, and sm_80
+    and sm_87 in blocks of 32 value rows at head_k_dim 128; not sm_86 or sm_89); shorter
+    sequences through the recurrent kernel, float32 throughout. The
     chunked kernels hand each chunk's solved triangular system over in a float32 workspace the
     call allocates: 34 KiB per chunk of 64 tokens and value head (about 1.1 GiB for 65536
     tokens at 32 value heads), freed when the call returns; none when validation finds every
@@ -113,7 +131,9 @@ def gdn_extend_chunkwise(
     head_k_dim = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() and q.shape[-1] in HEAD_K_DIMS else 128
     rows = 64
     if shapes_ok and v.is_cuda:
-        rows = chunk_rows(cache_indices.shape[0], v.shape[1], v.shape[2], sm_count(v.device.index))
+        index = v.device.index
+        rows = chunk_rows(cache_indices.shape[0], v.shape[1], v.shape[2], sm_count(index), head_k_dim,
+                          block_smem(index))
     _EXTEND[(head_k_dim, rows)][q.dtype](q, k, v, a, b, A_log, dt_bias, state_pool, cache_indices, cu_seqlens, out,
                                          workspace, CHUNKED_MIN_TOKENS if chunked else tokens + 1,
                                          resolve_pdl(enable_pdl))
