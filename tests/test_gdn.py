@@ -150,6 +150,29 @@ def test_states_carried_across_calls_equal_one_long_call(device):
 
 
 @requires_cuda
+def test_decode_steps_back_to_back_with_pdl_match_plain_launches():
+    """Decode steps launched back to back on one pool, each reading the states the step before it
+    is still writing when it starts (PDL: it asks L2 for them before its wait), give the outputs
+    and states of plain launches bit for bit."""
+    steps = 6
+    q, k, v, a, b, A_log, dt_bias, pool, indices = _inputs(steps * 5, 5, 9, 2, 4, 128, 128, "cuda", seed=13)
+    results = {}
+    for pdl in (False, None):
+        states, outs = pool.clone(), []
+        for t in range(steps):
+            rows = slice(5 * t, 5 * t + 5)
+            outs.append(gdn_decode(q[rows], k[rows], v[rows], a[rows], b[rows], A_log, dt_bias, states, indices,
+                                   enable_pdl=pdl))
+        torch.cuda.synchronize()
+        results[pdl] = torch.cat(outs), states
+    assert torch.equal(results[None][0], results[False][0]) and torch.equal(results[None][1], results[False][1])
+    expected_pool = pool.double().cpu()
+    expected = [reference(*(t[5 * i:5 * i + 5].cpu() for t in (q, k, v, a, b)), A_log.cpu(), dt_bias.cpu(),
+                          expected_pool, indices.cpu()) for i in range(steps)]
+    _check(results[None][0], torch.cat(expected), results[None][1], expected_pool, torch.bfloat16)
+
+
+@requires_cuda
 def test_decode_under_cuda_graph_and_torch_compile():
     q, k, v, a, b, A_log, dt_bias, pool, indices = _inputs(8, 8, 10, 2, 4, 128, 128, "cuda", seed=11)
     expected_pool = pool.double().cpu()
