@@ -21,12 +21,14 @@
 //   - Sums land in an int32 block of kInt8MmChunkCols columns, which the epilogue scales and
 //     stores a row at a time.
 //
-// Products, by the engine the target has (Int8MmEngine): on a JIT build for a CPU with AVX-512
-// VNNI, its byte dot product (vpdpbusd) on a staged as a + 128 and w as loaded (Int8MmQuads);
-// elsewhere a widened to int16 once when staged, w widened per load, and
+// Products, by the engine the target has (Int8MmEngine): where the build's target has a byte dot
+// product, four products into each int32 lane (Int8MmQuads): AVX-512 VNNI's vpdpbusd (a JIT
+// build for a CPU that has it) on a staged as a + 128 and w as loaded, Arm's SDOT (NEON with the
+// dot-product extension, as -mcpu=native gives on a Cortex-A76 or a Jetson Orin's A78AE; SVE)
+// on both as loaded; elsewhere a widened to int16 once when staged, w widened per load, and
 // ReorderWidenMulAccumulate (int16 pairs into int32 lanes: vpmaddwd on x86; Int8MmWiden).
-// Highway 1.0 (the system package this builds against) has no int8 dot product;
-// SumOfMulQuadAccumulate (VNNI, SDOT) arrives with Highway 1.2.
+// Highway 1.0 (the system package this builds against) has no int8 dot product, so these are
+// its targets' raw vectors through the intrinsics; SumOfMulQuadAccumulate arrives with 1.2.
 #ifndef MLLM_KERNEL_CPU_INT8_SCALED_MM_PARAMS_
 #define MLLM_KERNEL_CPU_INT8_SCALED_MM_PARAMS_
 
@@ -66,6 +68,7 @@ struct Int8ScaledMmParams {
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 
@@ -194,15 +197,19 @@ struct Int8MmWiden {
   }
 };
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3_DL && defined(__AVX512VNNI__)
-/// Products by AVX-512 VNNI's vpdpbusd, four u8 x s8 products into each int32 lane (a JIT build
-/// for a CPU that has it; Highway 1.0 has no int8 dot product, SumOfMulQuadAccumulate arrives
-/// with 1.2): a quarter of the instructions of widening to int16, and w is not widened. a is
-/// staged as a + 128 (its sign bit flipped: an unsigned byte), so each sum comes out 128 times
-/// its row of w's sum too high, which the same instruction counts against ones and the tile
-/// takes off at the end (int32 wrapping arithmetic, so the result is exact as before).
+#if (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3_DL && defined(__AVX512VNNI__)) ||                          \
+    (HWY_ARCH_ARM_A64 && HWY_TARGET == HWY_NEON && defined(__ARM_FEATURE_DOTPROD)) ||                    \
+    (HWY_ARCH_ARM_A64 && (HWY_TARGET == HWY_SVE || HWY_TARGET == HWY_SVE2 || HWY_TARGET == HWY_SVE_256 || \
+                          HWY_TARGET == HWY_SVE2_128))
+/// Products by a byte dot product, four products into each int32 lane: a quarter of the
+/// instructions of widening to int16, and w is not widened. x86's vpdpbusd multiplies unsigned
+/// bytes of a by signed ones of w, so a is staged as a + 128 (its sign bit flipped), each sum
+/// comes out 128 times its row of w's sum too high, and the same instruction counts w against
+/// ones so that the tile takes that off at the end (int32 wrapping arithmetic: exact as before).
+/// Arm's SDOT multiplies signed by signed: a is staged as it is and nothing is taken off.
 struct Int8MmQuads {
-  using Staged = std::uint8_t;
+  static constexpr bool kUnsignedA = HWY_ARCH_X86;
+  using Staged = std::conditional_t<kUnsignedA, std::uint8_t, std::int8_t>;
   static constexpr int kTileA = 4;
   static constexpr int kTileW = 4;
   using D8 = hn::ScalableTag<std::int8_t>;
@@ -212,8 +219,16 @@ struct Int8MmQuads {
   /// K elements per vector.
   static std::size_t Step() { return hn::Lanes(D8()); }
 
-  /// sum + the four products of a's (unsigned) and w's (signed) bytes of each lane.
-  static V32 Dot(V32 sum, V32 a, V32 w) { return V32{_mm512_dpbusd_epi32(sum.raw, a.raw, w.raw)}; }
+  /// sum + the four products of a's and w's bytes of each lane.
+  static V32 Dot(V32 sum, V32 a, V32 w) {
+#if HWY_ARCH_X86
+    return V32{_mm512_dpbusd_epi32(sum.raw, a.raw, w.raw)};
+#elif HWY_TARGET == HWY_NEON
+    return V32{vdotq_s32(sum.raw, vreinterpretq_s8_s32(a.raw), vreinterpretq_s8_s32(w.raw))};
+#else  // SVE: its vectors are the sizeless intrinsic types themselves
+    return svdot_s32(sum, svreinterpret_s8_s32(a), svreinterpret_s8_s32(w));
+#endif
+  }
 
   /// `count` (1..Step) int8 elements of w as a vector of int32 lanes; the bytes past them are zero.
   static V32 LoadW(const std::int8_t* HWY_RESTRICT p, std::size_t count) {
@@ -224,25 +239,30 @@ struct Int8MmQuads {
     return hn::BitCast(D32(), hn::Load(d8, buffer));
   }
 
-  /// A row of k elements as a + 128 into `staged`, zero-padded to whole vectors (a zero meets
-  /// w's zero tail).
-  static void Stage(const std::int8_t* HWY_RESTRICT src, std::uint8_t* HWY_RESTRICT staged, std::size_t k) {
+  /// A row of k elements (as a + 128 for vpdpbusd) into `staged`, zero-padded to whole vectors
+  /// (a zero meets w's zero tail).
+  static void Stage(const std::int8_t* HWY_RESTRICT src, Staged* HWY_RESTRICT staged, std::size_t k) {
     const std::size_t n = Step();
-    for (std::size_t i = 0; i < k; ++i) staged[i] = static_cast<std::uint8_t>(src[i]) ^ 0x80u;
+    for (std::size_t i = 0; i < k; ++i) {
+      staged[i] = kUnsignedA ? static_cast<Staged>(static_cast<std::uint8_t>(src[i]) ^ 0x80u) : src[i];
+    }
     for (std::size_t i = k; i < (k + n - 1) / n * n; ++i) staged[i] = 0;
   }
 
   /// The sum of a vector's int32 lanes, wrapping.
   static std::uint32_t LaneSum(V32 v) { return static_cast<std::uint32_t>(hn::GetLane(hn::SumOfLanes(D32(), v))); }
 
-  /// The int32 sum of a (a + 128 staged) and w: the lanes of `sums` less 128 times w's sum
+  /// The int32 sum of a and w: the lanes of `sums`, less (a staged as a + 128) 128 times w's sum
   /// (LaneSum of its sums against ones), wrapping.
   static std::int32_t Total(V32 sums, std::uint32_t w_sum) {
-    return static_cast<std::int32_t>(LaneSum(sums) - 128u * w_sum);
+    return static_cast<std::int32_t>(LaneSum(sums) - (kUnsignedA ? 128u * w_sum : 0u));
   }
 
+  /// z + w against ones: w's sums, which only a staged as a + 128 needs.
+  static V32 CountW(V32 z, V32 ones, V32 w) { return kUnsignedA ? Dot(z, ones, w) : z; }
+
   /// out[0] = sum_k a[k] * w[k] for one row of a, reading w as one sequential stream.
-  static void Stream(const std::uint8_t* HWY_RESTRICT a, const std::int8_t* HWY_RESTRICT w, std::size_t k,
+  static void Stream(const Staged* HWY_RESTRICT a, const std::int8_t* HWY_RESTRICT w, std::size_t k,
                      std::int32_t* HWY_RESTRICT out) {
     const D8 d8;
     const D32 d32;
@@ -254,27 +274,27 @@ struct Int8MmQuads {
     if (full < k) {
       const V32 x = LoadW(w + full, k - full);
       s1 = Dot(s1, a_at(full), x);
-      z1 = Dot(z1, ones, x);
+      z1 = CountW(z1, ones, x);
     }
     if (full % (2 * n) != 0) {
       full -= n;
       const V32 x = LoadW(w + full, n);
       s1 = Dot(s1, a_at(full), x);
-      z1 = Dot(z1, ones, x);
+      z1 = CountW(z1, ones, x);
     }
     for (std::size_t i = 0; i < full; i += 2 * n) {
       const V32 x0 = LoadW(w + i, n), x1 = LoadW(w + i + n, n);
       s0 = Dot(s0, a_at(i), x0);
-      z0 = Dot(z0, ones, x0);
+      z0 = CountW(z0, ones, x0);
       s1 = Dot(s1, a_at(i + n), x1);
-      z1 = Dot(z1, ones, x1);
+      z1 = CountW(z1, ones, x1);
     }
     out[0] = Total(hn::Add(s0, s1), LaneSum(hn::Add(z0, z1)));
   }
 
   /// out[r * out_stride + t] = sum_k a[r][k] * w[t][k] for 1 to kTileA rows of a and 4 rows of w.
   template <int kRows>
-  static void Tile(const std::uint8_t* HWY_RESTRICT a, std::size_t a_stride, const std::int8_t* const* w,
+  static void Tile(const Staged* HWY_RESTRICT a, std::size_t a_stride, const std::int8_t* const* w,
                    std::size_t k, std::int32_t* HWY_RESTRICT out, std::size_t out_stride) {
     static_assert(kRows >= 1 && kRows <= kTileA, "a tile has 1 to kTileA rows of a");
     const D8 d8;
@@ -288,10 +308,10 @@ struct Int8MmQuads {
       Int8MmPrefetchNext(w, i);
       const V32 w0 = LoadW(w[0] + i, count), w1 = LoadW(w[1] + i, count);
       const V32 w2 = LoadW(w[2] + i, count), w3 = LoadW(w[3] + i, count);
-      z0 = Dot(z0, ones, w0);
-      z1 = Dot(z1, ones, w1);
-      z2 = Dot(z2, ones, w2);
-      z3 = Dot(z3, ones, w3);
+      z0 = CountW(z0, ones, w0);
+      z1 = CountW(z1, ones, w1);
+      z2 = CountW(z2, ones, w2);
+      z3 = CountW(z3, ones, w3);
       // One row r of a times the 4 rows of w, into that row's sums.
       const auto row = [&](int r, V32& t0, V32& t1, V32& t2, V32& t3) HWY_ATTR {
         const V32 x = hn::BitCast(d32, hn::Load(d8, reinterpret_cast<const std::int8_t*>(a + r * a_stride + i)));
