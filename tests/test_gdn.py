@@ -329,7 +329,7 @@ def test_chunked_state_pass_rows_agree_bit_for_bit(dk, dv):
     sequences of chunk + 1 and 3 chunks + 7 tokens and a short one (the recurrent kernel's),
     with a last block of each height only partly in head_v_dim (96, 80); and both against the
     float64 reference."""
-    from mllm_kernel.cuda.jit.gdn_extend_chunkwise import CHUNKED_MIN_TOKENS, chunk_rows, chunk_workspace
+    from mllm_kernel.cuda.jit.gdn_extend_chunkwise import CHUNKED_MIN_TOKENS, chunk_workspace
     from mllm_kernel.jit_utils import find_module
 
     q, k, v, a, b, A_log, dt_bias, pool, indices = _inputs(65 + 199 + 9, 3, 4, 2, 4, dk, dv, "cuda", seed=5)
@@ -345,17 +345,17 @@ def test_chunked_state_pass_rows_agree_bit_for_bit(dk, dv):
     expected_pool = pool.double().cpu()
     expected = reference(*(t.cpu() for t in (q, k, v, a, b, A_log, dt_bias)), expected_pool, indices.cpu(), cu.cpu())
     _check(got[32][0], expected, got[32][1], expected_pool, torch.bfloat16, state_tol=1e-3)
-    # The wrapper's choice: 32 rows while blocks of 64 would fill half the SMs or less.
-    assert chunk_rows(1, 32, 128, 132) == 32 and chunk_rows(2, 32, 128, 132) == 64
-    assert chunk_rows(8, 4, 96, 132) == 32 and chunk_rows(9, 4, 96, 132) == 64
 
 
-def test_chunk_rows_keeps_64_row_blocks_off_gpus_that_cannot_hold_them():
-    """Where a block may not take the 64-row state pass's shared memory (an A100 or Jetson Orin,
-    163 KB, at head_k_dim 128), 32 rows, whatever the SM fill; where it may, or where the limit is
+def test_chunk_rows_rule():
+    """The wrapper's block height: 32 rows while blocks of 64 would fill half the SMs or less;
+    and, where a block may not take the 64-row state pass's shared memory (an A100 or Jetson Orin,
+    163 KB, at head_k_dim 128), 32 rows whatever the SM fill; where it may, or where the limit is
     unknown, the fill rule."""
     from mllm_kernel.cuda.jit.gdn_extend_chunkwise import chunk_rows, chunk_smem_bytes
 
+    assert chunk_rows(1, 32, 128, 132) == 32 and chunk_rows(2, 32, 128, 132) == 64
+    assert chunk_rows(8, 4, 96, 132) == 32 and chunk_rows(9, 4, 96, 132) == 64
     a100, h100 = 163 * 1024, 227 * 1024
     assert chunk_smem_bytes(128, 32) <= a100 < chunk_smem_bytes(128, 64) <= h100
     assert chunk_rows(16, 32, 128, 108, 128, a100) == 32
