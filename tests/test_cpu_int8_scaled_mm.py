@@ -2,16 +2,24 @@
 float64 (exact at these sizes), scaled in float64, and compared with the output after its one
 rounding to out_dtype. Covers every shape class (tiles and their tails, the K tail, streaming
 small M, the row split of narrow outputs), every layout the op accepts, the thread count, the
-portable build (every SIMD target, chosen at run time) and every bad input."""
+portable build (every SIMD target, chosen at run time), the byte dot product in x86 builds for
+CPUs that have it, and every bad input."""
 
 import importlib
+import platform
 import re
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 import torch
 
 from mllm_kernel.cpu.jit import _threads, int8_scaled_mm
-from mllm_kernel.jit_utils import load_cpu_jit
+from mllm_kernel.jit_utils import load_cpu_jit, toolchain
+from mllm_kernel.jit_utils.paths import CPU_INCLUDE_DIR, INCLUDE_DIR
+
+CROSS_CHECKS = Path(__file__).parent / "cross"
 
 OUT_DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 # The one rounding to out_dtype, relative to the exact value: half an ulp (bf16: 2**-9, kept at
@@ -133,6 +141,42 @@ def test_portable_build(monkeypatch):
         out = torch.empty(m, n, dtype=torch.bfloat16)
         module.int8_scaled_mm(out, a, b, sa, sb, 2)
         assert torch.equal(out, int8_scaled_mm(a, b, sa, sb, torch.bfloat16)), (m, n, k)
+
+
+#: x86 builds of the GEMM's body as the JIT makes them for a CPU (-march, Highway's static target
+#: only): (-march, whether it multiplies by vpdpbusd, the /proc/cpuinfo flags it needs to run).
+#: Ice Lake has AVX-512 VNNI but not AVX-VNNI, so Highway 1.0 names its target AVX3, as it does
+#: Zen 4's: the byte dot product must follow the instruction set, not the target's name.
+X86_BUILDS = [("skylake-avx512", False, {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"}),
+              ("icelake-server", True, {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd", "avx512_vnni",
+                                        "avx512vbmi", "avx512_vbmi2", "avx512_bitalg", "avx512_vpopcntdq", "gfni",
+                                        "vaes", "vpclmulqdq"})]
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
+    except OSError:
+        return set()
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64") or not shutil.which("objdump"),
+                    reason="x86 builds, read back with objdump")
+@pytest.mark.parametrize("march,vnni,flags", X86_BUILDS, ids=[b[0] for b in X86_BUILDS])
+def test_byte_dot_product_where_the_cpu_has_it(tmp_path, march, vnni, flags):
+    # tests/cross/int8_scaled_mm_check.cpp (every shape class against exact sums), built for the
+    # CPU `march` names: vpdpbusd exactly where that CPU has it, and correct where this one runs it.
+    program = tmp_path / "int8_scaled_mm_check"
+    includes, _ = toolchain.tvm_ffi_paths()  # (dlpack)
+    subprocess.run([toolchain.find_cxx(), "-std=c++20", "-O2", f"-march={march}", "-DHWY_COMPILE_ONLY_STATIC=1",
+                    f"-I{INCLUDE_DIR}", f"-I{CPU_INCLUDE_DIR}", *(f"-I{d}" for d in includes),
+                    str(CROSS_CHECKS / "int8_scaled_mm_check.cpp"), "-o", str(program)], check=True)
+    code = subprocess.run(["objdump", "-d", str(program)], capture_output=True, text=True, check=True).stdout
+    assert ("vpdpbusd" in code) == vnni
+    if flags <= _cpu_flags():
+        run = subprocess.run([str(program)], capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0 and run.stdout.rstrip().endswith("ok"), run.stdout + run.stderr
 
 
 def _msg(text):

@@ -1,9 +1,9 @@
-// The CPU int8 GEMM's body (mllm_kernel/cpu/int8_scaled_mm.hpp) built for one Arm target and run
-// (under qemu by tests/test_cpu_arm.py): every product sum against an exact int64 one, over the
-// shape classes of the body (register tiles of 1-4 rows of a and their tails, a single row's
-// stream, N not a multiple of 4, K tails shorter than a vector and several vectors long).
-// Scales of 1 and float32 output keep each sum exact (|sum| < 2^24). Prints the target and "ok",
-// or the first mismatches; exits non-zero on any.
+// The CPU int8 GEMM's body (mllm_kernel/cpu/int8_scaled_mm.hpp) built for one target and run
+// (Arm under qemu by tests/test_cpu_arm.py, x86 by tests/test_cpu_int8_scaled_mm.py): every
+// product sum against an exact int64 one, over the shape classes of the body (register tiles of
+// 1-4 rows of a and their tails, a single row's stream, N not a multiple of 4, K tails shorter
+// than a vector and several vectors long). Scales of 1 and float32 output keep each sum exact
+// (|sum| < 2^24). Prints the target and "ok", or the first mismatches; exits non-zero on any.
 #include <hwy/highway.h>
 #include <mllm_kernel/cpu/int8_scaled_mm.hpp>
 

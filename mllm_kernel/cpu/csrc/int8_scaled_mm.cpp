@@ -1,7 +1,8 @@
 // CPU int8_scaled_mm: out = (mat_a @ mat_b) * scales_a[:, None] * scales_b[None, :] (+ bias) for
 // int8 operands, summed exactly in int32, scaled in float32 and stored as float16, bfloat16 or
-// float32. Highway SIMD chosen at run time (int16 multiply-adds: vpmaddwd on x86); output
-// columns, or the rows of a narrow output, split over the module's thread pool.
+// float32. Highway SIMD (byte dot products where the CPU has them: VNNI, SDOT; int16
+// multiply-adds elsewhere); output columns, or the rows of a narrow output, split over the
+// module's thread pool.
 // Body and formulas: mllm_kernel/cpu/int8_scaled_mm.hpp.
 #include <mllm_kernel/integer.hpp>
 #include <mllm_kernel/op_args.hpp>

@@ -14,8 +14,9 @@
 //   - A block of two rows or more goes through register tiles of up to kTileA rows of a (4
 //     where the target has 32 vector registers, 2 on AVX2 and SSE) by kTileW = 4 rows of w,
 //     each summing int32 vectors over all of K. A w tile stays in L1 while every tile of the
-//     block passes over it, and the next w tile is prefetched meanwhile. The taller tile widens
-//     each loaded w vector once for 4 rows of a instead of 2.
+//     block passes over it; the first pass asks for the next w tile (the later ones would only
+//     repeat its requests, taking load slots from the products). The taller tile widens each
+//     loaded w vector once for 4 rows of a instead of 2.
 //   - A single row (decode: M = 1) is memory-bound: w is read row by row, one sequential
 //     stream, which the hardware prefetchers follow best.
 //   - Sums land in an int32 block of kInt8MmChunkCols columns, which the epilogue scales and
@@ -23,9 +24,10 @@
 //
 // Products, by the engine the target has (Int8MmEngine): where the build's target has a byte dot
 // product, four products into each int32 lane (Int8MmQuads): AVX-512 VNNI's vpdpbusd (a JIT
-// build for a CPU that has it) on a staged as a + 128 and w as loaded, Arm's SDOT (NEON with the
-// dot-product extension, as -mcpu=native gives on a Cortex-A76 or a Jetson Orin's A78AE; SVE)
-// on both as loaded; elsewhere a widened to int16 once when staged, w widened per load, and
+// build for a CPU that has it, as the compiler's __AVX512VNNI__ says: Highway 1.0 counts Zen 4
+// as AVX3, its AVX3_DL asking for AVX-VNNI too) on a staged as a + 128 and w as loaded; Arm's
+// SDOT (NEON with the dot-product extension, as -mcpu=native gives on a Cortex-A76 or a Jetson
+// Orin's A78AE; SVE) on both as loaded; elsewhere a widened to int16 once when staged, w widened per load, and
 // ReorderWidenMulAccumulate (int16 pairs into int32 lanes: vpmaddwd on x86; Int8MmWiden).
 // Highway 1.0 (the system package this builds against) has no int8 dot product, so these are
 // its targets' raw vectors through the intrinsics; SumOfMulQuadAccumulate arrives with 1.2.
@@ -144,10 +146,11 @@ struct Int8MmWiden {
     out[0] = hn::GetLane(hn::SumOfLanes(d32, sum));
   }
 
-  /// out[r * out_stride + t] = sum_k a[r][k] * w[t][k] for 1 to kTileA rows of a and 4 rows of w.
+  /// out[r * out_stride + t] = sum_k a[r][k] * w[t][k] for 1 to kTileA rows of a and 4 rows of w;
+  /// the first pass over a w tile also asks for the next one (prefetch_next).
   template <int kRows>
   static void Tile(const std::int16_t* HWY_RESTRICT a, std::size_t a_stride, const std::int8_t* const* w,
-                   std::size_t k, std::int32_t* HWY_RESTRICT out, std::size_t out_stride) {
+                   std::size_t k, std::int32_t* HWY_RESTRICT out, std::size_t out_stride, bool prefetch_next) {
     static_assert(kRows >= 1 && kRows <= kTileA, "a tile has 1 to kTileA rows of a");
     const D16 d16;
     const D32 d32;
@@ -157,7 +160,7 @@ struct Int8MmWiden {
     auto s20 = s00, s21 = s00, s22 = s00, s23 = s00, c20 = s00, c21 = s00, c22 = s00, c23 = s00;
     auto s30 = s00, s31 = s00, s32 = s00, s33 = s00, c30 = s00, c31 = s00, c32 = s00, c33 = s00;
     const auto step = [&](std::size_t i, std::size_t count) HWY_ATTR {
-      Int8MmPrefetchNext(w, i);
+      if (prefetch_next) Int8MmPrefetchNext(w, i);
       const V16 w0 = LoadWide(w[0] + i, count), w1 = LoadWide(w[1] + i, count);
       const V16 w2 = LoadWide(w[2] + i, count), w3 = LoadWide(w[3] + i, count);
       // One row r of a times the 4 rows of w, into that row's sums.
@@ -195,9 +198,12 @@ struct Int8MmWiden {
     if constexpr (kRows >= 3) put(2, s20, s21, s22, s23, c20, c21, c22, c23);
     if constexpr (kRows >= 4) put(3, s30, s31, s32, s33, c30, c31, c32, c33);
   }
+
+  /// Int16 products are the sums themselves: nothing to correct.
+  static void Correct(const std::int8_t* const*, std::size_t, std::int32_t*, std::int64_t, std::size_t) {}
 };
 
-#if (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3_DL && defined(__AVX512VNNI__)) ||                          \
+#if (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && defined(__AVX512VNNI__)) ||                             \
     (HWY_ARCH_ARM_A64 && HWY_TARGET == HWY_NEON && defined(__ARM_FEATURE_DOTPROD)) ||                    \
     (HWY_ARCH_ARM_A64 && (HWY_TARGET == HWY_SVE || HWY_TARGET == HWY_SVE2 || HWY_TARGET == HWY_SVE_256 || \
                           HWY_TARGET == HWY_SVE2_128))
@@ -249,6 +255,17 @@ struct Int8MmQuads {
     for (std::size_t i = k; i < (k + n - 1) / n * n; ++i) staged[i] = 0;
   }
 
+  /// Keeps w's vectors in registers. GCC otherwise folds each load into every product that uses
+  /// it (vpdpbusd takes w from memory), four loads of each vector a step instead of one, and the
+  /// loads, not the products, bound the loop.
+  static void InRegister(V32& w0, V32& w1, V32& w2, V32& w3) {
+#if HWY_ARCH_X86
+    __asm__("" : "+v"(w0.raw), "+v"(w1.raw), "+v"(w2.raw), "+v"(w3.raw));
+#else
+    (void)w0, (void)w1, (void)w2, (void)w3;
+#endif
+  }
+
   /// The sum of a vector's int32 lanes, wrapping.
   static std::uint32_t LaneSum(V32 v) { return static_cast<std::uint32_t>(hn::GetLane(hn::SumOfLanes(D32(), v))); }
 
@@ -292,26 +309,23 @@ struct Int8MmQuads {
     out[0] = Total(hn::Add(s0, s1), LaneSum(hn::Add(z0, z1)));
   }
 
-  /// out[r * out_stride + t] = sum_k a[r][k] * w[t][k] for 1 to kTileA rows of a and 4 rows of w.
+  /// out[r * out_stride + t] = sum_k a[r][k] * w[t][k] for 1 to kTileA rows of a as staged (so
+  /// before Correct) and 4 rows of w; the first pass over a w tile also asks for the next one
+  /// (prefetch_next).
   template <int kRows>
   static void Tile(const Staged* HWY_RESTRICT a, std::size_t a_stride, const std::int8_t* const* w,
-                   std::size_t k, std::int32_t* HWY_RESTRICT out, std::size_t out_stride) {
+                   std::size_t k, std::int32_t* HWY_RESTRICT out, std::size_t out_stride, bool prefetch_next) {
     static_assert(kRows >= 1 && kRows <= kTileA, "a tile has 1 to kTileA rows of a");
     const D8 d8;
     const D32 d32;
-    const V32 ones = hn::BitCast(d32, hn::Set(d8, 1));
-    // sRT: a row R with w row T; zT: w row T against ones.
+    // sRT: a row R with w row T.
     V32 s00 = hn::Zero(d32), s01 = s00, s02 = s00, s03 = s00, s10 = s00, s11 = s00, s12 = s00, s13 = s00;
     V32 s20 = s00, s21 = s00, s22 = s00, s23 = s00, s30 = s00, s31 = s00, s32 = s00, s33 = s00;
-    V32 z0 = s00, z1 = s00, z2 = s00, z3 = s00;
     const auto step = [&](std::size_t i, std::size_t count) HWY_ATTR {
-      Int8MmPrefetchNext(w, i);
-      const V32 w0 = LoadW(w[0] + i, count), w1 = LoadW(w[1] + i, count);
-      const V32 w2 = LoadW(w[2] + i, count), w3 = LoadW(w[3] + i, count);
-      z0 = CountW(z0, ones, w0);
-      z1 = CountW(z1, ones, w1);
-      z2 = CountW(z2, ones, w2);
-      z3 = CountW(z3, ones, w3);
+      if (prefetch_next) Int8MmPrefetchNext(w, i);
+      V32 w0 = LoadW(w[0] + i, count), w1 = LoadW(w[1] + i, count);
+      V32 w2 = LoadW(w[2] + i, count), w3 = LoadW(w[3] + i, count);
+      InRegister(w0, w1, w2, w3);
       // One row r of a times the 4 rows of w, into that row's sums.
       const auto row = [&](int r, V32& t0, V32& t1, V32& t2, V32& t3) HWY_ATTR {
         const V32 x = hn::BitCast(d32, hn::Load(d8, reinterpret_cast<const std::int8_t*>(a + r * a_stride + i)));
@@ -330,19 +344,46 @@ struct Int8MmQuads {
     const std::size_t full = k / n * n;
     if (full < k) step(full, k - full);
     for (std::size_t i = 0; i < full; i += n) step(i, n);
-    // Row r's 4 sums into out's row r, each w row's sum reduced once for them all.
-    const std::uint32_t ws0 = LaneSum(z0), ws1 = LaneSum(z1), ws2 = LaneSum(z2), ws3 = LaneSum(z3);
+    // Row r's 4 sums (before Correct) into out's row r.
     const auto put = [&](int r, V32 t0, V32 t1, V32 t2, V32 t3) HWY_ATTR {
       std::int32_t* o = out + r * out_stride;
-      o[0] = Total(t0, ws0);
-      o[1] = Total(t1, ws1);
-      o[2] = Total(t2, ws2);
-      o[3] = Total(t3, ws3);
+      o[0] = static_cast<std::int32_t>(LaneSum(t0));
+      o[1] = static_cast<std::int32_t>(LaneSum(t1));
+      o[2] = static_cast<std::int32_t>(LaneSum(t2));
+      o[3] = static_cast<std::int32_t>(LaneSum(t3));
     };
     put(0, s00, s01, s02, s03);
     if constexpr (kRows >= 2) put(1, s10, s11, s12, s13);
     if constexpr (kRows >= 3) put(2, s20, s21, s22, s23);
     if constexpr (kRows >= 4) put(3, s30, s31, s32, s33);
+  }
+
+  /// Takes 128 times each w row's sum off the `rows` rows of Tile's sums of a w tile (a staged
+  /// as a + 128; nothing for a staged as it is). w's sums are counted here once for all the
+  /// tiles of a, not in each tile's loop, while the tile's rows of w are still in L1.
+  static void Correct(const std::int8_t* const* w, std::size_t k, std::int32_t* HWY_RESTRICT sums, std::int64_t rows,
+                      std::size_t sums_stride) {
+    if constexpr (kUnsignedA) {
+      const D32 d32;
+      const V32 ones = hn::BitCast(d32, hn::Set(D8(), 1));
+      V32 z0 = hn::Zero(d32), z1 = z0, z2 = z0, z3 = z0;
+      const std::size_t n = Step();
+      for (std::size_t i = 0; i < k; i += n) {
+        const std::size_t count = std::min(n, k - i);
+        z0 = Dot(z0, ones, LoadW(w[0] + i, count));
+        z1 = Dot(z1, ones, LoadW(w[1] + i, count));
+        z2 = Dot(z2, ones, LoadW(w[2] + i, count));
+        z3 = Dot(z3, ones, LoadW(w[3] + i, count));
+      }
+      const std::uint32_t offsets[kTileW] = {128u * LaneSum(z0), 128u * LaneSum(z1), 128u * LaneSum(z2),
+                                             128u * LaneSum(z3)};
+      for (std::int64_t r = 0; r < rows; ++r) {
+        for (int t = 0; t < kTileW; ++t) {
+          std::int32_t& s = sums[r * sums_stride + t];
+          s = static_cast<std::int32_t>(static_cast<std::uint32_t>(s) - offsets[t]);
+        }
+      }
+    }
   }
 };
 using Int8MmEngine = Int8MmQuads;
@@ -428,8 +469,9 @@ HWY_NOINLINE void Int8ScaledMm(const Int8ScaledMmParams& p, std::int64_t m_begin
             Int8MmRows<Engine::kTileA>(static_cast<int>(std::min<std::int64_t>(Engine::kTileA, rows - r)),
                                        static_cast<const Staged*>(staged + r * kp), kp,
                                        static_cast<const std::int8_t* const*>(w), k, sums + r * kInt8MmChunkCols + c,
-                                       static_cast<std::size_t>(kInt8MmChunkCols));
+                                       static_cast<std::size_t>(kInt8MmChunkCols), r == 0);
           }
+          Engine::Correct(w, k, sums + c, rows, static_cast<std::size_t>(kInt8MmChunkCols));
         }
       }
       Int8MmEpilogue<T>(p, sums, m0, rows, n0, static_cast<std::size_t>(cols));
