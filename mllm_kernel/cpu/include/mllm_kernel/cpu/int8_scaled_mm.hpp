@@ -17,6 +17,8 @@
 //     block passes over it; the first pass asks for the next w tile (the later ones would only
 //     repeat its requests, taking load slots from the products). The taller tile widens each
 //     loaded w vector once for 4 rows of a instead of 2.
+//   - 2 to 4 rows (one pass over each w tile) wait on memory: on x86 they take the int16
+//     engine, whose loop reads w faster there (Int8ScaledMm).
 //   - A single row (decode: M = 1) is memory-bound: w is read row by row, one sequential
 //     stream, which the hardware prefetchers follow best.
 //   - Sums land in an int32 block of kInt8MmChunkCols columns, which the epilogue scales and
@@ -398,12 +400,12 @@ inline constexpr std::int64_t kInt8MmChunkCols = 64;
 inline constexpr std::size_t kInt8MmStageBytes = 256 * 1024;
 
 /// Engine::Tile<rows> for 1 <= rows <= kRows.
-template <int kRows, typename... Args>
+template <class Engine, int kRows, typename... Args>
 HWY_INLINE void Int8MmRows(int rows, Args... args) {
   if constexpr (kRows > 1) {
-    if (rows < kRows) return Int8MmRows<kRows - 1>(rows, args...);
+    if (rows < kRows) return Int8MmRows<Engine, kRows - 1>(rows, args...);
   }
-  Int8MmEngine::Tile<kRows>(args...);
+  Engine::template Tile<kRows>(args...);
 }
 
 /// out[m0 + r, n0 + c] = float(sums[r, c]) * scales_a * scales_b (+ bias), for r < rows, c < cols.
@@ -429,11 +431,10 @@ HWY_INLINE void Int8MmEpilogue(const Int8ScaledMmParams& p, const std::int32_t* 
   }
 }
 
-/// Output rows [m_begin, m_end) x columns [n_begin, n_end).
-template <typename T>
-HWY_NOINLINE void Int8ScaledMm(const Int8ScaledMmParams& p, std::int64_t m_begin, std::int64_t m_end,
+/// Output rows [m_begin, m_end) x columns [n_begin, n_end), by the products of Engine.
+template <class Engine, typename T>
+HWY_NOINLINE void Int8ScaledMmBy(const Int8ScaledMmParams& p, std::int64_t m_begin, std::int64_t m_end,
                                std::int64_t n_begin, std::int64_t n_end) {
-  using Engine = Int8MmEngine;
   using Staged = typename Engine::Staged;
   const auto k = static_cast<std::size_t>(p.k);
   const std::size_t step = Engine::Step();
@@ -466,7 +467,7 @@ HWY_NOINLINE void Int8ScaledMm(const Int8ScaledMmParams& p, std::int64_t m_begin
           const std::int8_t* w[2 * Engine::kTileW];
           for (int t = 0; t < 2 * Engine::kTileW; ++t) w[t] = p.w + std::min(n0 + c + t, n_end - 1) * p.w_stride;
           for (std::int64_t r = 0; r < rows; r += Engine::kTileA) {
-            Int8MmRows<Engine::kTileA>(static_cast<int>(std::min<std::int64_t>(Engine::kTileA, rows - r)),
+            Int8MmRows<Engine, Engine::kTileA>(static_cast<int>(std::min<std::int64_t>(Engine::kTileA, rows - r)),
                                        static_cast<const Staged*>(staged + r * kp), kp,
                                        static_cast<const std::int8_t* const*>(w), k, sums + r * kInt8MmChunkCols + c,
                                        static_cast<std::size_t>(kInt8MmChunkCols), r == 0);
@@ -477,6 +478,24 @@ HWY_NOINLINE void Int8ScaledMm(const Int8ScaledMmParams& p, std::int64_t m_begin
       Int8MmEpilogue<T>(p, sums, m0, rows, n0, static_cast<std::size_t>(cols));
     }
   }
+}
+
+/// Output rows [m_begin, m_end) x columns [n_begin, n_end).
+template <typename T>
+HWY_NOINLINE void Int8ScaledMm(const Int8ScaledMmParams& p, std::int64_t m_begin, std::int64_t m_end,
+                               std::int64_t n_begin, std::int64_t n_end) {
+#if HWY_ARCH_X86
+  // 2 to 4 rows pass over each w tile once and wait on memory, where the int16 engine's loop
+  // reads w faster than vpdpbusd's (docs/tuning/scaled_mm.md). Each engine's body is its own
+  // function: inlined into one, GCC compiled both worse.
+  if constexpr (!std::is_same_v<Int8MmEngine, Int8MmWiden>) {
+    const std::int64_t rows = m_end - m_begin;
+    if (rows >= 2 && rows <= Int8MmWiden::kTileA) {
+      return Int8ScaledMmBy<Int8MmWiden, T>(p, m_begin, m_end, n_begin, n_end);
+    }
+  }
+#endif
+  Int8ScaledMmBy<Int8MmEngine, T>(p, m_begin, m_end, n_begin, n_end);
 }
 
 }  // namespace mllm_kernel::cpu::HWY_NAMESPACE
