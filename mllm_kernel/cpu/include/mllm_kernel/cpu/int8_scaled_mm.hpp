@@ -8,7 +8,7 @@
 // struct sits behind a classic include guard.
 //
 // A call computes a range of output columns (rows of w) for a range of rows of a:
-//   - Rows of a are staged a block at a time (up to kInt8MmBlockRows, a few hundred KiB: L2) in
+//   - Rows of a are staged a block at a time (up to kInt8MmBlockRows, half the L2 cache) in
 //     a per-thread buffer, zero-padded to whole vectors, so only w's side of the K tail needs a
 //     mask.
 //   - A block of two rows or more goes through register tiles of up to kTileA rows of a (4
@@ -36,12 +36,30 @@
 #ifndef MLLM_KERNEL_CPU_INT8_SCALED_MM_PARAMS_
 #define MLLM_KERNEL_CPU_INT8_SCALED_MM_PARAMS_
 
+#include <unistd.h>
+
+#include <cstddef>
 #include <cstdint>
 
 namespace mllm_kernel::cpu {
 
 /// Threads get output columns in multiples of this (a multiple of every target's kTileW).
 inline constexpr std::int64_t kInt8MmColumnGrain = 16;
+
+/// Bytes of staged rows of a per block: half the core's L2 cache (as the C library reports it;
+/// 256 KiB where it reports none), so that a block stays in L2 while a chunk of w passes over
+/// it. Every block streams the thread's w once more, so the larger the block the better while
+/// it fits.
+inline std::size_t Int8MmStageBytes() {
+  static const std::size_t bytes = [] {
+    long l2 = 0;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    return l2 > 0 ? static_cast<std::size_t>(l2) / 2 : std::size_t{256 * 1024};
+  }();
+  return bytes;
+}
 
 /// One GEMM; pointers at element 0, strides in elements.
 struct Int8ScaledMmParams {
@@ -394,10 +412,8 @@ using Int8MmEngine = Int8MmWiden;
 #endif
 
 /// Most rows of a staged at once, and columns per int32 block (a multiple of any lane count).
-inline constexpr std::int64_t kInt8MmBlockRows = 64;
+inline constexpr std::int64_t kInt8MmBlockRows = 128;
 inline constexpr std::int64_t kInt8MmChunkCols = 64;
-/// Bytes of staged rows of a per block: a few hundred KiB stay in L2 across a chunk of w.
-inline constexpr std::size_t kInt8MmStageBytes = 256 * 1024;
 
 /// Engine::Tile<rows> for 1 <= rows <= kRows.
 template <class Engine, int kRows, typename... Args>
@@ -439,7 +455,7 @@ HWY_NOINLINE void Int8ScaledMmBy(const Int8ScaledMmParams& p, std::int64_t m_beg
   const auto k = static_cast<std::size_t>(p.k);
   const std::size_t step = Engine::Step();
   const std::size_t kp = (k + step - 1) / step * step;  // staged row length
-  const auto fit = static_cast<std::int64_t>(kInt8MmStageBytes / (kp * sizeof(Staged)));
+  const auto fit = static_cast<std::int64_t>(Int8MmStageBytes() / (kp * sizeof(Staged)));
   const std::int64_t block_rows =
       std::clamp<std::int64_t>(fit / Engine::kTileA * Engine::kTileA, Engine::kTileA, kInt8MmBlockRows);
 
