@@ -29,8 +29,9 @@
 // build for a CPU that has it, as the compiler's __AVX512VNNI__ says: Highway 1.0 counts Zen 4
 // as AVX3, its AVX3_DL asking for AVX-VNNI too) on a staged as a + 128 and w as loaded; Arm's
 // SDOT (NEON with the dot-product extension, as -mcpu=native gives on a Cortex-A76 or a Jetson
-// Orin's A78AE; SVE) on both as loaded; elsewhere a widened to int16 once when staged, w widened per load, and
-// ReorderWidenMulAccumulate (int16 pairs into int32 lanes: vpmaddwd on x86; Int8MmWiden).
+// Orin's A78AE; SVE) on both as loaded; elsewhere a widened to int16 once when staged, w
+// widened per load, and ReorderWidenMulAccumulate (int16 pairs into int32 lanes: vpmaddwd on
+// x86; Int8MmWiden).
 // Highway 1.0 (the system package this builds against) has no int8 dot product, so these are
 // its targets' raw vectors through the intrinsics; SumOfMulQuadAccumulate arrives with 1.2.
 #ifndef MLLM_KERNEL_CPU_INT8_SCALED_MM_PARAMS_
