@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+#: Kernel bodies with their own checks, built for one CPU (build_cross_check).
+CROSS_CHECKS = REPO_ROOT / "tests" / "cross"
 
 # Seed-style CUDA kernels would leave a precompiled host prefix (about 100 MB) in each test's
 # cache and compile differently once one is there; test_cuda_pch.py turns it on where it tests it.
@@ -94,3 +96,19 @@ def grid_sum_module():
 
     return load_cuda_jit("test_grid_sum", cuda_files=[Path(__file__).resolve().parent / "user_kernels" / "grid_sum.cuh"],
                          cuda_wrappers=[("grid_sum", "grid_sum")])
+
+
+def build_cross_check(cxx: str, check: str, march: str, program: Path, libs=()) -> None:
+    """Builds tests/cross/<check>.cpp with `cxx` into `program` the way the JIT builds a CPU
+    kernel for one CPU (`-march`, Highway's static target only), asserting that it compiles."""
+    import subprocess
+
+    from mllm_kernel.jit_utils import toolchain
+    from mllm_kernel.jit_utils.paths import CPU_INCLUDE_DIR, INCLUDE_DIR
+
+    includes, _ = toolchain.tvm_ffi_paths()  # (dlpack)
+    build = subprocess.run([cxx, "-std=c++20", "-O2", f"-march={march}", "-DHWY_COMPILE_ONLY_STATIC=1",
+                            f"-I{INCLUDE_DIR}", f"-I{CPU_INCLUDE_DIR}", *(f"-I{d}" for d in includes),
+                            str(CROSS_CHECKS / f"{check}.cpp"), "-o", str(program), *libs],
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr

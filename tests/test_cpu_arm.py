@@ -15,15 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from mllm_kernel.jit_utils import toolchain
-from mllm_kernel.jit_utils.paths import CPU_INCLUDE_DIR, INCLUDE_DIR
+from conftest import build_cross_check
 
 CXX = shutil.which("aarch64-linux-gnu-g++")
 OBJDUMP = shutil.which("aarch64-linux-gnu-objdump")
 QEMU = shutil.which("qemu-aarch64-static") or shutil.which("qemu-aarch64")
 SYSROOT = Path("/usr/aarch64-linux-gnu")
 HWY_ARM64 = Path("/usr/lib/aarch64-linux-gnu/libhwy.so.1")
-CHECKS = Path(__file__).parent / "cross"
 
 pytestmark = pytest.mark.skipif(not (CXX and OBJDUMP and QEMU and SYSROOT.is_dir()),
                                 reason="needs aarch64-linux-gnu-g++ and qemu-aarch64 "
@@ -40,11 +38,7 @@ def _build_and_run(tmp_path: Path, check: str, march: str, qemu_cpu: str | None,
     """Builds tests/cross/<check>.cpp for `march` and runs it under qemu: (its disassembly, its
     output), asserting that both steps succeed and the check printed ok."""
     program = tmp_path / check
-    includes, _ = toolchain.tvm_ffi_paths()  # (dlpack)
-    build = subprocess.run([CXX, "-std=c++20", "-O2", f"-march={march}", "-DHWY_COMPILE_ONLY_STATIC=1",
-                            f"-I{INCLUDE_DIR}", f"-I{CPU_INCLUDE_DIR}", *(f"-I{d}" for d in includes),
-                            str(CHECKS / f"{check}.cpp"), "-o", str(program), *libs], capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
+    build_cross_check(CXX, check, march, program, libs)
     code = subprocess.run([OBJDUMP, "-d", str(program)], capture_output=True, text=True, check=True).stdout
     command = [QEMU, "-L", str(SYSROOT), *(["-cpu", qemu_cpu] if qemu_cpu else []), str(program)]
     run = subprocess.run(command, capture_output=True, text=True, timeout=300)

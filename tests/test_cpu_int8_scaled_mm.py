@@ -10,16 +10,13 @@ import platform
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import torch
 
 from mllm_kernel.cpu.jit import _threads, int8_scaled_mm
+from conftest import build_cross_check
 from mllm_kernel.jit_utils import load_cpu_jit, toolchain
-from mllm_kernel.jit_utils.paths import CPU_INCLUDE_DIR, INCLUDE_DIR
-
-CROSS_CHECKS = Path(__file__).parent / "cross"
 
 OUT_DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 # The one rounding to out_dtype, relative to the exact value: half an ulp (bf16: 2**-9, kept at
@@ -168,10 +165,7 @@ def test_byte_dot_product_where_the_cpu_has_it(tmp_path, march, vnni, flags):
     # tests/cross/int8_scaled_mm_check.cpp (every shape class against exact sums), built for the
     # CPU `march` names: vpdpbusd exactly where that CPU has it, and correct where this one runs it.
     program = tmp_path / "int8_scaled_mm_check"
-    includes, _ = toolchain.tvm_ffi_paths()  # (dlpack)
-    subprocess.run([toolchain.find_cxx(), "-std=c++20", "-O2", f"-march={march}", "-DHWY_COMPILE_ONLY_STATIC=1",
-                    f"-I{INCLUDE_DIR}", f"-I{CPU_INCLUDE_DIR}", *(f"-I{d}" for d in includes),
-                    str(CROSS_CHECKS / "int8_scaled_mm_check.cpp"), "-o", str(program)], check=True)
+    build_cross_check(toolchain.find_cxx(), "int8_scaled_mm_check", march, program)
     code = subprocess.run(["objdump", "-d", str(program)], capture_output=True, text=True, check=True).stdout
     assert ("vpdpbusd" in code) == vnni
     if flags <= _cpu_flags():
