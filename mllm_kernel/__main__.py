@@ -110,7 +110,7 @@ def cmd_prebuild(args: argparse.Namespace) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     from mllm_kernel.jit_utils import registered_kernels, toolchain
-    from mllm_kernel.jit_utils.cache import build_and_publish, bundle_libraries, find_library
+    from mllm_kernel.jit_utils.cache import build_into, bundle_libraries, find_library
     from mllm_kernel.jit_utils.errors import ToolchainNotFoundError
 
     for package in (*KERNEL_PACKAGES, *args.imports):
@@ -137,7 +137,7 @@ def cmd_prebuild(args: argparse.Namespace) -> int:
         else:
             # Runs on any machine of this architecture: every CPU target, the listed GPUs.
             spec = record.kernel.spec(device, cuda_archs=archs).prebuilt_variant()
-            build_and_publish(spec, output / spec.prebuilt_folder_name)
+            build_into(spec, lambda s: output / s.prebuilt_folder_name)
             bundle_libraries(spec, output)
         return f"{device:<5} {record.name}[{', '.join(record.args)}] {time.perf_counter() - t:6.1f} s"
 

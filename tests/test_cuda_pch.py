@@ -156,11 +156,14 @@ def test_a_background_build_that_raises_is_logged_and_not_tried_again(tmp_path, 
 
 
 def _seed_kernel(folder: Path, name: str, factor: str) -> Path:
-    """tests/user_kernels/seed_copy.cuh with its copy turned into a scale by ``factor``."""
+    """tests/user_kernels/seed_copy.cuh with its copy turned into a scale by ``factor``, and a
+    call into tvm-ffi's tensor header beyond TensorView, so that it builds against the real
+    header, not the stand-in (jit_utils/standin.py)."""
     folder.mkdir(parents=True, exist_ok=True)
     source = folder / f"{name}.cuh"
     source.write_text((KERNELS / "seed_copy.cuh").read_text().replace(
-        "if (i < n) out[i] = in[i];", f"if (i < n) out[i] = static_cast<T>(static_cast<float>(in[i]) * {factor});"))
+        "if (i < n) out[i] = in[i];", f"if (i < n) out[i] = static_cast<T>(static_cast<float>(in[i]) * {factor});").replace(
+        "    constexpr int kBlock = 256;", "    (void)tvm::ffi::GetDataSize(input);\n    constexpr int kBlock = 256;"))
     return source
 
 

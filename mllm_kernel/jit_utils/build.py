@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mllm_kernel.jit_utils import cpu_pch, nvcc_pipeline, toolchain
+from mllm_kernel.jit_utils import cpu_pch, nvcc_pipeline, standin, toolchain
 from mllm_kernel.jit_utils.errors import JitCompileError
 from mllm_kernel.jit_utils.paths import CPU_INCLUDE_DIR, INCLUDE_DIR, PACKAGE_DIR
 
@@ -114,6 +114,8 @@ class BuildSpec:
     cutlass: bool = False
     #: The id of the host runtime the module links (host_runtime.runtime_id()); "" for none.
     host_runtime: str = ""
+    #: Builds against the stand-in for tvm-ffi's tensor header (standin.py).
+    tvm_ffi_standin: bool = False
     _keys: dict = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @property
@@ -132,6 +134,10 @@ class BuildSpec:
         """The folder of this build in a prebuilt directory (no toolchain in its key)."""
         return f"{self.readable_name}_{self.portable_key()[:16]}"
 
+    def without_standin(self) -> BuildSpec:
+        """This module built against tvm-ffi's own tensor header."""
+        return dataclasses.replace(self, tvm_ffi_standin=False)
+
     def prebuilt_variant(self) -> BuildSpec:
         """This module as ``prebuild --output`` builds it: for every CPU target, with its
         libraries in the prebuilt folder (CUDA architectures are checked from the manifest)."""
@@ -140,7 +146,8 @@ class BuildSpec:
 
     def include_dirs(self) -> list[str]:
         tvm_includes, _ = toolchain.tvm_ffi_paths()
-        dirs = [str(INCLUDE_DIR), str(CPU_INCLUDE_DIR), *tvm_includes]
+        dirs = [str(standin.STANDIN_INCLUDE_DIR)] if self.tvm_ffi_standin else []
+        dirs += [str(INCLUDE_DIR), str(CPU_INCLUDE_DIR), *tvm_includes]
         dirs += [str(Path(p).expanduser().resolve()) for p in self.extra_include_paths]
         if self.highway is not None:
             dirs += list(self.highway.include_dirs)
@@ -179,6 +186,8 @@ class BuildSpec:
                 "cutlass": self.cutlass,
                 "host_runtime": self.host_runtime,
             }
+            if self.tvm_ffi_standin:  # (absent otherwise, so that other modules keep their keys)
+                description["tvm_ffi_standin"] = True
             self._keys["portable"] = _digest(description)
         return self._keys["portable"]
 

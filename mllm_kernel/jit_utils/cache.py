@@ -10,7 +10,10 @@ Folder ``<cache root>/<device>_<name>_<args>_<key>/`` holds:
                       from (headers included) with size, mtime and SHA-256;
   ``<name>-<id>.so``  the library the manifest names;
   ``lock``            taken with flock() while building (the kernel drops it if the process dies);
-  ``failed-build/``   sources and log of the last failed build, for reading only.
+  ``failed-build/``   sources and log of the last failed build, for reading only;
+  ``standin-refused`` in the folder of a build against the stand-in for tvm-ffi's tensor header
+                      (standin.py) that failed: the compiler's output. The module is built
+                      against tvm-ffi's own header instead, in a folder of its own.
 
 A load trusts nothing but a manifest whose files are all unchanged, so a killed build (no
 manifest), an edited header (a changed dependency) or a failed build (no manifest) all lead to
@@ -31,7 +34,7 @@ import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from mllm_kernel.jit_utils import toolchain
 from mllm_kernel.jit_utils.build import (BUNDLED_LIB_DIR, PACKAGE_PREFIX, BuildSpec, compile_module, key_path,
@@ -43,6 +46,7 @@ logger = logging.getLogger("mllm_kernel")
 
 MANIFEST = "manifest.json"
 FAILED_BUILD = "failed-build"
+STANDIN_REFUSED = "standin-refused"
 TEMP_PREFIX = ".build-"
 
 
@@ -187,31 +191,59 @@ def find_prebuilt(spec: BuildSpec) -> Path | None:
     directories = prebuilt_dirs()
     if not directories:
         return None
-    prebuilt = spec.prebuilt_variant()
-    for directory in directories:
-        library = _usable_build(directory / prebuilt.prebuilt_folder_name, prebuilt)
-        if library is not None:
-            return library
+    for candidate in _variants(spec):
+        prebuilt = candidate.prebuilt_variant()
+        for directory in directories:
+            library = _usable_build(directory / prebuilt.prebuilt_folder_name, prebuilt)
+            if library is not None:
+                return library
     return None
 
 
 def _cached_without_compiler(spec: BuildSpec) -> Path | None:
     """A user-cache build of ``spec`` found by its portable key, for a process that may not
     start a compiler (or has none, so the full key cannot be computed)."""
-    try:
-        library = cached_library(cache_root() / spec.folder_name)
-        if library is not None:
-            return library
-    except ToolchainNotFoundError:
-        pass
+    for candidate in _variants(spec):
+        try:
+            library = cached_library(cache_root() / candidate.folder_name)
+            if library is not None:
+                return library
+        except ToolchainNotFoundError:
+            pass
     root = cache_root()
     if not root.is_dir():
         return None
     for folder in sorted(root.glob(spec.readable_name + "_*")):
-        library = _usable_build(folder, spec)
-        if library is not None:
-            return library
+        for candidate in _variants(spec):
+            library = _usable_build(folder, candidate)
+            if library is not None:
+                return library
     return None
+
+
+def _variants(spec: BuildSpec) -> list[BuildSpec]:
+    """``spec``, and where it builds against the stand-in for tvm-ffi's tensor header, the same
+    module against tvm-ffi's own (built instead where the stand-in failed): either may be there."""
+    return [spec, spec.without_standin()] if spec.tvm_ffi_standin else [spec]
+
+
+def build_into(spec: BuildSpec, folder_of: Callable[[BuildSpec], Path]) -> Path:
+    """The library of ``spec`` cached in ``folder_of(spec)``, or built there. A module on the
+    stand-in for tvm-ffi's tensor header (standin.py) that fails to compile against it is built
+    against tvm-ffi's own header in its own folder, and the failure is kept, so that later
+    loads go there at once; only that second build's errors are raised."""
+    if spec.tvm_ffi_standin:
+        folder = folder_of(spec)
+        if not (folder / STANDIN_REFUSED).exists():
+            try:
+                return cached_library(folder) or build_and_publish(spec, folder)
+            except JitCompileError as error:
+                atomic_write(folder / STANDIN_REFUSED, error.output, errors="replace")
+                logger.info("mllm_kernel: %s does not compile against the stand-in for tvm-ffi's tensor header "
+                            "(jit_utils/standin.py); building it against tvm-ffi's own", spec.label)
+        spec = spec.without_standin()
+    folder = folder_of(spec)
+    return cached_library(folder) or build_and_publish(spec, folder)
 
 
 def find_library(spec: BuildSpec) -> Path:
@@ -224,8 +256,7 @@ def find_library(spec: BuildSpec) -> Path:
         if library is None:
             raise JitDisabledError(spec.name, spec.args, spec.device, [str(d) for d in prebuilt_dirs()])
         return library
-    folder = cache_root() / spec.folder_name
-    return cached_library(folder) or build_and_publish(spec, folder)
+    return build_into(spec, lambda s: cache_root() / s.folder_name)
 
 
 def load_module(spec: BuildSpec):

@@ -37,7 +37,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from mllm_kernel.jit_utils import pch_build, toolchain
+from mllm_kernel.jit_utils import pch_build, standin, toolchain
 from mllm_kernel.jit_utils.paths import cache_root
 
 logger = logging.getLogger("mllm_kernel")
@@ -58,6 +58,8 @@ _TVM_FFI_C_API = ("c_api.h", "extra/c_env_api.h")
 #: A tvm-ffi header other than those, as a line mark names it. A plain search for it rules out
 #: the library's units in a few milliseconds, before any line mark is read.
 _TVM_FFI_CPP = re.compile("/tvm/ffi/(?!" + "|".join(re.escape(h) + '"' for h in _TVM_FFI_C_API) + ")")
+#: The stand-in for tvm-ffi's tensor header (standin.py) is light: nothing to precompile.
+_STANDIN = str(standin.STANDIN_INCLUDE_DIR) + os.sep
 _OWN_INCLUDE = re.compile(r'^#include "([^"]+)"', re.MULTILINE)
 #: cudafe++'s output is read and written back byte for byte, whatever its encoding.
 _TEXT = {"encoding": "utf-8", "errors": "surrogateescape"}
@@ -87,7 +89,7 @@ def split(text: str, own: set[str]) -> tuple[str, str, str] | None:
             if not heavy:
                 return None
             return text[:first_end], text[first_end:mark.start()], text[mark.start():]
-        if not heavy and _TVM_FFI_CPP.search(path + '"') is not None:
+        if not heavy and _TVM_FFI_CPP.search(path + '"') is not None and not path.startswith(_STANDIN):
             heavy = True
     return None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from mllm_kernel.jit_utils import host_runtime, toolchain
+from mllm_kernel.jit_utils import host_runtime, standin, toolchain
 from mllm_kernel.jit_utils.build import BuildSpec, TranslationUnit
 from mllm_kernel.jit_utils.cache import load_module
 from mllm_kernel.jit_utils.errors import ToolchainNotFoundError
@@ -78,6 +78,7 @@ def cpu_build_spec(
         highway=_highway_or_none(),
         cpu_target=toolchain.jit_cpu_target(),
         host_runtime=host_runtime.runtime_id(),
+        tvm_ffi_standin=standin.applies(files, extra_include_paths or ()),
     )
 
 
@@ -116,6 +117,7 @@ def cuda_build_spec(
         cuda_archs=tuple(cuda_archs) if cuda_archs else toolchain.cuda_arch_list(),
         cutlass=cutlass,
         host_runtime=host_runtime.runtime_id(),
+        tvm_ffi_standin=standin.applies([f for unit in units for f in unit.files], extra_include_paths or ()),
     )
 
 
