@@ -237,18 +237,20 @@ CPU_BEFORE = """
 """
 
 
-def cpu_rmsnorm(work: Path) -> dict[str, float]:
+def cpu_rmsnorm(work: Path, samples: int) -> dict[str, float]:
     """First CPU rmsnorm call now, and the same op's module as it was built before (every
     Highway target, all four norm ops: the family module): each with an empty cache, and with
-    the host runtime already built (the module alone: without and with the precompiled header)."""
+    the host runtime already built (the module alone: without and with the precompiled header);
+    medians of ``samples`` runs."""
     before = {"MLLM_KERNEL_CPU_TARGET": "portable"}
-    return {"now": _child(CPU_NOW, work / "cache-cpu")["seconds"],
-            "before": _child(CPU_BEFORE, work / "cache-cpu-before", **before)["seconds"],
-            "now_module": _child(CPU_NOW, work / "cache-cpu", keep="cpu_cpu_rmsnorm_*", MLLM_KERNEL_CPU_PCH="0")[
-                "seconds"],
-            "now_module_pch": _child(CPU_NOW_PCH, work / "cache-cpu-pch", keep="cpu_cpu_rmsnorm_*")["seconds"],
-            "before_module": _child(CPU_BEFORE, work / "cache-cpu-before", keep="cpu_bench_cpu_norm_family_*",
-                                    **before)["seconds"]}
+    runs = {"now": lambda: _child(CPU_NOW, work / "cache-cpu"),
+            "before": lambda: _child(CPU_BEFORE, work / "cache-cpu-before", **before),
+            "now_module": lambda: _child(CPU_NOW, work / "cache-cpu", keep="cpu_cpu_rmsnorm_*",
+                                         MLLM_KERNEL_CPU_PCH="0"),
+            "now_module_pch": lambda: _child(CPU_NOW_PCH, work / "cache-cpu-pch", keep="cpu_cpu_rmsnorm_*"),
+            "before_module": lambda: _child(CPU_BEFORE, work / "cache-cpu-before", keep="cpu_bench_cpu_norm_family_*",
+                                            **before)}
+    return {name: statistics.median(run()["seconds"] for _ in range(samples)) for name, run in runs.items()}
 
 
 def measure(half: str, every: bool, samples: int) -> list[dict]:
@@ -310,7 +312,7 @@ def measure(half: str, every: bool, samples: int) -> list[dict]:
             if cutlass:
                 rows.append({"what": "slowest CUTLASS GEMM module", "seconds": max(cutlass.values()),
                              "target": "< 5 s (H100 host)"})
-        cpu = cpu_rmsnorm(work)
+        cpu = cpu_rmsnorm(work, samples)
         rows.append({"what": "CPU rmsnorm, before: all targets, 4-op module", "seconds": cpu["before"]})
         rows.append({"what": "first ops.rmsnorm, CPU, new process", "seconds": cpu["now"],
                      "ratio": cpu["before"] / cpu["now"], "target": ">= 3x faster"})
@@ -353,7 +355,7 @@ def main() -> None:
                         help="which results half the table belongs to (default: cuda when a GPU is there)")
     parser.add_argument("--all-modules", action="store_true", help="time every CUDA module, not one per family")
     parser.add_argument("--samples", type=int, default=1,
-                        help="runs of the cheap builds and of the first CUDA call (median)")
+                        help="runs of the cheap builds, the first CUDA call and the CPU rmsnorm builds (median)")
     results.add_json_argument(parser)
     args = parser.parse_args()
     import torch

@@ -46,9 +46,8 @@ def test_the_seed_guides_kernels_take_it():
     ("#include <tvm/ffi/container/tensor.h>", "#include <tvm/ffi/container/tensor.h>\n#include <tvm/ffi/function.h>"),
     ("#include <tvm/ffi/container/tensor.h>", '#include "tvm/ffi/container/shape.h"'),
     ("#include <tvm/ffi/container/tensor.h>", ""),  # nothing to stand in for
-    ("#include <mllm_kernel/tensor.hpp>", '#include "missing_helper.h"'),  # found on a path not known here
 ], ids=["Optional", "using-namespace", "alias", "reopened", "macro", "free-function", "function.h", "other-header",
-        "no-tensor-header", "unknown-include"])
+        "no-tensor-header"])
 def test_anything_else_of_tvm_ffi_keeps_the_real_header(tmp_path, change):
     assert standin.applies([_source(tmp_path, SEED)])
     assert not standin.applies([_source(tmp_path, SEED.replace(*change))])
@@ -64,11 +63,11 @@ def test_files_included_by_quotes_are_read_too(tmp_path):
     assert standin.applies([kernel])
     helper.write_text(helper.read_text().replace("int helper", "tvm::ffi::Tensor keep(); int helper"))
     assert not standin.applies([kernel])
-    # A helper found through the module's include paths.
-    elsewhere = _source(tmp_path, '#include "helper.h"\n' + SEED.replace("#include <tvm/ffi/container/tensor.h>", ""),
-                        "elsewhere.cuh")
-    assert not standin.applies([elsewhere])
+    # A helper found through the module's include paths is read; one found nowhere is not (nor
+    # are headers included by angle brackets): a build that fails for it falls back (below).
+    elsewhere = _source(tmp_path, '#include "helper.h"\n' + SEED, "elsewhere.cuh")
     assert not standin.applies([elsewhere], [tmp_path / "sub"])
+    assert standin.applies([elsewhere])
     helper.write_text(helper.read_text().replace("tvm::ffi::Tensor keep(); ", ""))
     assert standin.applies([elsewhere], [tmp_path / "sub"])
 

@@ -7,12 +7,14 @@ cicc, the host compile): most of a small kernel's first build. ``mllm_kernel/sta
 header of the same name with TensorView and ShapeView alone (their public interface, on a
 DLTensor), and a build whose sources pass ``applies`` puts that folder ahead of tvm-ffi's own.
 
-The test reads the sources and the files they include by quotes, as text: they include tvm-ffi's
-tensor header, no tvm-ffi C++ header besides it, name nothing of ``tvm::ffi`` but TensorView and
-ShapeView (no ``using namespace tvm::ffi``, no namespace alias, no ``TVM_FFI_`` macro). A source
-may still lean on something the real header brought along (a standard header it did not
-include, another member); such a build fails against the stand-in and is built again against
-the real header, the failure remembered in its folder (cache.py), so it is paid once.
+The test reads the sources and the files they include by quotes (found beside the including
+file or on the module's include paths), as text: they include tvm-ffi's tensor header, no
+tvm-ffi C++ header besides it, name nothing of ``tvm::ffi`` but TensorView and ShapeView (no
+``using namespace tvm::ffi``, no namespace alias, no ``TVM_FFI_`` macro). A source may still
+lean on something the test does not see (a header it includes by angle brackets that uses
+more of tvm-ffi, a standard header the real one brought along, a member the stand-in lacks);
+such a build fails against the stand-in and is built again against the real header, the
+failure remembered in its folder (cache.py), so it is paid once.
 """
 
 from __future__ import annotations
@@ -75,8 +77,8 @@ def applies(files: Iterable[Path], include_paths: Iterable[str | Path] = ()) -> 
                 includes_tensor = includes_tensor or name == TENSOR_HEADER
             elif quote == '"':
                 found = _quoted_include(name, path, search)
-                if found is None:
-                    return False  # found through an include path the test does not know
-                if not found.is_relative_to(PACKAGE_DIR):  # the library's headers need no test
+                # The library's headers need no test; a header found elsewhere (a system or
+                # Highway folder) is not read, like those included by angle brackets.
+                if found is not None and not found.is_relative_to(PACKAGE_DIR):
                     pending.append(found)
     return includes_tensor
