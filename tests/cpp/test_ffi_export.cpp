@@ -58,6 +58,15 @@ bool is_positive(std::int64_t x) { return x > 0; }
 /// A tensor read through mllm_kernel::TensorView: its element count.
 std::int64_t numel(mllm_kernel::TensorView x) { return x.numel(); }
 
+/// Tensors and numbers by const reference: each bound to the value read for the whole call (the
+/// stack is overwritten first, so a reference to a value gone before the call reads garbage).
+std::int64_t by_reference(const mllm_kernel::TensorView& x, const tvm::ffi::TensorView& y, const std::int64_t& scale) {
+  volatile char scrub[4096];
+  for (int i = 0; i < 4096; ++i) scrub[i] = static_cast<char>(i);
+  (void)scrub[0];
+  return (x.numel() * 1000 + y.numel()) * scale;
+}
+
 /// A parameter type only tvm-ffi's C++ unpacking reads (an optional tensor).
 std::int64_t optional_numel(tvm::ffi::Optional<tvm::ffi::TensorView> x) { return x.has_value() ? x.value().numel() : -1; }
 
@@ -91,6 +100,7 @@ MLLM_KERNEL_FFI_EXPORT(describe, describe);
 MLLM_KERNEL_FFI_EXPORT(half, half);
 MLLM_KERNEL_FFI_EXPORT(is_positive, is_positive);
 MLLM_KERNEL_FFI_EXPORT(numel, numel);
+MLLM_KERNEL_FFI_EXPORT(by_reference, by_reference);
 MLLM_KERNEL_FFI_EXPORT(optional_numel, optional_numel);
 MLLM_KERNEL_FFI_EXPORT(ffi_failure, ffi_failure);
 MLLM_KERNEL_FFI_EXPORT(twice_positive__fast, twice_positive);
@@ -173,11 +183,22 @@ TEST(ExportMacro, ConvertsScalarsAsTvmFfiDoes) {
   EXPECT_FALSE(exported(&__tvm_ffi_is_positive)(std::int64_t{-2}).cast<bool>());
 }
 
+// A non-const reference could not bind to the value read: such a parameter is left to tvm-ffi's
+// unpacking (or refused where <tvm/ffi/function.h> is not included).
+static_assert(mllm_kernel::ffi_detail::kLightParam<const mllm_kernel::TensorView&> &&
+              mllm_kernel::ffi_detail::kLightParam<const std::int64_t&> &&
+              !mllm_kernel::ffi_detail::kLightParam<mllm_kernel::TensorView&> &&
+              !mllm_kernel::ffi_detail::kLightParam<std::int64_t&>);
+
 TEST(ExportMacro, ReadsTensorsAsViewsOrTvmFfiTypes) {
   Vector1D x(6, DLDataType{kDLFloat, 32, 1});
   EXPECT_EQ(exported(&__tvm_ffi_numel)(tvm::ffi::TensorView(&x.dl)).cast<std::int64_t>(), 6);
   EXPECT_EQ(exported(&__tvm_ffi_optional_numel)(tvm::ffi::TensorView(&x.dl)).cast<std::int64_t>(), 6);
   EXPECT_EQ(exported(&__tvm_ffi_optional_numel)(nullptr).cast<std::int64_t>(), -1);
+  Vector1D y(7, DLDataType{kDLFloat, 32, 1});
+  EXPECT_EQ(exported(&__tvm_ffi_by_reference)(tvm::ffi::TensorView(&x.dl), tvm::ffi::TensorView(&y.dl), std::int64_t{3})
+                .cast<std::int64_t>(),
+            18021);
 }
 
 TEST(ExportMacro, ArgumentsThatDoNotConvertAreTypeErrors) {

@@ -85,21 +85,22 @@ class ArgumentTypeError : public std::exception {
 template <typename R>
 concept StringResult = host::kCharSpan<R> && requires { typename R::traits_type; };
 
-/// Whether parameters of type P are read by this header (else tvm-ffi's C++ unpacking is needed).
+/// Whether parameters of type P are read by this header (else tvm-ffi's C++ unpacking is needed):
+/// numbers and tensors, by value or by const reference (bound to the value read for the call).
 template <typename P>
-inline constexpr bool kLightParam = std::is_arithmetic_v<std::remove_cvref_t<P>> ||
-                                    std::is_constructible_v<std::remove_cvref_t<P>, const DLTensor*>;
+inline constexpr bool kLightParam =
+    (std::is_arithmetic_v<std::remove_cvref_t<P>> || std::is_constructible_v<std::remove_cvref_t<P>, const DLTensor*>) &&
+    (!std::is_reference_v<P> || std::is_const_v<std::remove_reference_t<P>>);
 
 /// Whether results of type R are written by this header.
 template <typename R>
 inline constexpr bool kLightResult = std::is_void_v<R> || std::is_arithmetic_v<R> || StringResult<R>;
 
-/// Argument `index` as a parameter of type P, converted as tvm-ffi converts it: bool and
-/// integers from int or bool, floating point from float, int or bool, tensors from a tensor
-/// object or a DLTensor pointer.
-template <typename P>
-P read_arg(const TVMFFIAny& any, int index) {
-  using T = std::remove_cvref_t<P>;
+/// Argument `index` as a value of type T, converted as tvm-ffi converts it: bool and integers
+/// from int or bool, floating point from float, int or bool, tensors from a tensor object or a
+/// DLTensor pointer.
+template <typename T>
+T read_arg(const TVMFFIAny& any, int index) {
   const std::int32_t type = any.type_index;
   if constexpr (std::is_same_v<T, bool>) {
     if (type == kTVMFFIBool || type == kTVMFFIInt) return any.v_int64 != 0;
@@ -148,7 +149,8 @@ int safe_call(R (*function)(Args...), const TVMFFIAny* args, std::int32_t num_ar
                                                      " arguments"));
     }
     const auto call = [&]<std::size_t... I>(std::index_sequence<I...>) -> R {
-      return function(read_arg<Args>(args[I], static_cast<int>(I))...);
+      // Values, not Args: a const reference parameter binds to the value for the whole call.
+      return function(read_arg<std::remove_cvref_t<Args>>(args[I], static_cast<int>(I))...);
     };
     if constexpr (std::is_void_v<R>) {
       call(std::index_sequence_for<Args...>{});
@@ -221,8 +223,8 @@ int export_call(const TVMFFIAny* args, std::int32_t num_args, TVMFFIAny* result)
 #else
     static_assert(light_signature(kFunction),
                   "MLLM_KERNEL_FFI_EXPORT: parameters must be tensors (mllm_kernel::TensorView), integers, bool or "
-                  "floating point, and the result void, a number or std::string; include <tvm/ffi/function.h> "
-                  "in the kernel source to export other tvm-ffi types");
+                  "floating point, by value or const reference, and the result void, a number or std::string; "
+                  "include <tvm/ffi/function.h> in the kernel source to export other tvm-ffi types");
     return -1;
 #endif
   }
