@@ -25,6 +25,7 @@
 #pragma once
 
 #include <mllm_kernel/async_copy.cuh>
+#include <mllm_kernel/cache_hint.cuh>
 #include <mllm_kernel/marlin.hpp>
 #include <mllm_kernel/mma.cuh>
 #include <mllm_kernel/pdl.cuh>
@@ -214,6 +215,8 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
   int issue_group = channelwise || kActOrder ? -1 : first / group_steps;
   int group_end = (issue_group + 1) * group_steps;
 
+  // Each weight is read once: its lines go first from L2 (cp_async16_stream).
+  const std::uint64_t stream = l2_evict_first();
   // Starts the copies of the stage of steps [r0, r0 + kSteps) into `st` (nothing at or past
   // last); r0 runs through the warp's stages in order.
   auto issue = [&](Stage& st, int r0) {
@@ -222,7 +225,9 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
 #pragma unroll
       for (int u = 0; u < kSteps; ++u)
 #pragma unroll
-        for (int v = 0; v < kLaneVecs; ++v) cp_async16(&st.w[u][lane * kLaneVecs + v], w_next + u * row_vecs + v);
+        for (int v = 0; v < kLaneVecs; ++v) {
+          cp_async16_stream(&st.w[u][lane * kLaneVecs + v], w_next + u * row_vecs + v, stream);
+        }
       const std::uint32_t* src = a_next;
       for (int r = copy_row; r < rows; r += rows_per_copy, src += a_copy_stride) {
         std::uint32_t* dst = &st.a[r][Stage::a_word(r, copy_word)];
@@ -240,7 +245,7 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
         const bool ok = r0 + u < last;
 #pragma unroll
         for (int v = 0; v < kLaneVecs; ++v) {
-          cp_async16_or_zero(&st.w[u][lane * kLaneVecs + v], ok ? w_next + u * row_vecs + v : b, ok);
+          cp_async16_stream_or_zero(&st.w[u][lane * kLaneVecs + v], ok ? w_next + u * row_vecs + v : b, ok, stream);
         }
       }
       const bool ok = r0 + copy_word / 8 < last;  // (a lane's words lie in one step)
