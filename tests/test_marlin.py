@@ -515,8 +515,9 @@ def test_marlin_gemv_bad_inputs():
 @pytest.mark.parametrize("m,n", [(1, 1024), (5, 1024), (8, 1024), (9, 1024), (16, 1024), (17, 1024), (1, 448)])
 def test_gptq_marlin_gemm_decodes_with_the_gemv(monkeypatch, kind, group_size, m, n):
     """gptq_marlin_gemm runs the GEMV kernel for up to 16 rows on layers of GEMV_MIN_WEIGHTS
-    weights with groups it takes (on sm_90+), the general kernel otherwise (4-bit groups of 32
-    rows, 17 rows, 448 x 1024 weights); the answer is right either way."""
+    weights with groups it takes (on sm_90+), from 17 rows of 4-bit weights the Hopper kernel
+    (on sm_90), the general kernel otherwise (4-bit groups of 32 rows, 8-bit weights, 448 x 1024
+    weights); the answer is right either way."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     k, dtype = 1024, torch.bfloat16
@@ -525,12 +526,15 @@ def test_gptq_marlin_gemm_decodes_with_the_gemv(monkeypatch, kind, group_size, m
     calls = []
     monkeypatch.setattr(gptq_marlin, "_GEMV", _Spy(gptq_marlin._GEMV, "_GEMV", calls))
     monkeypatch.setattr(gptq_marlin, "_GEMM", _Spy(gptq_marlin._GEMM, "_GEMM", calls))
+    monkeypatch.setattr(gptq_marlin, "_WGMMA", _Spy(gptq_marlin._WGMMA, "_WGMMA", calls))
     c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
     out = _run(prep, a, n, k, c=c)
     _check(out, a, prep["w_ref"], dtype)
     gemv = (m <= 16 and n * k >= gptq_marlin.GEMV_MIN_WEIGHTS and group_size != 32
             and torch.cuda.get_device_capability() >= (9, 0))
-    assert [name for name, _ in calls] == ["_GEMV" if gemv else "_GEMM"]
+    wgmma = (m > 16 and kind in ("gptq4", "awq") and group_size != 32 and n % 128 == 0
+             and torch.cuda.get_device_capability() == (9, 0))
+    assert [name for name, _ in calls] == ["_GEMV" if gemv else "_WGMMA" if wgmma else "_GEMM"]
 
 
 @cuda
@@ -778,6 +782,7 @@ def test_gptq_marlin_gemm_on_gpus_whose_blocks_lack_the_tiles_shared_memory(monk
 
     real = gptq_marlin._kernel_blocks_per_sm.__wrapped__
     monkeypatch.setattr(gptq_marlin, "gemv_applies", lambda *args: False)  # (3 rows: else the GEMV on sm_90)
+    monkeypatch.setattr(gptq_marlin, "wgmma_applies", lambda *args: False)  # (40 rows: else the Hopper kernel)
     monkeypatch.setattr(gptq_marlin, "_kernel_blocks_per_sm",
                         lambda device, dtype, bits, m_tiles, *rest: 0 if m_tiles > largest else
                         real(device, dtype, bits, m_tiles, *rest))
@@ -1161,8 +1166,8 @@ def test_wgmma_routing(monkeypatch):
     def applies(m=112, n=384, k=1024, weights=4, s=scales, act_order=False, zeros=none, x=a):
         return gptq_marlin.wgmma_applies(x, m, n, k, weights, s, act_order, zeros)
 
-    assert applies(m=48) and applies(m=128) and applies(m=1024) and applies(m=100, s=scales[:1])
-    assert not applies(m=47) and not applies(m=1025)  # the general kernel; dequantization and cuBLAS
+    assert applies(m=17) and applies(m=128) and applies(m=1024) and applies(m=100, s=scales[:1])
+    assert not applies(m=16) and not applies(m=1025)  # the GEMV; dequantization and cuBLAS
     assert not applies(weights=8) and not applies(weights=gptq_marlin.FP8)
     assert applies(zeros=torch.zeros(8, 48, dtype=torch.int32)) and not applies(act_order=True)  # AWQ; act-order
     assert not applies(n=320) and not applies(k=1088)  # N and K multiples of 128
@@ -1252,19 +1257,19 @@ def test_gptq_marlin_gemm_takes_the_wgmma_kernel(kind, group_size, dtype, m):
 
 
 @hopper
-@pytest.mark.parametrize("m", [1, 20, 600])
-def test_gptq_marlin_gemm_with_c_off_16_bytes(m):
+@pytest.mark.parametrize("m,group_size,wgmma", [(1, 128, False), (20, 32, False), (20, 128, True), (600, 128, True)])
+def test_gptq_marlin_gemm_with_c_off_16_bytes(m, group_size, wgmma):
     """An output c that starts off a 16-byte boundary (the kernels store 16-byte chunks), through
-    the public entry point, for the GEMV, the general kernel and the wgmma kernel: filled in place
-    all the same."""
+    the public entry point, for the GEMV, the general kernel (groups of 32 rows) and the wgmma
+    kernel: filled in place all the same."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     k, n, dtype = 1024, 512, torch.bfloat16
-    prep = _prepare("gptq4", k, n, 128, False, dtype, seed=m)
+    prep = _prepare("gptq4", k, n, group_size, False, dtype, seed=m)
     a = torch.randn(m, k, device="cuda").to(dtype)
     buffer = torch.full((m * n + 1,), float("nan"), dtype=dtype, device="cuda")
     c = buffer[1:].view(m, n)
-    assert c.data_ptr() % 16 and gptq_marlin.wgmma_applies(a, m, n, k, 4, prep["s"], False, torch.empty(0)) == (m >= 48)
+    assert c.data_ptr() % 16 and gptq_marlin.wgmma_applies(a, m, n, k, 4, prep["s"], False, torch.empty(0)) == wgmma
     out = _run(prep, a, n, k, c=c)
     assert out.data_ptr() == c.data_ptr() and buffer[0].isnan()
     _check(out, a, prep["w_ref"], dtype)
@@ -1297,8 +1302,9 @@ def test_gptq_marlin_gemm_takes_each_wgmma_plan(monkeypatch, kind, dtype, m, pla
 @pytest.mark.parametrize("group_size", [-1, 128])
 @pytest.mark.parametrize("m", [1, 20, 128, 200, 300, 600])
 def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
-    """The kernel's module function (any rows, in blocks of 128 and of 256: rows past M are zeros
-    in shared memory and never stored), every tile or only those past the first whole ones over 2
+    """The kernel's module function (any rows, in blocks of 128 and of 256: a last block of fewer
+    rows copies them rounded up to 8, the rest of its stages holding what they held, and rows
+    past M are never stored), every tile or only those past the first whole ones over 2
     to 8 splits of K (partial sums and output poisoned, the counters left zero), every tile's
     splits also as a cluster (bit for bit the same output: the same additions in the same
     order), rows strided in a wider tensor, and its bad arguments."""

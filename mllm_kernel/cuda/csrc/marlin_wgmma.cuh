@@ -273,7 +273,8 @@ __device__ __forceinline__ void copy_tile_rows(const unsigned char* smem, V* dst
 template <typename T, int kRows>
 __global__ void __launch_bounds__(kWgThreads, 1)
     marlin_wgmma_kernel(const __grid_constant__ MarlinGemmParams p, const __grid_constant__ MarlinSplit split,
-                        const __grid_constant__ WgTiles tiles, const __grid_constant__ CUtensorMap a_map) {
+                        const __grid_constant__ WgTiles tiles, const __grid_constant__ CUtensorMap a_map,
+                        const __grid_constant__ CUtensorMap a_tail_map) {
 #ifdef MLLM_MARLIN_WGMMA
   using namespace mllm_kernel::device;
   extern __shared__ __align__(1024) unsigned char wg_smem_raw[];
@@ -301,6 +302,13 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   const std::int64_t n0 = static_cast<std::int64_t>(tile % tiles.n_blocks) * kWgBlockN;
   const std::int64_t m0 = static_cast<std::int64_t>(tile / tiles.n_blocks) * kRows;
   const int rows = static_cast<int>(p.m - m0 < kRows ? p.m - m0 : kRows);
+  // A block of fewer rows than kRows (the last) copies them rounded up to 8 (a_tail_map's box):
+  // TMA's zero fill of a box's rows past M was slower than the copy itself (H100, 14336x4096,
+  // M = 48: 38.1 µs with boxes of 128 rows, 27.8 without the fill). The rows past the box are
+  // zeroed once in every stage below; they meet only the sums of rows past M, never stored.
+  const int box_rows = (rows + 7) / 8 * 8;
+  const CUtensorMap* const a_box = box_rows == kRows ? &a_map : &a_tail_map;
+  const std::uint32_t stage_bytes = kStageBytes - (kRows - box_rows) * kWgStageK * 2;
   // Its 64-row stages of K [t0, t1): split z of split.splits takes the z-th even share of the
   // pairs of stages (the loop below runs stages in pairs; the wrapper leaves each split a pair
   // or more).
@@ -316,6 +324,16 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
+  if (box_rows < kRows) {
+    // Zeros, as TMA's fill left them: with stale values in these rows, M = 1000 in blocks of
+    // 256 rows ran 0.94-0.96x, zeroed 0.96-1.00x (H100).
+    const int chunks = (kRows - box_rows) * (kWgStageK * 2 / 16);  // 16-byte chunks a stage
+    for (int i = tid; i < kStages * chunks; i += kWgThreads) {
+      *reinterpret_cast<int4*>(smem + i / chunks * kStageBytes + box_rows * kWgStageK * 2 + i % chunks * 16) =
+          make_int4(0, 0, 0, 0);
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // before wgmma reads them
+  }
   __syncthreads();
   pdl_wait_and_release();
 
@@ -330,8 +348,8 @@ __global__ void __launch_bounds__(kWgThreads, 1)
         const int slot = (t - t0) % kStages, round = (t - t0) / kStages;
         wg_mbar_wait(&empty[slot], (round & 1) ^ 1);
         unsigned char* base = smem + slot * kStageBytes;
-        wg_mbar_expect_tx(&full[slot], kStageBytes);
-        wg_tma_load(base, &a_map, t * kWgStageK, static_cast<int>(m0), &full[slot]);
+        wg_mbar_expect_tx(&full[slot], stage_bytes);
+        wg_tma_load(base, a_box, t * kWgStageK, static_cast<int>(m0), &full[slot]);
 #pragma unroll
         for (int step = 0; step < kWgStageK / marlin::kTileK; ++step) {
           const std::int32_t* src = p.b + (static_cast<std::int64_t>(t) * (kWgStageK / marlin::kTileK) + step) *
@@ -566,12 +584,19 @@ void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mll
   const dim3 grid(static_cast<unsigned>(whole + (tiles - whole) * splits));
   const CUtensorMap a_map =
       row_tile_tensor_map<T>(p.a, p.m, p.k, p.lda, static_cast<std::uint32_t>(block_rows), kWgStageK);
+  // The last block's rows, rounded up to 8 (the kernel's a_tail_map; a_map again where M is a
+  // multiple of block_rows, and no second encoding on the host).
+  const std::int64_t tail_rows = p.m % block_rows;
+  const CUtensorMap a_tail_map =
+      tail_rows == 0 ? a_map
+                     : row_tile_tensor_map<T>(p.a, p.m, p.k, p.lda, static_cast<std::uint32_t>((tail_rows + 7) / 8 * 8),
+                                              kWgStageK);
   const auto launch = [&](auto rows) {
     constexpr int kRows = decltype(rows)::value;
     LaunchKernel(grid, kWgThreads, a.device(), WgTile<kRows>::kSmemBytes)
         .enable_pdl(enable_pdl)
         .cluster_blocks(cluster ? static_cast<unsigned>(splits) : 1u)(marlin_wgmma_kernel<T, kRows>, p, split, wg_tiles,
-                                                                      a_map);
+                                                                      a_map, a_tail_map);
   };
   with_wgmma_rows(block_rows, launch);
 }

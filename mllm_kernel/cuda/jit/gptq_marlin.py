@@ -6,7 +6,7 @@ float8_e4m3fn: FP8 checkpoints on GPUs without FP8 tensor cores), one kernel eac
 kernel's variants: ``GEMM_KERNELS``), so that a first call compiles only the kernel it runs;
 sm_80 and newer. Decoding
 (up to ``GEMV_MAX_ROWS`` rows) runs ``csrc/marlin_gemv.cuh``, whose warps stream the weights
-through rings of shared memory. On Hopper, 48 to 1024 rows of 4-bit weights (GPTQ or AWQ)
+through rings of shared memory. On Hopper, 17 to 1024 rows of 4-bit weights (GPTQ or AWQ)
 without act-order run ``csrc/marlin_wgmma.cuh`` (the weights as wgmma's register operand).
 From ``DENSE_MIN_M`` rows of activations on (beyond that on Hopper, for what its kernel takes),
 where the product is compute-bound, the weights are
@@ -105,7 +105,7 @@ def _declare_gather(dtype: torch.dtype):
 
 
 def _declare_wgmma(dtype: torch.dtype):
-    """The Hopper kernel (csrc/marlin_wgmma.cuh; any rows, routed 48 to 1024): sm_90a only."""
+    """The Hopper kernel (csrc/marlin_wgmma.cuh; any rows, routed 17 to 1024): sm_90a only."""
     args = make_cpp_args(dtype)
     return jit_module("marlin_wgmma", args=args, device="cuda", cuda_files=["marlin_wgmma.cuh"],
                       cuda_wrappers=[("marlin_wgmma_gemm", f"marlin_wgmma_gemm<{args}>"),
@@ -200,9 +200,11 @@ def gemv_applies(a: torch.Tensor, m: int, n: int, k: int, bits: int, scales, act
 #: kernel forced against the route each size had, at the four Llama-3-8B shapes: M = 48
 #: 1.11-1.44x GPTQ and 1.06-1.41x AWQ over the general kernel; M = 512 1.22-1.62x over
 #: dequantization and cuBLAS, M = 1024 0.97-1.17x (14336 x 4096 GPTQ the one below 1), M = 768
-#: 0.94-1.09x (the blocks in 1.5 waves). Not below 48 rows (M = 32: 0.76-1.07x), nor beyond 1024,
-#: where the dense path catches up (M = 1536: 0.86-1.05x, M = 2048: 0.78-0.96x).
-WGMMA_MIN_ROWS = 48
+#: 0.94-1.09x (the blocks in 1.5 waves). Not beyond 1024, where the dense path catches up (M =
+#: 1536: 0.86-1.05x, M = 2048: 0.78-0.96x). From 17 rows (the GEMV's end) since a last block
+#: copies only its rows (csrc/marlin_wgmma.cuh): M = 17-47 1.08-2.29x the general kernel, GPTQ
+#: and AWQ, bf16 and fp16, at every Llama shape (at M = 32 it had been 0.76-1.07x).
+WGMMA_MIN_ROWS = 17
 WGMMA_MAX_ROWS = 1024
 #: Output columns of its blocks, and K its splits take in multiples of (two 64-row stages).
 WGMMA_BLOCK_N = 128
