@@ -91,21 +91,13 @@ def test_the_stand_in_is_first_on_the_include_path_and_in_the_key():
 @pytest.fixture(scope="module")
 def probes(tmp_path_factory):
     """tensor_view_probe.cpp built against the stand-in and against tvm-ffi's own header."""
-    import os
-
-    old = os.environ.get("MLLM_KERNEL_CACHE_DIR")
-    os.environ["MLLM_KERNEL_CACHE_DIR"] = str(tmp_path_factory.mktemp("standin-cache"))
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLLM_KERNEL_CACHE_DIR", str(tmp_path_factory.mktemp("standin-cache")))
         names = ("describe", "size_at", "stride_at", "shape_at", "shape_back")
         spec = cpu_build_spec("tensor_view_probe", cpp_files=[KERNELS / "tensor_view_probe.cpp"],
                               cpp_wrappers=[(n, n) for n in names])
         assert spec.tvm_ffi_standin
         yield cache.load_module(spec), cache.load_module(spec.without_standin())
-    finally:
-        if old is None:
-            del os.environ["MLLM_KERNEL_CACHE_DIR"]
-        else:
-            os.environ["MLLM_KERNEL_CACHE_DIR"] = old
 
 
 def _tensors():

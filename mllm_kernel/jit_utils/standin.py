@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 from typing import Iterable
 
-from mllm_kernel.jit_utils.paths import CPU_INCLUDE_DIR, INCLUDE_DIR, PACKAGE_DIR
+from mllm_kernel.jit_utils.paths import PACKAGE_DIR
 
 #: Put ahead of tvm-ffi's include folder: ``<tvm/ffi/container/tensor.h>`` resolves here.
 STANDIN_INCLUDE_DIR = PACKAGE_DIR / "standin"
@@ -40,7 +40,7 @@ _REFUSED = re.compile(r"\bTVM_FFI_\w*|\bnamespace\s+tvm\b")
 
 
 def _quoted_include(name: str, including: Path, search: Iterable[Path]) -> Path | None:
-    for folder in (including.parent, *search, INCLUDE_DIR, CPU_INCLUDE_DIR):
+    for folder in (including.parent, *search):
         candidate = folder / name
         if candidate.is_file():
             return candidate.resolve()
