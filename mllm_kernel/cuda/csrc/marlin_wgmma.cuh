@@ -303,9 +303,9 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   const std::int64_t m0 = static_cast<std::int64_t>(tile / tiles.n_blocks) * kRows;
   const int rows = static_cast<int>(p.m - m0 < kRows ? p.m - m0 : kRows);
   // A block of fewer rows than kRows (the last) copies them rounded up to 8 (a_tail_map's box):
-  // TMA's zero fill of a box's rows past M was slower than the copy itself (H100, 14336x4096,
-  // M = 48: 38.1 µs with boxes of 128 rows, 27.8 without the fill). The rows past the box are
-  // zeroed once in every stage below; they meet only the sums of rows past M, never stored.
+  // TMA's zero fill of a box's rows past M is slower than copying real rows (docs/tuning/
+  // marlin.md). The rows past the box are zeroed once in every stage below; they meet only the
+  // sums of rows past M, never stored.
   const int box_rows = (rows + 7) / 8 * 8;
   const CUtensorMap* const a_box = box_rows == kRows ? &a_map : &a_tail_map;
   const std::uint32_t stage_bytes = kStageBytes - (kRows - box_rows) * kWgStageK * 2;
@@ -325,8 +325,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   if (box_rows < kRows) {
-    // Zeros, as TMA's fill left them: with stale values in these rows, M = 1000 in blocks of
-    // 256 rows ran 0.94-0.96x, zeroed 0.96-1.00x (H100).
+    // Zeros, as TMA's fill would leave them: the wgmmas ran slower on stale values there.
     const int chunks = (kRows - box_rows) * (kWgStageK * 2 / 16);  // 16-byte chunks a stage
     for (int i = tid; i < kStages * chunks; i += kWgThreads) {
       *reinterpret_cast<int4*>(smem + i / chunks * kStageBytes + box_rows * kWgStageK * 2 + i % chunks * 16) =

@@ -24,8 +24,7 @@ MLLM_DEVICE void cp_async16_or_zero(void* dst, const void* src, bool valid) {
 /// As cp_async16 for data streamed once from memory (weights), under an L2 `policy`
 /// (cache_hint.cuh's l2_evict_first()), with L2 fetching the 128-byte block around a miss: the
 /// stream then takes the place of its own lines instead of what other blocks still read (the
-/// activations, a next kernel's weights asked for ahead of its PDL wait). The Marlin GEMV
-/// streams 4-bit weights 3-8% faster this way on an H100.
+/// activations, a next kernel's weights asked for ahead of its PDL wait; docs/tuning/marlin.md).
 MLLM_DEVICE void cp_async16_stream(void* dst, const void* src, std::uint64_t policy) {
   const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::128B [%0], [%1], 16, %2;" ::"r"(address), "l"(src),
