@@ -4,8 +4,9 @@
 //   D[m, n] = round(sum over K blocks kb of scale_a[m, kb] * scale_b[n / 128, kb] * acc_kb[m, n])
 //
 // acc_kb is the float32 product of A [M, K] and B [K, N] (float8_e4m3, A row-major, B column-
-// major) over the 128 values of K block kb. CUTLASS's blockwise mainloop promotes each block's
-// partial sums into float32 registers with both scales applied. Scales, both K-major in memory:
+// major) over the 128 values of K block kb. The mainloop is CUTLASS's blockwise one with its
+// MMA loop replaced (scaled_mm_blockwise_sm90_mainloop.cuh): each block's partial sums join the
+// float32 total, both scales applied, while the next block's MMAs run. Scales, both K-major in memory:
 // A's per row and K block (scale_a[m, kb] at m * lda_scale + kb, the row-major [M, K/128]
 // tensor per_token_group_quant_fp8 writes by default), B's per 128 x 128 block (scale_b[nb, kb]
 // at nb * ldb_scale + kb, a row-major [N/128, K/128] tensor as checkpoints store it). K-major
@@ -13,6 +14,7 @@
 // would take TMA, which needs M and the stride in multiples of 4.
 #pragma once
 
+#include "scaled_mm_blockwise_sm90_mainloop.cuh"
 #include "scaled_mm_sm90_gemm.cuh"
 
 #include <cutlass/detail/blockwise_scale_layout.hpp>
@@ -47,13 +49,13 @@ struct BlockwiseGemmSm90 {
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD, kAlignD, ElementD, LayoutD, kAlignD,
       EpilogueSchedule>::CollectiveOp;
 
-  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+  using CollectiveMainloop = OverlappedBlockwiseMainloop<typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementAB, cute::tuple<cutlass::layout::RowMajor, LayoutSFA>,
       kAlignAB, ElementAB, cute::tuple<cutlass::layout::ColumnMajor, LayoutSFB>, kAlignAB, float,
       typename Config::TileShape, typename Config::ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      KernelSchedule>::CollectiveOp;
+      KernelSchedule>::CollectiveOp>;
 
   using Gemm = PersistentGemm<CollectiveMainloop, CollectiveEpilogue>;
 

@@ -4,8 +4,8 @@ CUTLASS's Hopper kernels (``csrc/scaled_mm_blockwise_sm90.cuh``).
 ``out[m, n] = sum over K blocks kb of scales_a[m, kb] * scales_b[n // 128, kb] *
 (mat_a @ mat_b over block kb)``: float8_e4m3fn operands, activations scaled per 1 x 128 group
 along K (``per_token_group_quant_fp8(x, 128)``), weights per 128 x 128 block. Each block's
-partial product is accumulated in float32 and scaled in registers before it joins the sum.
-Runs on Hopper (sm_90).
+partial product is accumulated in float32 and scaled in registers into the sum while the next
+block's MMAs run (``csrc/scaled_mm_blockwise_sm90_mainloop.cuh``). Runs on Hopper (sm_90).
 
 The kernel configuration (``pick_config``; from sweeps on an H100 at Llama-3-8B's shapes, M from
 16 to 8192, and an interleaved A/B of the two cooperative kernels at M = 1024 and 8192;
@@ -18,9 +18,9 @@ tile 64 x 128 x 128, ping-pong                 its tiles fit one wave (at most O
                                                small M, 64-row tiles waste less padding
 tile 128 x 128 x 128, cooperative              up to CLUSTER_TILES tiles (about 8 waves): the
                                                larger tile reads each operand fewer times (each
-                                               thread holds two accumulators, a block's partial
-                                               sums and the total, which leaves no registers
-                                               for a wider tile); 0-7% faster at M = 1024 than
+                                               thread holds three accumulators, two blocks'
+                                               partial sums and the total, which leaves no
+                                               registers for a wider tile); 0-7% faster at M = 1024 than
                                                in clusters
 the same in clusters of 1 x 2                  more tiles: the pair shares its A tile through
                                                TMA multicast; 1-9% faster at M = 8192
