@@ -275,8 +275,9 @@ def blockwise_scaled_mm_operands(op: str, mat_a, mat_b, scales_a, scales_b, out_
     """Checks the arguments of a block-scaled GEMM (``fp8_blockwise_scaled_mm``): the matrices
     as ``_mm_matrices`` checks them; float32 ``scales_a`` ``[M, ceil(K / 128)]`` and
     ``scales_b`` ``[ceil(N / 128), ceil(K / 128)]``; one device. Returns (M, N, K, scales_a,
-    scales_b), both scales with their K blocks contiguous (``stride(1) == 1``, copied when they
-    were not): the layout the kernel reads."""
+    scales_b) in layouts the kernels read: ``scales_b`` with its K blocks contiguous
+    (``stride(1) == 1``), ``scales_a`` so or column-major where TMA can read it in place
+    (``tma_column_major``), each copied into the first layout otherwise."""
     m, n, k = _mm_matrices(op, mat_a, mat_b, operand_dtype, out_dtype, out_dtypes)
     k_blocks, n_blocks = -(-k // SCALE_BLOCK), -(-n // SCALE_BLOCK)
     out = []
@@ -291,8 +292,22 @@ def blockwise_scaled_mm_operands(op: str, mat_a, mat_b, scales_a, scales_b, out_
     sa, sb = out
     _same_device(op, mat_a, [("mat_b", mat_b), ("scales_a", sa), ("scales_b", sb)])
     if k_blocks > 1:
-        sa, sb = (s if s.stride(1) == 1 else s.contiguous() for s in (sa, sb))
+        sa = sa if sa.stride(1) == 1 or tma_column_major(sa) else sa.contiguous()
+        sb = sb if sb.stride(1) == 1 else sb.contiguous()
     return m, n, k, sa, sb
+
+
+def tma_column_major(scales: torch.Tensor) -> bool:
+    """Whether float32 ``scales`` ``[rows, blocks]`` are column-major in the layout TMA reads in
+    place: columns a multiple of 16 bytes apart from a 16-byte aligned start, and each column's
+    rows up to the next multiple of 4 inside the tensor's storage (TMA reads them too; sglang's
+    ``scale_tma_aligned`` scales pad them, and the package's ``column_major_scales`` output
+    needs a multiple of 4 rows)."""
+    rows, blocks = scales.shape
+    if scales.stride(0) != 1 or scales.stride(1) % 4 or scales.data_ptr() % 16:
+        return False
+    reach = scales.storage_offset() + (blocks - 1) * scales.stride(1) + -(-rows // 4) * 4
+    return reach * scales.element_size() <= scales.untyped_storage().nbytes()
 
 
 def marlin_sizes(op: str, size_k: object, size_n: object, num_bits: object = 4) -> tuple[int, int, int]:

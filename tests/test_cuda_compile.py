@@ -232,17 +232,20 @@ def _ptxas_report(tmp_path, spec) -> str:
     return result.stdout + result.stderr
 
 
-def test_hopper_gemm_wgmma_not_serialized(tmp_path):
-    """The block-scaled GEMM (one configuration, exactly as declared) compiles with the JIT's
-    flags for CUTLASS modules, and ptxas keeps its warpgroup MMAs pipelined: no C7510 report,
-    which CUTLASS's device-side asserts cause unless NDEBUG is defined, and no C7517 (a wait for
-    the MMAs in flight injected where a set of partial sums is live across a branch), which would
-    undo the overlapped mainloop (csrc/scaled_mm_blockwise_sm90_mainloop.cuh)."""
+@pytest.mark.parametrize("scale_a_major_m", [False, True], ids=["sa_k_major", "sa_m_major"])
+def test_hopper_gemm_wgmma_not_serialized(tmp_path, scale_a_major_m):
+    """The block-scaled GEMM (one configuration, exactly as declared, with each layout of A's
+    scales) compiles with the JIT's flags for CUTLASS modules, and ptxas keeps its warpgroup MMAs
+    pipelined: no C7510 report, which CUTLASS's device-side asserts cause unless NDEBUG is
+    defined, and no C7517 (a wait for the MMAs in flight injected where a set of partial sums is
+    live across a branch), which would undo the overlapped mainloop
+    (csrc/scaled_mm_blockwise_sm90_mainloop.cuh)."""
     import torch
 
     from mllm_kernel.cuda.jit import fp8_blockwise_scaled_mm_cutlass as blockwise
 
-    report = _ptxas_report(tmp_path, blockwise.MODULES[(torch.bfloat16, "128x128x128_c1x1_coop")].spec("cuda"))
+    module = blockwise.MODULES[(torch.bfloat16, "128x128x128_c1x1_coop", scale_a_major_m)]
+    report = _ptxas_report(tmp_path, module.spec("cuda"))
     assert "C7510" not in report, report
     assert "C7517" not in report, report
 

@@ -9,7 +9,7 @@ import torch
 
 from mllm_kernel.cuda.jit import fp8_blockwise_scaled_mm
 from mllm_kernel.cuda.jit import fp8_blockwise_scaled_mm_cutlass as blockwise
-from mllm_kernel.op_args import blockwise_scaled_mm_operands
+from mllm_kernel.op_args import blockwise_scaled_mm_operands, tma_column_major
 
 HAS_SM90 = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 sm90 = pytest.mark.skipif(not HAS_SM90, reason="needs an sm_90 GPU")
@@ -46,6 +46,15 @@ def _reference(a, b, sa, sb):
     return a_deq @ b_deq, 2.0**-11 * (a_deq.abs() @ b_deq.abs())
 
 
+def _tma_aligned(sa):
+    """sa copied into a column-major buffer whose columns are padded to a multiple of 4 rows (as
+    sglang's TMA-aligned scales are), the padding NaN: the layout the kernel reads by TMA."""
+    out = blockwise.column_major_scales(sa)
+    m, blocks = sa.shape
+    out.as_strided((blocks, out.stride(1)), (out.stride(1), 1))[:, m:] = float("nan")
+    return out
+
+
 def _check(out, a, b, sa, sb, out_dtype):
     assert out.dtype == out_dtype and out.shape == (a.shape[0], b.shape[1])
     assert not torch.isnan(out).any()
@@ -78,13 +87,39 @@ def test_matches_reference(m, n, k, out_dtype):
 @sm90
 @pytest.mark.cuda
 @pytest.mark.parametrize("name", list(blockwise.CONFIGS))
-def test_every_configuration(name):
-    """Each kernel configuration, whatever M the heuristic gives it, on odd M, N and K tails."""
+@pytest.mark.parametrize("sa_layout", ["row_major", "tma_column_major"])
+def test_every_configuration(name, sa_layout):
+    """Each kernel configuration, whatever M the heuristic gives it, on odd M, N and K tails,
+    with scales_a read by rows (cp.async) and by columns (TMA, NaN in the padding rows it reads
+    past M)."""
     for m in (1, 33, 300):
         a, b, sa, sb = _operands(m, 264, 400, seed=m, sa_row_major=True)
+        if sa_layout == "tma_column_major":
+            sa = _tma_aligned(sa)
+            assert sa.stride(1) != 1
         _poison(m, 264, torch.bfloat16)
         out = blockwise.blockwise_scaled_mm(a, b, sa, sb, torch.bfloat16, m, 264, config=blockwise.CONFIGS[name])
         _check(out, a, b, sa, sb, torch.bfloat16)
+
+
+@sm90
+@pytest.mark.cuda
+def test_column_major_module_refuses_other_scales():
+    """The module that reads scales_a by TMA refuses scales it cannot read in place (the op
+    copies those into rows before it chooses a module)."""
+    m, n, k = 8, 256, 384
+    a, b, sa, sb = _operands(m, n, k, seed=5, sa_row_major=True)
+    function = blockwise.MODULES[(torch.bfloat16, "64x128x128_c1x1_pingpong", True)].load().blockwise_scaled_mm
+    out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+    workspace = blockwise.scaled_mm_sm90.workspace(a.device)
+    wide = torch.zeros(3, 2 * m + 2, device="cuda")[:, :m].t()  # columns 18 floats apart
+    unaligned = torch.zeros(3 * m + 1, device="cuda")[1:].view(3, m).t()
+    cases = [(sa, r"scales_a must be column-major \(stride\(0\) == 1\), got strides \[3, 1\]"),
+             (wide, r"scales_a's columns must start 16 bytes apart \(stride\(1\) a multiple of 4\), got stride 18"),
+             (unaligned, "column-major scales_a must start 16-byte aligned")]
+    for scales, message in cases:
+        with pytest.raises(ValueError, match=message):
+            function(out, a, b, scales, sb, workspace, 1, 0)
 
 
 @sm90
@@ -127,6 +162,22 @@ def test_scale_layouts(sa_row_major, sb_col_major, m):
     """Scales in the other layouts (row-major scales_a, column-major scales_b) are taken too."""
     a, b, sa, sb = _operands(m, 384, 640, seed=m, sa_row_major=sa_row_major, sb_col_major=sb_col_major)
     _check(fp8_blockwise_scaled_mm(a, b, sa, sb, torch.bfloat16), a, b, sa, sb, torch.bfloat16)
+
+
+@sm90
+@pytest.mark.cuda
+def test_row_major_scales_go_by_columns_for_large_m(monkeypatch):
+    """From COLUMN_SCALES_MIN_M rows the cooperative kernel takes row-major scales_a copied
+    column-major (read by TMA); below, and for the ping-pong kernel, they stay by rows."""
+    copies = []
+    real = blockwise.column_major_scales
+    monkeypatch.setattr(blockwise, "column_major_scales", lambda s: copies.append(s.shape) or real(s))
+    for m, n in ((blockwise.COLUMN_SCALES_MIN_M, 1152), (blockwise.COLUMN_SCALES_MIN_M - 4, 1152), (64, 256)):
+        a, b, sa, sb = _operands(m, n, 640, seed=m, sa_row_major=True)
+        _poison(m, n, torch.bfloat16)
+        _check(fp8_blockwise_scaled_mm(a, b, sa, sb, torch.bfloat16), a, b, sa, sb, torch.bfloat16)
+    assert blockwise.pick_config(blockwise.COLUMN_SCALES_MIN_M - 4, 1152, 640).name == "128x128x128_c1x1_coop"
+    assert copies == [(blockwise.COLUMN_SCALES_MIN_M, 5)]
 
 
 @sm90
@@ -203,16 +254,35 @@ def test_bad_arguments():
 
 
 def test_scales_come_back_in_the_kernel_layout():
-    """Scales with contiguous rows pass through as they are (no copy); column-major ones are
-    copied into that layout."""
+    """Scales with contiguous rows pass through as they are (no copy); so does a column-major
+    scales_a that TMA can read in place; other column-major ones are copied into rows."""
     a, b, sa_cm, sb = _cpu_args(m=5)
     sa = sa_cm.contiguous() * 2
     _, _, _, sa_out, sb_out = blockwise_scaled_mm_operands("t", a, b, sa, sb, torch.bfloat16, FP8, OUT_DTYPES)
     assert sa_out.data_ptr() == sa.data_ptr() and sb_out.data_ptr() == sb.data_ptr()
     sb_cm = (sb * 3).t().contiguous().t()
     _, _, _, sa_out, sb_out = blockwise_scaled_mm_operands("t", a, b, sa_cm, sb_cm, torch.bfloat16, FP8, OUT_DTYPES)
-    assert sa_out.stride(1) == 1 and torch.equal(sa_out, sa_cm)
+    assert sa_out.stride(1) == 1 and torch.equal(sa_out, sa_cm)  # columns 5 floats apart
     assert sb_out.stride(1) == 1 and torch.equal(sb_out, sb_cm)
+    padded = _tma_aligned(sa_cm)  # columns 8 floats apart, the 3 rows past M inside the storage
+    _, _, _, sa_out, _ = blockwise_scaled_mm_operands("t", a, b, padded, sb, torch.bfloat16, FP8, OUT_DTYPES)
+    assert sa_out.data_ptr() == padded.data_ptr() and sa_out.stride() == (1, 8)
+    a8, b8, sa8, sb8 = _cpu_args(m=8)  # the quantizer's column_major_scales layout, 8 rows
+    _, _, _, sa_out, _ = blockwise_scaled_mm_operands("t", a8, b8, sa8, sb8, torch.bfloat16, FP8, OUT_DTYPES)
+    assert sa_out.data_ptr() == sa8.data_ptr() and sa_out.stride() == (1, 8)
+
+
+def test_tma_column_major():
+    """Column-major scales read in place only with columns a multiple of 4 floats apart, a
+    16-byte aligned start, and the rows up to a multiple of 4 inside the storage."""
+    assert tma_column_major(torch.empty(3, 8).t())
+    assert tma_column_major(torch.empty(3, 8)[:, :5].t())  # 5 rows, padded to 8
+    assert not tma_column_major(torch.empty(3, 8))  # row-major
+    assert not tma_column_major(torch.empty(3, 6).t())  # columns 6 floats apart
+    assert not tma_column_major(torch.empty(25)[1:].view(3, 8).t())  # starts 4 bytes in
+    short = torch.empty(8 * 2 + 5)  # the last column's rows 5-7 would lie past the storage
+    assert not tma_column_major(short.as_strided((5, 3), (1, 8)))
+    assert tma_column_major(torch.empty(8 * 3).as_strided((5, 3), (1, 8)))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")

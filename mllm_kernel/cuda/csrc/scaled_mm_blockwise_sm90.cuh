@@ -1,12 +1,14 @@
 // FP8 GEMMs with DeepSeek-V3 block scales on Hopper (sm_90a), one module per kernel
 // configuration:
-//   blockwise_scaled_mm_sm90<Out, TileM, TileN, TileK, ClusterM, ClusterN, kPingpong>(
+//   blockwise_scaled_mm_sm90<Out, TileM, TileN, TileK, ClusterM, ClusterN, kPingpong, kScaleAMajorM>(
 //       out, mat_a, mat_b, scales_a, scales_b, workspace, swizzle, raster)
 // out [M, N] (Out: fp16_t or bf16_t, rows dense) = sum over K blocks kb of
 // scales_a[m, kb] * scales_b[n / 128, kb] * (mat_a @ mat_b over block kb), with mat_a [M, K]
 // row-major and mat_b [K, N] column-major, both fp8_e4m3_t; float32 scales_a [M, ceil(K/128)]
 // and scales_b [ceil(N/128), ceil(K/128)], both with K blocks contiguous (stride(1) == 1), any
-// row stride. K a multiple of 16, N of 8 (16-byte rows). swizzle (1, 2, 4, 8) and raster (0:
+// row stride; or, kScaleAMajorM, scales_a M-major (stride(0) == 1) with its K blocks a multiple
+// of 4 floats apart from a 16-byte aligned start, rows up to M rounded up to 4 readable in each
+// (the caller checks the storage). K a multiple of 16, N of 8 (16-byte rows). swizzle (1, 2, 4, 8) and raster (0:
 // CUTLASS's heuristic, 1: along M, 2: along N) set the order in which the persistent scheduler
 // hands out tiles, as for scaled_mm_sm90.
 #pragma once
@@ -28,7 +30,8 @@ namespace {
 using mllm_kernel::bf16_t;
 using mllm_kernel::fp16_t;
 
-template <typename Out, int kTileM, int kTileN, int kTileK, int kClusterM, int kClusterN, bool kPingpong>
+template <typename Out, int kTileM, int kTileN, int kTileK, int kClusterM, int kClusterN, bool kPingpong,
+          bool kScaleAMajorM>
 void blockwise_scaled_mm_sm90(mllm_kernel::TensorView out, mllm_kernel::TensorView mat_a,
                               mllm_kernel::TensorView mat_b, mllm_kernel::TensorView scales_a,
                               mllm_kernel::TensorView scales_b, mllm_kernel::TensorView workspace,
@@ -37,7 +40,8 @@ void blockwise_scaled_mm_sm90(mllm_kernel::TensorView out, mllm_kernel::TensorVi
   using namespace mllm_kernel::device::gemm_sm90;
   using namespace mllm_kernel::device::scaled_mm;
   using ElementD = cutlass_t<Out>;
-  using Gemm = BlockwiseGemmSm90<ElementD, TileConfig<kTileM, kTileN, kTileK, kClusterM, kClusterN, kPingpong>>;
+  using Gemm =
+      BlockwiseGemmSm90<ElementD, TileConfig<kTileM, kTileN, kTileK, kClusterM, kClusterN, kPingpong>, kScaleAMajorM>;
   using Adapter = typename Gemm::Gemm;
   constexpr int kBlock = Gemm::kScaleBlock;
 
@@ -51,8 +55,17 @@ void blockwise_scaled_mm_sm90(mllm_kernel::TensorView out, mllm_kernel::TensorVi
       scales_a, "scales_a");
   (void)TensorMatcher({n_blocks, k_blocks}).with_strides({sb_n, sb_k}).with_dtype<float>().with_device(device).verify(
       scales_b, "scales_b");
-  RuntimeCheck(k_blocks == 1 || sa_k.unwrap() == 1, "scales_a must be row-major (stride(1) == 1), got strides [",
-               sa_m.unwrap(), ", ", sa_k.unwrap(), "]");
+  if constexpr (kScaleAMajorM) {
+    RuntimeCheck(m == 1 || sa_m.unwrap() == 1, "scales_a must be column-major (stride(0) == 1), got strides [",
+                 sa_m.unwrap(), ", ", sa_k.unwrap(), "]");
+    RuntimeCheck(k_blocks == 1 || sa_k.unwrap() % 4 == 0,
+                 "scales_a's columns must start 16 bytes apart (stride(1) a multiple of 4), got stride ", sa_k.unwrap());
+    RuntimeCheck(reinterpret_cast<std::uintptr_t>(scales_a.data_ptr()) % 16 == 0,
+                 "column-major scales_a must start 16-byte aligned");
+  } else {
+    RuntimeCheck(k_blocks == 1 || sa_k.unwrap() == 1, "scales_a must be row-major (stride(1) == 1), got strides [",
+                 sa_m.unwrap(), ", ", sa_k.unwrap(), "]");
+  }
   RuntimeCheck(k_blocks == 1 || sb_k.unwrap() == 1, "scales_b must be row-major (stride(1) == 1), got strides [",
                sb_n.unwrap(), ", ", sb_k.unwrap(), "]");
   const std::int64_t workspace_bytes = check_workspace(workspace, device);
@@ -70,7 +83,8 @@ void blockwise_scaled_mm_sm90(mllm_kernel::TensorView out, mllm_kernel::TensorVi
   cute::get<0>(stride_d) = shape.ldo;
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
   // A stride is free where its dimension has one element: any value addresses nothing.
-  const int sa_ld = m == 1 ? static_cast<int>(k_blocks) : static_cast<int>(sa_m.unwrap());
+  const int sa_ld = kScaleAMajorM ? (k_blocks == 1 ? static_cast<int>((m + 3) / 4 * 4) : static_cast<int>(sa_k.unwrap()))
+                                  : (m == 1 ? static_cast<int>(k_blocks) : static_cast<int>(sa_m.unwrap()));
   const int sb_ld = n_blocks == 1 ? static_cast<int>(k_blocks) : static_cast<int>(sb_n.unwrap());
   typename Adapter::Arguments args{
       cutlass::gemm::GemmUniversalMode::kGemm,

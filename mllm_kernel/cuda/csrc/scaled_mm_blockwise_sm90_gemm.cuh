@@ -8,10 +8,12 @@
 // MMA loop replaced (scaled_mm_blockwise_sm90_mainloop.cuh): each block's partial sums join the
 // float32 total, both scales applied, while the next block's MMAs run. Scales, both K-major in memory:
 // A's per row and K block (scale_a[m, kb] at m * lda_scale + kb, the row-major [M, K/128]
-// tensor per_token_group_quant_fp8 writes by default), B's per 128 x 128 block (scale_b[nb, kb]
+// tensor per_token_group_quant_fp8 writes by default) or, kScaleAMajorM, M-major (scale_a[m, kb]
+// at m + kb * lda_scale: its column_major_scales output), B's per 128 x 128 block (scale_b[nb, kb]
 // at nb * ldb_scale + kb, a row-major [N/128, K/128] tensor as checkpoints store it). K-major
-// scales of A are read with predicated cp.async, so any M and row stride works; M-major ones
-// would take TMA, which needs M and the stride in multiples of 4.
+// scales of A are read with predicated cp.async, so any M and row stride works; M-major ones by
+// TMA, which reads M rounded up to 4 rows of each K block (CUTLASS checks the extent's
+// alignment) and needs the K blocks 16 bytes apart.
 #pragma once
 
 #include "scaled_mm_blockwise_sm90_mainloop.cuh"
@@ -25,7 +27,7 @@ namespace mllm_kernel::device::gemm_sm90 {
 
 /// The CUTLASS GEMM of one configuration (TileConfig); ElementD cutlass::half_t or
 /// cutlass::bfloat16_t. kScaleBlock: the K block of both scales and the N block of B's.
-template <class ElementD, class Config>
+template <class ElementD, class Config, bool kScaleAMajorM>
 struct BlockwiseGemmSm90 {
   static constexpr int kScaleBlock = 128;
   using ElementAB = cutlass::float_e4m3_t;
@@ -33,8 +35,10 @@ struct BlockwiseGemmSm90 {
   static constexpr int kAlignAB = 16;
   static constexpr int kAlignD = 8;
 
-  using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<1, kScaleBlock, kScaleBlock, cute::GMMA::Major::K,
-                                                                cute::GMMA::Major::K>;
+  using ScaleConfig =
+      cutlass::detail::Sm90BlockwiseScaleConfig<1, kScaleBlock, kScaleBlock,
+                                                kScaleAMajorM ? cute::GMMA::Major::MN : cute::GMMA::Major::K,
+                                                cute::GMMA::Major::K>;
   using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
   using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
 
@@ -59,12 +63,20 @@ struct BlockwiseGemmSm90 {
 
   using Gemm = PersistentGemm<CollectiveMainloop, CollectiveEpilogue>;
 
-  /// A's scale layout for an M x K problem whose scale tensor has rows `ld` floats apart.
+  /// A's scale layout for an M x K problem whose scale tensor has rows (K-major) or K blocks
+  /// (M-major: M rounded up to 4 rows, all of which are read) `ld` floats apart.
   static LayoutSFA scale_a_layout(int m, int n, int k, int ld) {
-    auto layout = ScaleConfig::tile_atom_to_shape_SFA(cute::make_shape(m, n, k, 1));
-    auto stride = layout.stride();
-    cute::get<0, 1>(stride) = ld;
-    return LayoutSFA{layout.shape(), stride};
+    if constexpr (kScaleAMajorM) {
+      auto layout = ScaleConfig::tile_atom_to_shape_SFA(cute::make_shape((m + 3) / 4 * 4, n, k, 1));
+      auto stride = layout.stride();
+      cute::get<1, 1>(stride) = ld;
+      return LayoutSFA{layout.shape(), stride};
+    } else {
+      auto layout = ScaleConfig::tile_atom_to_shape_SFA(cute::make_shape(m, n, k, 1));
+      auto stride = layout.stride();
+      cute::get<0, 1>(stride) = ld;
+      return LayoutSFA{layout.shape(), stride};
+    }
   }
 
   /// B's scale layout for an N x K problem whose scale tensor has rows `ld` floats apart.

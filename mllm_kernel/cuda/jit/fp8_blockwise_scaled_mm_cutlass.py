@@ -51,6 +51,19 @@ CONFIGS = {c.name: c for c in (Sm90Config((64, 128, 128)),
 ONE_WAVE_TILES = 132
 #: 128 x 128 tiles from which the cooperative kernel runs in clusters of two.
 CLUSTER_TILES = 1024
+#: Rows from which the cooperative kernel takes scales_a column-major, copied so when they come
+#: by rows: its producer warp then loads them by TMA instead of 128 cp.async copies a stage.
+COLUMN_SCALES_MIN_M = 1024
+
+
+def column_major_scales(scales_a: torch.Tensor) -> torch.Tensor:
+    """``scales_a`` ``[M, blocks]`` copied column-major, its columns padded to a multiple of 4
+    rows (the layout ``op_args.tma_column_major`` accepts)."""
+    m, blocks = scales_a.shape
+    buffer = torch.empty((blocks, -(-m // 4) * 4), dtype=scales_a.dtype, device=scales_a.device)
+    out = buffer[:, :m].t()
+    out.copy_(scales_a)
+    return out
 
 
 def pick_config(m: int, n: int, k: int) -> Sm90Config:
@@ -62,17 +75,22 @@ def pick_config(m: int, n: int, k: int) -> Sm90Config:
     return CONFIGS["128x128x128_c1x2_coop"]
 
 
-def _declare(out: torch.dtype, config: Sm90Config):
+def _declare(out: torch.dtype, config: Sm90Config, scale_a_major_m: bool):
     types = make_cpp_args(out)
     m, n, k = config.tile
-    cpp = f"{types}, {m}, {n}, {k}, {config.cluster[0]}, {config.cluster[1]}, {str(config.pingpong).lower()}"
-    return jit_module(f"scaled_mm_blockwise_sm90_{config.name}", args=types, device="cuda",
+    flag = lambda b: str(b).lower()  # noqa: E731
+    cpp = (f"{types}, {m}, {n}, {k}, {config.cluster[0]}, {config.cluster[1]}, {flag(config.pingpong)}, "
+           f"{flag(scale_a_major_m)}")
+    suffix = "_sa_m_major" if scale_a_major_m else ""
+    return jit_module(f"scaled_mm_blockwise_sm90_{config.name}{suffix}", args=types, device="cuda",
                       cuda_files=["scaled_mm_blockwise_sm90.cuh"],
                       cuda_wrappers=[("blockwise_scaled_mm", f"blockwise_scaled_mm_sm90<{cpp}>")],
                       extra_cuda_cflags=["-diag-suppress=2908"], cuda_archs=[ARCH], cutlass=True)
 
 
-MODULES = {(out, name): _declare(out, config) for out in OUT_DTYPES for name, config in CONFIGS.items()}
+#: The modules by (out dtype, configuration name, whether scales_a is M-major: read by TMA).
+MODULES = {(out, name, major_m): _declare(out, config, major_m)
+           for out in OUT_DTYPES for name, config in CONFIGS.items() for major_m in (False, True)}
 
 
 def precompile(*, wait: bool = True):
@@ -84,11 +102,15 @@ def blockwise_scaled_mm(a: torch.Tensor, b: torch.Tensor, scales_a: torch.Tensor
                         out_dtype: torch.dtype, m: int, n: int, config: Sm90Config | None = None,
                         swizzle: int = 1, raster: int = 0) -> torch.Tensor:
     """Runs checked operands (scales in the kernel's layouts: ``op_args.blockwise_scaled_mm_operands``)
-    through the kernel of ``config`` (default: ``pick_config``) into a new ``[M, N]`` tensor, its
+    through the kernel of ``config`` (default: ``pick_config``; row-major ``scales_a`` copied
+    column-major for a cooperative kernel from ``COLUMN_SCALES_MIN_M`` rows) into a new ``[M, N]`` tensor, its
     tiles in the order of ``swizzle`` and ``raster`` (csrc/scaled_mm_blockwise_sm90.cuh; by
     default CUTLASS's own, which no other order beat at every shape)."""
     config = config or pick_config(m, n, a.shape[1])
-    function = MODULES[(out_dtype, config.name)].load().blockwise_scaled_mm
+    if scales_a.shape[1] > 1 and scales_a.stride(1) == 1 and not config.pingpong and m >= COLUMN_SCALES_MIN_M:
+        scales_a = column_major_scales(scales_a)
+    major_m = scales_a.shape[1] > 1 and scales_a.stride(1) != 1
+    function = MODULES[(out_dtype, config.name, major_m)].load().blockwise_scaled_mm
     out = torch.empty((m, n), dtype=out_dtype, device=a.device)
     function(out, a, b, scales_a, scales_b, scaled_mm_sm90.workspace(a.device), swizzle, raster)
     return out
@@ -106,8 +128,10 @@ def fp8_blockwise_scaled_mm(
     weight), float32 ``scales_a`` ``[M, ceil(K / 128)]`` (per token and 128-wide K group) and
     ``scales_b`` ``[ceil(N / 128), ceil(K / 128)]`` (per 128 x 128 weight block). Scales with
     contiguous rows (``per_token_group_quant_fp8``'s default output, a checkpoint's
-    ``weight_scale_inv``) are read in place; others, such as the column-major scales of
-    ``column_major_scales=True``, are copied first. K must be a multiple of 16 and N of 8."""
+    ``weight_scale_inv``) are read in place, and so are column-major ``scales_a`` whose columns
+    start 16 bytes apart, 16-byte aligned, with their rows readable up to a multiple of 4
+    (``column_major_scales=True`` with a multiple of 4 rows, sglang's TMA-aligned scales:
+    ``op_args.tma_column_major``); others are copied first. K must be a multiple of 16 and N of 8."""
     m, n, _, sa, sb = blockwise_scaled_mm_operands(OP, mat_a, mat_b, scales_a, scales_b, out_dtype,
                                                    torch.float8_e4m3fn, OUT_DTYPES)
     scaled_mm_sm90.require_sm90(OP, mat_a.device)
