@@ -106,8 +106,18 @@ struct OverlappedBlockwiseMainloop : Base {
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(accum); ++i) accum(i) += part(i) * scale(i);
     };
-
     PipelineState smem_pipe_release = smem_pipe_read;
+    // Issues the next stage's MMAs into `next`, then waits for the previous stage's, releases
+    // that stage and folds its sums (`done`).
+    auto step = [&](auto& next, auto& next_scale, auto& done, auto const& done_scale) {
+      ++smem_pipe_read;
+      issue(next, next_scale, smem_pipe_read);
+      warpgroup_wait<1>();
+      pipeline.consumer_release(smem_pipe_release);
+      ++smem_pipe_release;
+      fold(done, done_scale);
+    };
+
     clear(accum);
     issue(part0, scale0, smem_pipe_read);
     int k_left = k_tile_count - 1;  // blocks not issued yet
@@ -121,23 +131,13 @@ struct OverlappedBlockwiseMainloop : Base {
         fold(part0, scale0);
         break;
       }
-      ++smem_pipe_read;
-      issue(part1, scale1, smem_pipe_read);
-      warpgroup_wait<1>();
-      pipeline.consumer_release(smem_pipe_release);
-      ++smem_pipe_release;
-      fold(part0, scale0);
+      step(part1, scale1, part0, scale0);
       if (--k_left == 0) {
         warpgroup_wait<0>();
         fold(part1, scale1);
         break;
       }
-      ++smem_pipe_read;
-      issue(part0, scale0, smem_pipe_read);
-      warpgroup_wait<1>();
-      pipeline.consumer_release(smem_pipe_release);
-      ++smem_pipe_release;
-      fold(part1, scale1);
+      step(part0, scale0, part1, scale1);
       --k_left;
     }
     warpgroup_fence_operand(accum);
