@@ -48,15 +48,22 @@ def row_shape(input: object, op: str) -> tuple[int, int]:
     return math.prod(shape[:-1]), shape[-1]
 
 
-def group_scales(input: torch.Tensor, rows: int, groups: int, column_major: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def group_scales(op: str, input: torch.Tensor, rows: int, groups: int, column_major: bool,
+                 tma_aligned: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """float32 scales for per-group quantization of ``input`` seen as ``[rows, hidden]``: (the
     tensor returned to the caller, its ``[rows, groups]`` view that the kernel writes).
 
     Row-major scales keep the input's leading dims, ``[..., groups]``; column-major ones are the
-    transposed view of a ``[groups, rows]`` buffer, the layout FP8 block-scaled GEMMs read.
+    transposed view of a ``[groups, rows]`` buffer, the layout FP8 block-scaled GEMMs read, or
+    with ``tma_aligned`` of a ``[groups, rows rounded up to 4]`` buffer's first ``rows`` columns
+    (sglang's ``scale_tma_aligned``): each group's scales then start 16 bytes apart, which lets
+    Hopper's TMA read them in place at any number of rows.
     """
+    if tma_aligned and not column_major:
+        raise ValueError(f"{op}: scale_tma_aligned needs column_major_scales")
     if column_major:
-        scales = torch.empty((groups, rows), dtype=torch.float32, device=input.device).t()
+        pitch = -(-rows // 4) * 4 if tma_aligned else rows
+        scales = torch.empty((groups, pitch), dtype=torch.float32, device=input.device)[:, :rows].t()
         return scales, scales
     scales = torch.empty((*input.shape[:-1], groups), dtype=torch.float32, device=input.device)
     return scales, scales.view(-1, groups)
@@ -300,9 +307,9 @@ def blockwise_scaled_mm_operands(op: str, mat_a, mat_b, scales_a, scales_b, out_
 def tma_column_major(scales: torch.Tensor) -> bool:
     """Whether float32 ``scales`` ``[rows, blocks]`` are column-major in the layout TMA reads in
     place: columns a multiple of 16 bytes apart from a 16-byte aligned start, and each column's
-    rows up to the next multiple of 4 inside the tensor's storage (TMA reads them too; sglang's
-    ``scale_tma_aligned`` scales pad them, and the package's ``column_major_scales`` output
-    needs a multiple of 4 rows)."""
+    rows up to the next multiple of 4 inside the tensor's storage (TMA reads them too;
+    ``scale_tma_aligned`` scales, sglang's and the package's, pad them; the package's
+    ``column_major_scales`` output without it needs a multiple of 4 rows)."""
     rows, blocks = scales.shape
     if scales.stride(0) != 1 or scales.stride(1) % 4 or scales.data_ptr() % 16:
         return False

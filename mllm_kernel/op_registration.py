@@ -108,12 +108,13 @@ def _fresh(result: tuple, inputs: tuple) -> tuple:
 
 
 def _with_defaults(fake: Callable, signature: inspect.Signature) -> Callable:
-    """``fake`` called with every argument: PyTorch passes a fake only those the caller gave."""
+    """``fake`` called with every argument, keyword-only ones by name: PyTorch passes a fake
+    only those the caller gave."""
 
     def call(*args, **kwargs):
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        return fake(*bound.args)
+        return fake(*bound.args, **bound.kwargs)
 
     return call
 

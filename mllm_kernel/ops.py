@@ -38,12 +38,13 @@ def _quant_pair(input: Tensor, dtype: torch.dtype, scale_cols: int) -> tuple[Ten
 
 
 def _group_quant_fp8_fake(input: Tensor, group_size: int, eps: float, column_major_scales: bool,
-                          scale_ue8m0: bool) -> tuple[Tensor, Tensor]:
+                          scale_ue8m0: bool, *, scale_tma_aligned: bool = False) -> tuple[Tensor, Tensor]:
     groups = input.shape[-1] // group_size
     out = input.new_empty(input.shape, dtype=torch.float8_e4m3fn)
     if column_major_scales:
         rows = input.numel() // input.shape[-1] if input.dim() else 1
-        return out, input.new_empty((groups, rows), dtype=torch.float32).t()
+        pitch = (rows + 3) // 4 * 4 if scale_tma_aligned else rows
+        return out, input.new_empty((groups, pitch), dtype=torch.float32)[:, :rows].t()
     return out, input.new_empty((*input.shape[:-1], groups), dtype=torch.float32)
 
 
@@ -120,8 +121,10 @@ def per_token_quant_int8(input: Tensor) -> tuple[Tensor, Tensor]:
 @register_op(kernels={"cpu": cpu.per_token_group_quant_fp8, "cuda": cuda.per_token_group_quant_fp8},
              fake=_group_quant_fp8_fake)
 def per_token_group_quant_fp8(input: Tensor, group_size: int = 128, eps: float = 1e-10,
-                              column_major_scales: bool = False, scale_ue8m0: bool = False) -> tuple[Tensor, Tensor]:
-    """FP8 (e4m3) quantization with one scale per group of ``group_size`` features of a row."""
+                              column_major_scales: bool = False, scale_ue8m0: bool = False, *,
+                              scale_tma_aligned: bool = False) -> tuple[Tensor, Tensor]:
+    """FP8 (e4m3) quantization with one scale per group of ``group_size`` features of a row;
+    ``scale_tma_aligned`` pads column-major scales' rows to a multiple of 4."""
 
 
 @register_op(kernels={"cpu": cpu.per_token_group_quant_int8, "cuda": cuda.per_token_group_quant_int8},

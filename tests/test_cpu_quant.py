@@ -78,6 +78,19 @@ def test_per_token_group_quant_fp8(dtype, rows, hidden, group, column_major, ue8
         assert s.t().is_contiguous()
 
 
+@pytest.mark.parametrize("rows", [1, 3, 5, 8])
+def test_per_token_group_quant_fp8_tma_aligned_scales(rows):
+    """scale_tma_aligned: column-major scales in a buffer of rows padded to a multiple of 4, the
+    same values; without column_major_scales it is refused."""
+    x = _rand(rows, 384, dtype=torch.bfloat16, seed=rows)
+    q, s = per_token_group_quant_fp8(x, 128, column_major_scales=True, scale_tma_aligned=True)
+    ref_q, ref_s = _ref_fp8(x, 128, 1e-10, False)
+    assert s.shape == (rows, 3) and s.stride() == (1, -(-rows // 4) * 4)
+    assert torch.equal(q.view(torch.uint8), ref_q.view(torch.uint8)) and torch.equal(s, ref_s)
+    with pytest.raises(ValueError, match="per_token_group_quant_fp8: scale_tma_aligned needs column_major_scales"):
+        per_token_group_quant_fp8(x, 128, scale_tma_aligned=True)
+
+
 def test_fp8_every_code():
     # Every finite e4m3 magnitude, its midpoints to the next (ties round to even), and 448 itself.
     codes = torch.arange(0, 127, dtype=torch.uint8).view(torch.float8_e4m3fn).float()

@@ -127,6 +127,22 @@ def test_group_quant_fp8(dtype, group, rows, hidden, column_major, ue8m0):
         assert torch.all(torch.frexp(s).mantissa == 0.5), "ue8m0 scales must be powers of two"
 
 
+@pytest.mark.parametrize("rows", [1, 3, 257])
+def test_group_quant_fp8_tma_aligned_scales(rows):
+    """scale_tma_aligned: the scales of a [groups, rows rounded up to 4] buffer's first rows
+    columns, NaN-poisoned first, written exactly; without column_major_scales it is refused."""
+    x = _data(rows, 512, dtype=torch.bfloat16, seed=rows)
+    pitch = -(-rows // 4) * 4
+    torch.full((4, pitch), float("nan"), device="cuda")  # the allocator hands this block to the scales
+    q, s = per_token_group_quant_fp8(x, 128, 1e-10, True, False, scale_tma_aligned=True)
+    ref_q, ref_s = _ref_groups(x, 128, 1e-10, FP8)
+    assert s.shape == (rows, 4) and s.stride() == (1, pitch)
+    _assert_same(q, ref_q)
+    _assert_scales(s, ref_s)
+    with pytest.raises(ValueError, match="per_token_group_quant_fp8: scale_tma_aligned needs column_major_scales"):
+        per_token_group_quant_fp8(x, 128, scale_tma_aligned=True)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=_ids)
 @pytest.mark.parametrize("group", [32, 64, 128])
 @pytest.mark.parametrize("rows,hidden", [(1, 128), (5, 640), (300, 4096), (2, 16384)])

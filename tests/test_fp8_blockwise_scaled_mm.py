@@ -207,6 +207,11 @@ def test_quantized_linear_layer():
     y = ops.fp8_blockwise_scaled_mm(x_q, w_q.t(), x_scale, blocks, torch.bfloat16)
     ref = x.double() @ weight.double().t()
     assert (y.double() - ref).abs().max() / ref.abs().max() < 0.06
+    # 37 rows: TMA reads those scales only when their rows are padded to a multiple of 4.
+    assert not tma_column_major(x_scale)
+    _, aligned = ops.per_token_group_quant_fp8(x, BLOCK, column_major_scales=True, scale_tma_aligned=True)
+    assert tma_column_major(aligned) and torch.equal(aligned, x_scale)
+    assert torch.equal(ops.fp8_blockwise_scaled_mm(x_q, w_q.t(), aligned, blocks, torch.bfloat16), y)
 
 
 @sm90

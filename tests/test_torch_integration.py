@@ -66,6 +66,16 @@ def test_opcheck(name, args):
     torch.library.opcheck(getattr(torch.ops.mllm_kernel, name), args, test_utils=utils)
 
 
+def test_opcheck_keyword_only_argument():
+    """A keyword-only argument (per_token_group_quant_fp8's scale_tma_aligned) reaches the kernel
+    and the fake implementation alike: the padded scales' strides agree."""
+    x = torch.randn(5, 256, generator=torch.Generator().manual_seed(4))
+    torch.library.opcheck(torch.ops.mllm_kernel.per_token_group_quant_fp8, (x, 64, 1e-10, True, False),
+                          {"scale_tma_aligned": True},
+                          test_utils=("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic"))
+    assert ops.per_token_group_quant_fp8(x, 64, 1e-10, True, False, scale_tma_aligned=True)[1].stride() == (1, 8)
+
+
 def decoder_block(x, residual, norm_w, q, k, q_w, k_w, positions, cos_sin, gate_up, k_cache, v_cache, slots):
     """A model-like chain: norm, qk-norm, rope, cache store, activation, quantization."""
     ops.fused_add_rmsnorm(x, residual, norm_w)

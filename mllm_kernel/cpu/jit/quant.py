@@ -62,7 +62,7 @@ def per_token_group_quant_int8(
     group_size = _check_group_size(op, group_size)
     rows, hidden = row_shape(input, op)
     out = torch.empty(input.shape, dtype=torch.int8, device=input.device)
-    scales, scales_2d = group_scales(input, rows, hidden // group_size, False)
+    scales, scales_2d = group_scales(op, input, rows, hidden // group_size, False)
     _GROUP_INT8[input.dtype](out, scales_2d, input, group_size, float(eps), num_threads())
     return out, scales
 
@@ -73,19 +73,23 @@ def per_token_group_quant_fp8(
     eps: float = 1e-10,
     column_major_scales: bool = False,
     scale_ue8m0: bool = False,
+    *,
+    scale_tma_aligned: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """float8_e4m3fn per group: ``scale = max(amax, eps) / 448`` (rounded up to a power of two
     with ``scale_ue8m0``), ``q = e4m3(clamp(x / scale, -448, 448))``.
 
     Scales are float32 ``[..., hidden / group_size]``; with ``column_major_scales`` they are
     the transpose view of a ``[hidden / group_size, rows]`` buffer (rows = leading dims
-    flattened, so the result is 2-D).
+    flattened, so the result is 2-D), whose rows ``scale_tma_aligned`` pads to a multiple of 4
+    (``op_args.group_scales``).
     """
     op = "per_token_group_quant_fp8"
     group_size = _check_group_size(op, group_size)
     rows, hidden = row_shape(input, op)
     out = torch.empty(input.shape, dtype=torch.float8_e4m3fn, device=input.device)
-    scales, scales_2d = group_scales(input, rows, hidden // group_size, bool(column_major_scales))
+    scales, scales_2d = group_scales(op, input, rows, hidden // group_size, bool(column_major_scales),
+                                      bool(scale_tma_aligned))
     _GROUP_FP8[input.dtype](
         out, scales_2d, input, group_size, float(eps), bool(scale_ue8m0), num_threads()
     )

@@ -130,8 +130,9 @@ def fp8_blockwise_scaled_mm(
     contiguous rows (``per_token_group_quant_fp8``'s default output, a checkpoint's
     ``weight_scale_inv``) are read in place, and so are column-major ``scales_a`` whose columns
     start 16 bytes apart, 16-byte aligned, with their rows readable up to a multiple of 4
-    (``column_major_scales=True`` with a multiple of 4 rows, sglang's TMA-aligned scales:
-    ``op_args.tma_column_major``); others are copied first. K must be a multiple of 16 and N of 8."""
+    (``per_token_group_quant_fp8(..., column_major_scales=True, scale_tma_aligned=True)``, or
+    without the padding at a multiple of 4 rows: ``op_args.tma_column_major``); others are
+    copied first. K must be a multiple of 16 and N of 8."""
     m, n, _, sa, sb = blockwise_scaled_mm_operands(OP, mat_a, mat_b, scales_a, scales_b, out_dtype,
                                                    torch.float8_e4m3fn, OUT_DTYPES)
     scaled_mm_sm90.require_sm90(OP, mat_a.device)

@@ -149,20 +149,24 @@ def per_token_group_quant_fp8(
     out: torch.Tensor | None = None,
     *,
     enable_pdl: bool | None = None,
+    scale_tma_aligned: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """float8_e4m3fn quantization per group of ``group_size`` (32, 64 or 128) elements of each
     row: ``scale = max(amax, eps) / 448``, rounded up to a power of two with ``scale_ue8m0``.
 
     Scales are float32 ``[..., hidden / group_size]``; with ``column_major_scales`` they are the
     transposed view of a ``[hidden / group_size, rows]`` buffer (rows = leading dims flattened,
-    so the result is 2-D). Returns ``(out, scales)``.
+    so the result is 2-D), whose rows ``scale_tma_aligned`` pads to a multiple of 4: the layout
+    ``fp8_blockwise_scaled_mm`` reads in place at any number of rows (``op_args.group_scales``).
+    Returns ``(out, scales)``.
     """
     op = "per_token_group_quant_fp8"
     function = _GROUP_FP8[input.dtype]
     rows, hidden = row_shape(input, op)
     group_size = _check_group_size(op, group_size, hidden)
     out = _out(op, input, out, torch.float8_e4m3fn)
-    scales, scales_2d = group_scales(input, rows, hidden // group_size, bool(column_major_scales))
+    scales, scales_2d = group_scales(op, input, rows, hidden // group_size, bool(column_major_scales),
+                                      bool(scale_tma_aligned))
     function(out, scales_2d, input, group_size, float(eps), bool(scale_ue8m0), resolve_pdl(enable_pdl))
     return out, scales
 
@@ -183,6 +187,6 @@ def per_token_group_quant_int8(
     rows, hidden = row_shape(input, op)
     group_size = _check_group_size(op, group_size, hidden)
     out = _out(op, input, out, torch.int8)
-    scales, scales_2d = group_scales(input, rows, hidden // group_size, False)
+    scales, scales_2d = group_scales(op, input, rows, hidden // group_size, False)
     function(out, scales_2d, input, group_size, float(eps), resolve_pdl(enable_pdl))
     return out, scales
