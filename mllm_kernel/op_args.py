@@ -48,6 +48,19 @@ def row_shape(input: object, op: str) -> tuple[int, int]:
     return math.prod(shape[:-1]), shape[-1]
 
 
+#: float32 scales in a 16-byte unit, the grain of Hopper's TMA: column-major scales whose columns
+#: are padded to a multiple of this many rows can be read by TMA in place at any number of rows.
+TMA_SCALE_ROWS = 4
+
+
+def column_major_empty(rows: int, cols: int, device: torch.device, *, tma_aligned: bool = False) -> torch.Tensor:
+    """An uninitialised float32 ``[rows, cols]`` tensor, column-major: the transposed view of the
+    first ``rows`` columns of a ``[cols, pitch]`` buffer, ``pitch`` being ``rows`` or, with
+    ``tma_aligned``, ``rows`` rounded up to ``TMA_SCALE_ROWS``."""
+    pitch = -(-rows // TMA_SCALE_ROWS) * TMA_SCALE_ROWS if tma_aligned else rows
+    return torch.empty((cols, pitch), dtype=torch.float32, device=device)[:, :rows].t()
+
+
 def group_scales(op: str, input: torch.Tensor, rows: int, groups: int, column_major: bool,
                  tma_aligned: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """float32 scales for per-group quantization of ``input`` seen as ``[rows, hidden]``: (the
@@ -62,8 +75,7 @@ def group_scales(op: str, input: torch.Tensor, rows: int, groups: int, column_ma
     if tma_aligned and not column_major:
         raise ValueError(f"{op}: scale_tma_aligned needs column_major_scales")
     if column_major:
-        pitch = -(-rows // 4) * 4 if tma_aligned else rows
-        scales = torch.empty((groups, pitch), dtype=torch.float32, device=input.device)[:, :rows].t()
+        scales = column_major_empty(rows, groups, input.device, tma_aligned=tma_aligned)
         return scales, scales
     scales = torch.empty((*input.shape[:-1], groups), dtype=torch.float32, device=input.device)
     return scales, scales.view(-1, groups)
@@ -311,9 +323,9 @@ def tma_column_major(scales: torch.Tensor) -> bool:
     ``scale_tma_aligned`` scales, sglang's and the package's, pad them; the package's
     ``column_major_scales`` output without it needs a multiple of 4 rows)."""
     rows, blocks = scales.shape
-    if scales.stride(0) != 1 or scales.stride(1) % 4 or scales.data_ptr() % 16:
+    if scales.stride(0) != 1 or scales.stride(1) % TMA_SCALE_ROWS or scales.data_ptr() % 16:
         return False
-    reach = scales.storage_offset() + (blocks - 1) * scales.stride(1) + -(-rows // 4) * 4
+    reach = scales.storage_offset() + (blocks - 1) * scales.stride(1) + -(-rows // TMA_SCALE_ROWS) * TMA_SCALE_ROWS
     return reach * scales.element_size() <= scales.untyped_storage().nbytes()
 
 

@@ -19,7 +19,7 @@ from torch import Tensor
 
 from mllm_kernel.cpu import jit as cpu
 from mllm_kernel.cuda import jit as cuda
-from mllm_kernel.op_args import dtype_names
+from mllm_kernel.op_args import column_major_empty, dtype_names
 from mllm_kernel.op_registration import REGISTERED_OPS, register_op
 
 
@@ -43,8 +43,7 @@ def _group_quant_fp8_fake(input: Tensor, group_size: int, eps: float, column_maj
     out = input.new_empty(input.shape, dtype=torch.float8_e4m3fn)
     if column_major_scales:
         rows = input.numel() // input.shape[-1] if input.dim() else 1
-        pitch = (rows + 3) // 4 * 4 if scale_tma_aligned else rows
-        return out, input.new_empty((groups, pitch), dtype=torch.float32)[:, :rows].t()
+        return out, column_major_empty(rows, groups, input.device, tma_aligned=scale_tma_aligned)
     return out, input.new_empty((*input.shape[:-1], groups), dtype=torch.float32)
 
 

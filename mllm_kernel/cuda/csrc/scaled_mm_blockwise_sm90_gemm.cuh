@@ -66,17 +66,12 @@ struct BlockwiseGemmSm90 {
   /// A's scale layout for an M x K problem whose scale tensor has rows (K-major) or K blocks
   /// (M-major: M rounded up to 4 rows, all of which are read) `ld` floats apart.
   static LayoutSFA scale_a_layout(int m, int n, int k, int ld) {
-    if constexpr (kScaleAMajorM) {
-      auto layout = ScaleConfig::tile_atom_to_shape_SFA(cute::make_shape((m + 3) / 4 * 4, n, k, 1));
-      auto stride = layout.stride();
-      cute::get<1, 1>(stride) = ld;
-      return LayoutSFA{layout.shape(), stride};
-    } else {
-      auto layout = ScaleConfig::tile_atom_to_shape_SFA(cute::make_shape(m, n, k, 1));
-      auto stride = layout.stride();
-      cute::get<0, 1>(stride) = ld;
-      return LayoutSFA{layout.shape(), stride};
-    }
+    constexpr int kStridedMode = kScaleAMajorM ? 1 : 0;  // the mode `ld` steps: K blocks or rows
+    const int rows = kScaleAMajorM ? (m + 3) / 4 * 4 : m;
+    auto layout = ScaleConfig::tile_atom_to_shape_SFA(cute::make_shape(rows, n, k, 1));
+    auto stride = layout.stride();
+    cute::get<kStridedMode, 1>(stride) = ld;
+    return LayoutSFA{layout.shape(), stride};
   }
 
   /// B's scale layout for an N x K problem whose scale tensor has rows `ld` floats apart.

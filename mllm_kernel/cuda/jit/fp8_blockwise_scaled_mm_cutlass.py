@@ -38,7 +38,7 @@ from mllm_kernel.cuda.jit import scaled_mm_sm90
 from mllm_kernel.cuda.jit.scaled_mm_sm90 import ARCH, OUT_DTYPES, Sm90Config
 from mllm_kernel.jit_utils import jit_module, make_cpp_args
 from mllm_kernel.jit_utils import precompile as jit_precompile
-from mllm_kernel.op_args import blockwise_scaled_mm_operands
+from mllm_kernel.op_args import blockwise_scaled_mm_operands, column_major_empty
 
 OP = "fp8_blockwise_scaled_mm"
 
@@ -57,11 +57,9 @@ COLUMN_SCALES_MIN_M = 1024
 
 
 def column_major_scales(scales_a: torch.Tensor) -> torch.Tensor:
-    """``scales_a`` ``[M, blocks]`` copied column-major, its columns padded to a multiple of 4
-    rows (the layout ``op_args.tma_column_major`` accepts)."""
-    m, blocks = scales_a.shape
-    buffer = torch.empty((blocks, -(-m // 4) * 4), dtype=scales_a.dtype, device=scales_a.device)
-    out = buffer[:, :m].t()
+    """float32 ``scales_a`` ``[M, blocks]`` copied column-major, its columns padded to a multiple
+    of 4 rows (the layout ``op_args.tma_column_major`` accepts)."""
+    out = column_major_empty(*scales_a.shape, scales_a.device, tma_aligned=True)
     out.copy_(scales_a)
     return out
 
