@@ -1,6 +1,7 @@
 """Weight-only quantized GEMM: mllm_kernel's gptq_marlin_gemm beside bf16 cuBLAS and PyTorch's
 own int4 weight-only kernel in the same run, at Llama-3-8B's linear-layer shapes (N x K =
-4096x4096, 14336x4096, 4096x14336, 6144x4096) and M = 1, 16, 128, 1024, 8192, bf16 activations.
+4096x4096, 14336x4096, 4096x14336, 6144x4096) and M = 1, 16, 32, 64, 128, 256, 1024, 8192, bf16
+activations.
 
     python benchmarks/bench_marlin.py [--json benchmarks/results/cuda.json]   # H100
 
@@ -27,7 +28,7 @@ import results  # noqa: E402
 
 CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336), (6144, 4096)]
-MS = [1, 16, 128, 256, 1024, 8192]
+MS = [1, 16, 32, 64, 128, 256, 1024, 8192]
 GROUP = 128
 
 

@@ -1193,6 +1193,11 @@ def test_wgmma_routing(monkeypatch):
     assert gptq_marlin.wgmma_split(140, 128, 132) == (140, 1)  # K takes no split
     assert gptq_marlin.wgmma_tiles(129, 4096, 128) == 64 and gptq_marlin.wgmma_tiles(257, 4096, 256) == 64
     assert gptq_marlin.wgmma_plan(256, 4096, 4096, 132) == (128, 0, 2, False)  # two rows of 32 tiles of 128
+    # Up to 64 rows, one block of rows: the fewest of 32 and 64 that holds them (wgmma's N).
+    assert [gptq_marlin.wgmma_block_rows(m) for m in (17, 32, 33, 64, 65)] == [(32,), (32,), (64,), (64,), (128, 256)]
+    assert gptq_marlin.wgmma_plan(20, 4096, 4096, 132) == (32, 0, 4, False)
+    assert gptq_marlin.wgmma_plan(32, 14336, 4096, 132) == (32, 112, 1, False)
+    assert gptq_marlin.wgmma_plan(48, 6144, 4096, 132) == (64, 0, 2, False)
     assert gptq_marlin.wgmma_plan(200, 14336, 4096, 132, block_rows=128) == (128, 224, 1, False)
     # Splits run as clusters where every tile is split, in up to 8 splits, and the GPU runs a
     # cluster for every tile at once (an H100's counts for this kernel).
@@ -1207,7 +1212,7 @@ def test_wgmma_routing(monkeypatch):
     # 32 tiles: not 32 clusters of 4, but 3 splits (20 or 22 stages of 64) in clusters; at K =
     # 14336 the longer splits cost more than the clusters save.
     assert plan(128, 4096, 4096) == (128, 0, 3, True) and plan(128, 4096, 14336) == (128, 0, 4, False)
-    assert plan(64, 4096, 4096) == (128, 0, 4, False)  # half the partial sums: the ticket's fix-up is cheaper
+    assert plan(64, 4096, 4096) == (64, 0, 4, False)  # half the partial sums: the ticket's fix-up is cheaper
     assert plan(128, 1024, 1024) == (128, 0, 4, True)  # 8 tiles, 16 stages: 4 stages a split, not 2
     assert plan(128, 512, 4096) == (128, 0, 8, True)  # 4 tiles: 8 splits in clusters, not 32 without
     assert gptq_marlin.wgmma_plan(128, 512, 4096, 132) == (128, 0, 32, False)
@@ -1236,10 +1241,11 @@ def test_wgmma_routing(monkeypatch):
 @pytest.mark.parametrize("kind", ["gptq4", "awq"])
 @pytest.mark.parametrize("group_size", [-1, 64, 128, 256])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
-@pytest.mark.parametrize("m", [48, 100, 128, 129, 300, 1000])
+@pytest.mark.parametrize("m", [17, 32, 40, 64, 100, 128, 129, 300, 1000])
 def test_gptq_marlin_gemm_takes_the_wgmma_kernel(kind, group_size, dtype, m):
-    """48 to 1024 rows (one to eight rows of blocks) of GPTQ and AWQ 4-bit weights on sm_90,
-    through the public entry point: the output poisoned, against the float64 product."""
+    """17 to 1024 rows (one block of 32, 64 or 128 rows to eight rows of blocks) of GPTQ and AWQ
+    4-bit weights on sm_90, through the public entry point: the output poisoned, against the
+    float64 product."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     k, n = 1024, 384
@@ -1247,9 +1253,11 @@ def test_gptq_marlin_gemm_takes_the_wgmma_kernel(kind, group_size, dtype, m):
     a = torch.randn(m, k, device="cuda").to(dtype)
     zeros = prep["zeros"] if prep["zeros"] is not None else torch.empty(0)
     assert gptq_marlin.wgmma_applies(a, m, n, k, 4, prep["s"], False, zeros)
-    # 3 to 24 tiles, every one split: the splits run as clusters.
+    # 3 to 24 tiles, every one split: the splits run as clusters, but for 17 rows, whose few
+    # partial sums make the global fix-up the shorter (wgmma_split_stages).
     at_once = functools.partial(gptq_marlin._wgmma_clusters_at_once, a.device, dtype)
-    assert gptq_marlin.wgmma_plan(m, n, k, gptq_marlin._sm_count(a.device.index), clusters_at_once=at_once).cluster
+    plan = gptq_marlin.wgmma_plan(m, n, k, gptq_marlin._sm_count(a.device.index), clusters_at_once=at_once)
+    assert plan.cluster == (m > 17) and plan.whole == 0, plan
     c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
     out = _run(prep, a, n, k, c=c)
     assert out.data_ptr() == c.data_ptr()
@@ -1302,7 +1310,7 @@ def test_gptq_marlin_gemm_takes_each_wgmma_plan(monkeypatch, kind, dtype, m, pla
 @pytest.mark.parametrize("group_size", [-1, 128])
 @pytest.mark.parametrize("m", [1, 20, 128, 200, 300, 600])
 def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
-    """The kernel's module function (any rows, in blocks of 128 and of 256: a last block of fewer
+    """The kernel's module function (any rows, in blocks of 32, 64, 128 and 256: a last block of fewer
     rows copies them rounded up to 8, the rest of its stages holding what they held, and rows
     past M are never stored), every tile or only those past the first whole ones over 2
     to 8 splits of K (partial sums and output poisoned, the counters left zero), every tile's
@@ -1317,7 +1325,7 @@ def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
     module = gptq_marlin._WGMMA[dtype]
     empty = torch.empty(0, dtype=torch.int32, device="cuda")
     zeros = prep["zeros"] if prep["zeros"] is not None else empty
-    for rows in (128, 256):
+    for rows in (32, 64, 128, 256):
         tiles = gptq_marlin.wgmma_tiles(m, n, rows)
         locks = torch.zeros(tiles, dtype=torch.int32, device="cuda")
         # (whole tiles, splits): none split (splits 1, or no tile past the whole ones), every tile
@@ -1341,8 +1349,8 @@ def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
     with pytest.raises(ValueError, match="the wgmma kernel needs size_k a multiple of 128 and as many rows a split "
                                          r"\(at least 1152 for 9 splits\), got 1024"):
         module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 9, 128, 0, False, True)
-    with pytest.raises(ValueError, match="the wgmma kernel takes blocks of 128 or 256 rows, got 64"):
-        module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, 64, 0, False, True)
+    with pytest.raises(ValueError, match="the wgmma kernel takes blocks of 32, 64, 128 or 256 rows, got 48"):
+        module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 1, 48, 0, False, True)
     tiles = gptq_marlin.wgmma_tiles(m, n, 128)
     with pytest.raises(ValueError, match=f"the wgmma kernel's whole tiles must be 0 to its {tiles} tiles, got -1"):
         module(a, c, prep["q"], prep["s"], zeros, empty, partials, locks, m, n, k, 2, 128, -1, False, True)
@@ -1377,14 +1385,14 @@ def test_marlin_wgmma_clusters_at_once():
     at_once = gptq_marlin._WGMMA_CLUSTERS[torch.bfloat16]
     device = torch.cuda.current_device()
     sms = gptq_marlin._sm_count(device)
-    for rows in (128, 256):
+    for rows in (32, 64, 128, 256):
         counts = {splits: int(at_once(device, splits, rows)) for splits in (2, 4, 8)}
         assert 0 < counts[8] <= counts[4] <= counts[2], counts
         assert all(count * splits <= sms for splits, count in counts.items()), counts
     with pytest.raises(ValueError, match="clusters of 2 to 8 splits, got 16"):
         at_once(device, 16, 128)
-    with pytest.raises(ValueError, match="the wgmma kernel takes blocks of 128 or 256 rows, got 64"):
-        at_once(device, 2, 64)
+    with pytest.raises(ValueError, match="the wgmma kernel takes blocks of 32, 64, 128 or 256 rows, got 48"):
+        at_once(device, 2, 48)
 
 
 @hopper

@@ -1,5 +1,5 @@
-// Hopper (sm_90a) weight-only GEMM on Marlin-format 4-bit weights, any rows of a in blocks of 128
-// or 256 (gptq_marlin routes 48 to 1024 here):
+// Hopper (sm_90a) weight-only GEMM on Marlin-format 4-bit weights, any rows of a in blocks of 32,
+// 64, 128 or 256 (gptq_marlin routes 17 to 1024 here):
 //   marlin_wgmma_gemm<T>(a, c, b, scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
 //                        splits, block_rows, whole, enable_pdl)
 // c[M, N] = a[M, K] @ ((q - zero) * scale): GPTQ uint4b8 (zero 8) or AWQ uint4 (zero points),
@@ -12,19 +12,20 @@
 // lane L's m64k16 A fragment for warp i of a warpgroup. So each warp reads one word a lane a
 // 16-row step and dequantizes it straight into A registers.
 //
-// A block is 128 columns by 128 or 256 rows of a, in a loading warpgroup and two computing
-// ones. One thread of the loading warpgroup copies each 64-row stage of K (a's rows by TMA into
-// the 128-byte swizzle wgmma reads, the weight tiles by bulk copies) onto the stage's `full`
-// barrier, so the copies take next to no issue slots from the computing warps; each computing
-// warpgroup (64 columns) runs four m64n128k16 wgmmas a stage for each 128 rows, one commit group
-// each, and hands the stage back on its `empty` barrier once they are done, so no block barrier
-// sits in the loop. Blocks of 256 rows dequantize each weight once for twice the products (the
-// dequantization, not the tensor cores, bounds a block of 128), at 128 more accumulator
-// registers a thread, which the loading warpgroup gives up (setmaxnreg). A registers are
-// double-buffered across stages, and the next group's scales are loaded a group ahead.
-// Channel-wise scales are applied to the float32 sums at the end instead. The sums leave
-// through shared memory (the stages, free by then), so that the global stores are whole 16-byte
-// chunks of rows.
+// A block is 128 columns by 32, 64, 128 or 256 rows of a, in a loading warpgroup and two
+// computing ones. One thread of the loading warpgroup copies each 64-row stage of K (a's rows by
+// TMA into the 128-byte swizzle wgmma reads, the weight tiles by bulk copies) onto the stage's
+// `full` barrier, so the copies take next to no issue slots from the computing warps; each
+// computing warpgroup (64 columns) runs four m64nNk16 wgmmas a stage for each 128 rows (N: the
+// block's rows up to 128), one commit group each, and hands the stage back on its `empty`
+// barrier once they are done, so no block barrier sits in the loop. Blocks of 256 rows
+// dequantize each weight once for twice the products (the dequantization, not the tensor cores,
+// bounds a block of 128), at 128 more accumulator registers a thread, which the loading
+// warpgroup gives up (setmaxnreg); blocks of 32 or 64 rows, for calls of that many, run as many
+// fewer products as their rows. A registers are double-buffered across stages, and the next
+// group's scales are loaded a group ahead. Channel-wise scales are applied to the float32 sums
+// at the end instead. The sums leave through shared memory (the stages, free by then), so that
+// the global stores are whole 16-byte chunks of rows.
 //
 // The grid is one block a tile for the first `whole` output tiles, then one a split of K for
 // each remaining tile (the caller picks both: gptq_marlin.wgmma_plan splits every tile where
@@ -69,17 +70,20 @@ constexpr int kWgComputeThreads = 256;        // the computing warpgroups: threa
 constexpr int kWgBBytes = kWgStageK / marlin::kTileK * 2 * marlin::tile_words(4) * 4;  // 4 KB
 constexpr int kWgMaxCluster = 8;              // the cluster size every sm_90 GPU supports
 
-/// A block's rows of a, kRows (128, or 256 where M is large: wgmma's N, in m64n128k16 halves),
-/// and what follows from them.
+/// A block's rows of a, kRows (32 or 64 for few rows, 128, or 256 where M is large), and what
+/// follows from them. wgmma's N is the block's rows up to 128, in m64n128k16 halves beyond: a
+/// block of fewer rows runs that many fewer products, where rows past M would only add zeros.
 template <int kRows>
 struct WgTile {
-  static_assert(kRows == 128 || kRows == 256, "blocks of 128 or 256 rows of a");
-  static constexpr int kHalves = kRows / 128;          // m64n128k16 wgmmas a K step
-  static constexpr int kABytes = kRows * kWgStageK * 2;  // 16 or 32 KB
+  static_assert(kRows == 32 || kRows == 64 || kRows == 128 || kRows == 256, "blocks of 32, 64, 128 or 256 rows of a");
+  static constexpr int kN = kRows < 128 ? kRows : 128;  // wgmma's N
+  static constexpr int kHalves = kRows / kN;            // wgmmas a K step
+  static constexpr int kABytes = kRows * kWgStageK * 2;  // 4 to 32 KB
   static constexpr int kStageBytes = kABytes + kWgBBytes;
   // The weights stream from HBM, each block its own: with 4 stages of 128 rows the computing
-  // warps waited on them. 256 rows take the 6 that 227 KB of shared memory holds.
-  static constexpr int kStages = kRows == 128 ? 8 : 6;
+  // warps waited on them. 256 rows take the 6 that 227 KB of shared memory holds; fewer rows
+  // 12 (16 to 39, filling 192 KB, were no faster).
+  static constexpr int kStages = kRows == 256 ? 6 : kRows == 128 ? 8 : 12;
   /// Dynamic shared memory: the stages (1024-byte aligned for the swizzle) and their barriers.
   static constexpr int kSmemBytes = kStages * kStageBytes + 1024 + 2 * kStages * 8;
 };
@@ -147,54 +151,77 @@ __device__ __forceinline__ std::uint64_t wg_desc(std::uint32_t addr) {
          static_cast<std::uint64_t>(1024 >> 4) << 32 | std::uint64_t{1} << 62;
 }
 
-/// Four m64n128k16 wgmmas (A from registers, B at desc + 32 bytes a step), one commit group; the
-/// first adds to d only when `accumulate`.
-template <typename T>
-__device__ __forceinline__ void wg_mma4(float (&d)[64], const std::uint32_t (&a)[4][4], std::uint32_t b_addr,
+/// Four m64nNk16 wgmmas, N = kN rows of a (A from registers, B at desc + 32 bytes a step), one
+/// commit group; the first adds to d only when `accumulate`.
+template <typename T, int kN>
+__device__ __forceinline__ void wg_mma4(float (&d)[kN / 2], const std::uint32_t (&a)[4][4], std::uint32_t b_addr,
                                         int accumulate);
-#define MLLM_WG_D                                                                                                   \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, "    \
-  "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, " \
-  "%45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
-#define MLLM_WG_D_OPERANDS                                                                                           \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),     \
-      "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),       \
-      "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),      \
-      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),      \
-      "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),      \
-      "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),      \
-      "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),      \
-      "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-#define MLLM_WG_MMA4(TYPE)                                                                                          \
-  asm volatile(                                                                                                     \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %84, 0;\nwgmma.fence.sync.aligned;\n"                                       \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " MLLM_WG_D ", {%64, %65, %66, %67}, %80, p, 1, 1, 0;\n"  \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " MLLM_WG_D ", {%68, %69, %70, %71}, %81, 1, 1, 1, 0;\n"  \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " MLLM_WG_D ", {%72, %73, %74, %75}, %82, 1, 1, 1, 0;\n"  \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " MLLM_WG_D ", {%76, %77, %78, %79}, %83, 1, 1, 1, 0;\n"  \
-      "wgmma.commit_group.sync.aligned;\n}\n"                                                                       \
-      : MLLM_WG_D_OPERANDS                                                                                          \
-      : "r"(a[0][0]), "r"(a[0][1]), "r"(a[0][2]), "r"(a[0][3]), "r"(a[1][0]), "r"(a[1][1]), "r"(a[1][2]),           \
-        "r"(a[1][3]), "r"(a[2][0]), "r"(a[2][1]), "r"(a[2][2]), "r"(a[2][3]), "r"(a[3][0]), "r"(a[3][1]),           \
-        "r"(a[3][2]), "r"(a[3][3]), "l"(desc), "l"(desc + 2), "l"(desc + 4), "l"(desc + 6), "r"(accumulate)       \
-      : "memory")
+// Inline asm takes operands literally, so each N has its lists: d's N / 2 floats (%0 on), then
+// a's 16 registers, the 4 descriptors and the flag.
+#define MLLM_WG_D32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define MLLM_WG_OUT32 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+#define MLLM_WG_D64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, \
+  %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define MLLM_WG_OUT64 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), \
+  "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), \
+  "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define MLLM_WG_D128 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, \
+  %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, \
+  %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define MLLM_WG_OUT128 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), \
+  "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), \
+  "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), \
+  "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), \
+  "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), \
+  "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), \
+  "+f"(d[62]), "+f"(d[63])
+#define MLLM_WG_IN                                                                                           \
+  "r"(a[0][0]), "r"(a[0][1]), "r"(a[0][2]), "r"(a[0][3]), "r"(a[1][0]), "r"(a[1][1]), "r"(a[1][2]), "r"(a[1][3]), \
+      "r"(a[2][0]), "r"(a[2][1]), "r"(a[2][2]), "r"(a[2][3]), "r"(a[3][0]), "r"(a[3][1]), "r"(a[3][2]),          \
+      "r"(a[3][3]), "l"(desc), "l"(desc + 2), "l"(desc + 4), "l"(desc + 6), "r"(accumulate)
 // The four steps' descriptors are the first's plus 32 bytes a step: 2 in its address field, which
-// no shared memory address carries out of.
-template <>
-__device__ __forceinline__ void wg_mma4<bf16_t>(float (&d)[64], const std::uint32_t (&a)[4][4], std::uint32_t b_addr,
-                                                int accumulate) {
-  const std::uint64_t desc = wg_desc(b_addr);
-  MLLM_WG_MMA4("bf16");
-}
-template <>
-__device__ __forceinline__ void wg_mma4<fp16_t>(float (&d)[64], const std::uint32_t (&a)[4][4], std::uint32_t b_addr,
-                                                int accumulate) {
-  const std::uint64_t desc = wg_desc(b_addr);
-  MLLM_WG_MMA4("f16");
-}
+// no shared memory address carries out of. A0-A3: a's registers of each step, B0-B3 the
+// descriptors, P the flag, as operand numbers.
+#define MLLM_WG_MMA4(T, TYPE, N, A0, A1, A2, A3, B0, B1, B2, B3, P)                                              \
+  template <>                                                                                                   \
+  __device__ __forceinline__ void wg_mma4<T, N>(float (&d)[N / 2], const std::uint32_t (&a)[4][4],              \
+                                                std::uint32_t b_addr, int accumulate) {                         \
+    const std::uint64_t desc = wg_desc(b_addr);                                                                 \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " P ", 0;\nwgmma.fence.sync.aligned;\n"                       \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " MLLM_WG_D##N ", " A0 ", " B0   \
+                 ", p, 1, 1, 0;\n"                                                                              \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " MLLM_WG_D##N ", " A1 ", " B1   \
+                 ", 1, 1, 1, 0;\n"                                                                              \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " MLLM_WG_D##N ", " A2 ", " B2   \
+                 ", 1, 1, 1, 0;\n"                                                                              \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " MLLM_WG_D##N ", " A3 ", " B3   \
+                 ", 1, 1, 1, 0;\n"                                                                              \
+                 "wgmma.commit_group.sync.aligned;\n}\n"                                                         \
+                 : MLLM_WG_OUT##N                                                                               \
+                 : MLLM_WG_IN                                                                                   \
+                 : "memory");                                                                                   \
+  }
+#define MLLM_WG_MMA4_BOTH(N, A0, A1, A2, A3, B0, B1, B2, B3, P)  \
+  MLLM_WG_MMA4(bf16_t, "bf16", N, A0, A1, A2, A3, B0, B1, B2, B3, P) \
+  MLLM_WG_MMA4(fp16_t, "f16", N, A0, A1, A2, A3, B0, B1, B2, B3, P)
+MLLM_WG_MMA4_BOTH(32, "{%16, %17, %18, %19}", "{%20, %21, %22, %23}", "{%24, %25, %26, %27}", "{%28, %29, %30, %31}",
+                  "%32", "%33", "%34", "%35", "%36")
+MLLM_WG_MMA4_BOTH(64, "{%32, %33, %34, %35}", "{%36, %37, %38, %39}", "{%40, %41, %42, %43}", "{%44, %45, %46, %47}",
+                  "%48", "%49", "%50", "%51", "%52")
+MLLM_WG_MMA4_BOTH(128, "{%64, %65, %66, %67}", "{%68, %69, %70, %71}", "{%72, %73, %74, %75}", "{%76, %77, %78, %79}",
+                  "%80", "%81", "%82", "%83", "%84")
+#undef MLLM_WG_MMA4_BOTH
 #undef MLLM_WG_MMA4
-#undef MLLM_WG_D_OPERANDS
-#undef MLLM_WG_D
+#undef MLLM_WG_IN
+#undef MLLM_WG_D32
+#undef MLLM_WG_D64
+#undef MLLM_WG_D128
+#undef MLLM_WG_OUT32
+#undef MLLM_WG_OUT64
+#undef MLLM_WG_OUT128
 
 template <int N>
 __device__ __forceinline__ void wg_wait() {
@@ -234,20 +261,20 @@ constexpr int kWgStagedPitch = kWgBlockN * static_cast<int>(sizeof(V)) + 16;
 
 /// Writes this thread's sums (d[h][4 j + e]: tile column c + 8 (e / 2), tile row 128 h + 8 j +
 /// 2 (lane % 4) + e % 2), times scale_lo or scale_hi by column, as V into the staged tile at smem.
-template <typename V, int kHalves>
-__device__ __forceinline__ void stage_tile(unsigned char* smem, const float (&d)[kHalves][64], std::int64_t c, int lane,
-                                           float scale_lo, float scale_hi) {
+template <typename V, int kHalves, int kN>
+__device__ __forceinline__ void stage_tile(unsigned char* smem, const float (&d)[kHalves][kN / 2], std::int64_t c,
+                                           int lane, float scale_lo, float scale_hi) {
   using namespace mllm_kernel::device;
   constexpr int kPitch = kWgStagedPitch<V>;
   unsigned char* at = smem + (2 * (lane % 4)) * kPitch + c * static_cast<int>(sizeof(V));
 #pragma unroll
   for (int h = 0; h < kHalves; ++h)
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
+    for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const float v = d[h][4 * j + e] * (e / 2 ? scale_hi : scale_lo);
-        V* to = reinterpret_cast<V*>(at + (128 * h + 8 * j + e % 2) * kPitch) + (e / 2) * 8;
+        V* to = reinterpret_cast<V*>(at + (kN * h + 8 * j + e % 2) * kPitch) + (e / 2) * 8;
         if constexpr (std::is_same_v<V, float>) {
           *to = v;
         } else {
@@ -336,7 +363,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   __syncthreads();
   pdl_wait_and_release();
 
-  float d[Tile::kHalves][64];  // the first stage's first wgmmas write them
+  float d[Tile::kHalves][Tile::kN / 2];  // the first stage's first wgmmas write them
   if (role == 0) {
     if constexpr (kMoveRegisters) wg_release_registers<kLoaderRegs>();
     if (tid == 0) {
@@ -434,7 +461,9 @@ __global__ void __launch_bounds__(kWgThreads, 1)
       }
       // One commit group a 128-row half of a's rows (16 KB apart), on the same A registers.
 #pragma unroll
-      for (int h = 0; h < Tile::kHalves; ++h) wg_mma4<T>(d[h], ab, smem_addr(smem) + stage_at + h * 16384, t != t0);
+      for (int h = 0; h < Tile::kHalves; ++h) {
+        wg_mma4<T, Tile::kN>(d[h], ab, smem_addr(smem) + stage_at + h * Tile::kN * 128, t != t0);
+      }
       wg_wait<Tile::kHalves>();
       // The previous stage's wgmmas are done: its slot goes back to the loading warpgroup.
       if (t > t0) wg_mbar_arrive(&empty[last_slot]);
@@ -465,7 +494,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     if (whole) {
       const float scale_lo = channelwise ? cast<float>(scales[marlin::channel_scale_pos(col)]) : 1.0f;
       const float scale_hi = channelwise ? cast<float>(scales[marlin::channel_scale_pos(col + 8)]) : 1.0f;
-      stage_tile<T, Tile::kHalves>(smem, d, col - n0, lane, scale_lo, scale_hi);
+      stage_tile<T, Tile::kHalves, Tile::kN>(smem, d, col - n0, lane, scale_lo, scale_hi);
       wg_compute_sync();
       copy_tile_rows<T>(smem, static_cast<T*>(p.c) + m0 * p.n + n0, p.n, rows, compute_thread);
       return;
@@ -475,7 +504,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
       // staged, each adds its share of the tile's rows (16-byte items, rows of 32) from all of
       // them in split order; the second barrier keeps every block's sums in place until the
       // others have read them.
-      stage_tile<float, Tile::kHalves>(smem, d, col - n0, lane, 1.0f, 1.0f);
+      stage_tile<float, Tile::kHalves, Tile::kN>(smem, d, col - n0, lane, 1.0f, 1.0f);
       cluster::sync();
       constexpr int kRowItems = kWgBlockN / 4;
       const int items = rows * kRowItems;
@@ -496,7 +525,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     const auto sync = [] { wg_compute_sync(); };
     const bool leader = compute_thread == 0;
     const int ticket = take_split_ticket(lock, leader);
-    stage_tile<float, Tile::kHalves>(smem, d, col - n0, lane, 1.0f, 1.0f);
+    stage_tile<float, Tile::kHalves, Tile::kN>(smem, d, col - n0, lane, 1.0f, 1.0f);
     if (!last_split(ticket, split.splits, leader, sync)) {  // (its barrier also ends the staging)
       copy_tile_rows<float>(smem, part + z * split_floats, kWgBlockN, rows, compute_thread);
       publish_split(lock, split.splits, leader, sync);
@@ -510,21 +539,31 @@ __global__ void __launch_bounds__(kWgThreads, 1)
 #endif  // MLLM_MARLIN_WGMMA
 }
 
-/// f(std::integral_constant<int, kRows>) for the run-time block_rows (128, else 256).
-template <typename F>
-auto with_wgmma_rows(std::int64_t block_rows, F&& f) {
-  if (block_rows == 256) return f(std::integral_constant<int, 256>{});
-  return f(std::integral_constant<int, 128>{});
+/// Whether the kernel takes blocks of block_rows rows.
+constexpr bool wgmma_block_rows(std::int64_t block_rows) {
+  return block_rows == 32 || block_rows == 64 || block_rows == 128 || block_rows == 256;
 }
 
-/// Clusters of `splits` blocks of block_rows rows (128 or 256) that GPU device_id runs at once
-/// (the occupancy calculator's count: a cluster's blocks must share a GPC, so this can be fewer
-/// than the SMs / splits); the caller runs a plan's splits as clusters only where they all fit.
+/// f(std::integral_constant<int, kRows>) for the run-time block_rows (one wgmma_block_rows takes).
+template <typename F>
+auto with_wgmma_rows(std::int64_t block_rows, F&& f) {
+  switch (block_rows) {
+    case 32: return f(std::integral_constant<int, 32>{});
+    case 64: return f(std::integral_constant<int, 64>{});
+    case 256: return f(std::integral_constant<int, 256>{});
+    default: return f(std::integral_constant<int, 128>{});
+  }
+}
+
+/// Clusters of `splits` blocks of block_rows rows (32, 64, 128 or 256) that GPU device_id runs at
+/// once (the occupancy calculator's count: a cluster's blocks must share a GPC, so this can be
+/// fewer than the SMs / splits); the caller runs a plan's splits as clusters only where they all
+/// fit.
 template <typename T>
 std::int64_t marlin_wgmma_clusters_at_once(std::int64_t device_id, std::int64_t splits, std::int64_t block_rows) {
   using namespace mllm_kernel::host;
   RuntimeCheck(splits >= 2 && splits <= kWgMaxCluster, "clusters of 2 to ", kWgMaxCluster, " splits, got ", splits);
-  RuntimeCheck(block_rows == 128 || block_rows == 256, "the wgmma kernel takes blocks of 128 or 256 rows, got ",
+  RuntimeCheck(wgmma_block_rows(block_rows), "the wgmma kernel takes blocks of 32, 64, 128 or 256 rows, got ",
                block_rows);
   detail::DeviceGuard guard(static_cast<int>(device_id));
   return with_wgmma_rows(block_rows, [&](auto rows) -> std::int64_t {
@@ -534,7 +573,7 @@ std::int64_t marlin_wgmma_clusters_at_once(std::int64_t device_id, std::int64_t 
   });
 }
 
-/// block_rows: 128 or 256 rows of a a block; tiles = N / 128 x ceil(M / block_rows) output
+/// block_rows: 32, 64, 128 or 256 rows of a a block; tiles = N / 128 x ceil(M / block_rows) output
 /// tiles, of which the first `whole` (0 to tiles) are computed whole and the rest in `splits`
 /// splits of K each (one block a split: the tail of a wave split to fill the SMs, or, with whole
 /// 0, every tile). `cluster` (whole 0, 2 to 8 splits): each tile's splits run as a cluster and
@@ -565,7 +604,7 @@ void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mll
                "a: rows must start 16-byte aligned (row stride a multiple of 8), got row stride ", p.lda);
   RuntimeCheck(p.lda >= size_k, "a: the wgmma kernel reads rows that do not overlap (row stride at least size_k ",
                size_k, "), got row stride ", p.lda);
-  RuntimeCheck(block_rows == 128 || block_rows == 256, "the wgmma kernel takes blocks of 128 or 256 rows, got ",
+  RuntimeCheck(wgmma_block_rows(block_rows), "the wgmma kernel takes blocks of 32, 64, 128 or 256 rows, got ",
                block_rows);
   const std::int64_t tiles = size_n / kWgBlockN * div_ceil(size_m, block_rows);
   RuntimeCheck(whole >= 0 && whole <= tiles, "the wgmma kernel's whole tiles must be 0 to its ", tiles,

@@ -206,6 +206,14 @@ def gemv_applies(a: torch.Tensor, m: int, n: int, k: int, bits: int, scales, act
 #: and AWQ, bf16 and fp16, at every Llama shape (at M = 32 it had been 0.76-1.07x).
 WGMMA_MIN_ROWS = 17
 WGMMA_MAX_ROWS = 1024
+#: Blocks of fewer rows for calls of up to 64 rows (the fewest of these that holds them): wgmma's
+#: N is the block's rows, so a block runs no products for rows past M. H100, bf16 GPTQ group 128,
+#: graph replays, one process, against blocks of 128 rows at the four Llama-3-8B shapes (outputs
+#: bit-identical): M = 24 and 32 in blocks of 32 rows 1.18-1.22x (14336 x 4096 M = 32: 28.1 ->
+#: 23.0 µs), M = 48 and 64 in blocks of 64 rows 1.11-1.19x (4096 x 14336 M = 64: 32.3 -> 27.2).
+#: Up to 16 rows the GEMV stays faster (blocks of 16 rows 0.83-0.92x of it at M = 16), and 65-128
+#: rows in two blocks of 64 took 1.04-1.70x the time of one block of 128.
+WGMMA_FEW_ROWS = (32, 64)
 #: Output columns of its blocks, and K its splits take in multiples of (two 64-row stages).
 WGMMA_BLOCK_N = 128
 WGMMA_SPLIT_K = 128
@@ -249,13 +257,20 @@ def wgmma_applies(a: torch.Tensor, m: int, n: int, k: int, weights, scales, act_
     return _capability(a.device.index) == (9, 0)
 
 
+def wgmma_block_rows(m: int) -> tuple[int, ...]:
+    """The Hopper kernel's candidate rows a block for M rows of a: the fewest of WGMMA_FEW_ROWS
+    that holds them, else 128 and 256 (wgmma_plan weighs those two)."""
+    few = [rows for rows in WGMMA_FEW_ROWS if rows >= m]
+    return (few[0],) if few else (128, 256)
+
+
 def wgmma_tiles(m: int, n: int, block_rows: int) -> int:
     """Output tiles of the Hopper kernel: 128 columns by up to block_rows rows each."""
     return n // WGMMA_BLOCK_N * -(-m // block_rows)
 
 
 class WgmmaPlan(NamedTuple):
-    """How the Hopper kernel covers a call: blocks of block_rows rows of a (128 or 256), the
+    """How the Hopper kernel covers a call: blocks of block_rows rows of a (32 to 256), the
     first `whole` output tiles computed whole, the rest in `splits` splits of K each; with
     `cluster`, each tile's splits run as a thread block cluster (wgmma_clusters)."""
     block_rows: int
@@ -297,24 +312,27 @@ def wgmma_split(tiles: int, k: int, sm_count: int, tail: bool = True) -> tuple[i
 
 def wgmma_plan(m: int, n: int, k: int, sm_count: int, block_rows: int | None = None, tail: bool = True,
                clusters_at_once: Callable[[int, int], int] | None = None) -> WgmmaPlan:
-    """The Hopper kernel's plan for an M x N x K call: blocks of 128 or 256 rows, whichever
-    wgmma_cost finds shorter (128 on a tie), or `block_rows`; `tail` False splits no tail (for
-    measuring). ``clusters_at_once(splits, block_rows)``: clusters of that many blocks the GPU
-    runs at once; with it, where every tile is split, the plan may instead run up to as many
-    splits (WGMMA_CLUSTER_SPLITS, 128 rows of K each at least) as clusters (wgmma_clusters),
-    whichever wgmma_split_stages finds shortest; without it no plan runs clusters."""
-    costs = []
-    for rows in (128, 256) if block_rows is None else (block_rows,):
+    """The Hopper kernel's plan for an M x N x K call: blocks of wgmma_block_rows(m) rows (of 128
+    and 256, whichever wgmma_cost finds shorter, 128 on a tie), or `block_rows`; `tail` False
+    splits no tail (for measuring). ``clusters_at_once(splits, block_rows)``: clusters of that
+    many blocks the GPU runs at once; with it, where every tile is split, the plan may instead run
+    up to as many splits (WGMMA_CLUSTER_SPLITS, 128 rows of K each at least) as clusters
+    (wgmma_clusters), whichever wgmma_split_stages finds shortest; without it no plan runs
+    clusters."""
+    plans = []
+    for rows in wgmma_block_rows(m) if block_rows is None else (block_rows,):
         tiles = wgmma_tiles(m, n, rows)
         whole, splits = wgmma_split(tiles, k, sm_count, tail)
         plan = WgmmaPlan(rows, whole, splits)
         if clusters_at_once is not None and whole == 0:
-            plans = [plan] + [WgmmaPlan(rows, 0, s, True) for s in WGMMA_CLUSTER_SPLITS
-                              if s <= splits and k // WGMMA_SPLIT_K >= s
-                              and wgmma_clusters(tiles, 0, s, clusters_at_once(s, rows))]
-            plan = min(plans, key=lambda p: wgmma_split_stages(p, m, k))
-        costs.append((wgmma_cost(plan, tiles, sm_count), plan))
-    return min(costs, key=lambda cost_plan: cost_plan[0])[1]
+            candidates = [plan] + [WgmmaPlan(rows, 0, s, True) for s in WGMMA_CLUSTER_SPLITS
+                                   if s <= splits and k // WGMMA_SPLIT_K >= s
+                                   and wgmma_clusters(tiles, 0, s, clusters_at_once(s, rows))]
+            plan = min(candidates, key=lambda p: wgmma_split_stages(p, m, k))
+        plans.append((plan, tiles))
+    if len(plans) == 1:
+        return plans[0][0]
+    return min(plans, key=lambda plan_tiles: wgmma_cost(plan_tiles[0], plan_tiles[1], sm_count))[0]
 
 
 def wgmma_split_stages(plan: WgmmaPlan, m: int, k: int) -> float:
@@ -327,7 +345,8 @@ def wgmma_split_stages(plan: WgmmaPlan, m: int, k: int) -> float:
 
 
 def wgmma_cost(plan: WgmmaPlan, tiles: int, sm_count: int) -> float:
-    """A plan's time in waves of blocks of 128 rows (WGMMA_WAVE_TIME, WGMMA_SPLIT_COST): its full
+    """A plan's time (blocks of 128 or 256 rows: the two wgmma_plan weighs against each other) in
+    waves of blocks of 128 rows (WGMMA_WAVE_TIME, WGMMA_SPLIT_COST): its full
     waves of whole tiles, and a last wave, whole (however few its tiles) or split. On the H100 at
     the Llama shapes (M = 128-1024 in steps of 128) it picks the fastest of the forced plans or
     one within 7% of it (27 of 32 points within 3%). 256 rows: 4096 x 4096 and 4096 x 14336 from
