@@ -69,16 +69,11 @@ def _int4pack_sets(m: int, n: int, k: int) -> list[tuple] | None:
     return sets
 
 
-#: Rows from which every contender starts after the idle second, not only the row's first: these
-#: products heat the GPU enough to slow the clocks of whichever runs next.
-SETTLE_EACH_M = 1024
-
 
 def _us(fn, sets, m: int = 0) -> float:
     import harness
 
-    if m >= SETTLE_EACH_M:
-        harness.settle()
+    harness.settle_contender(m)
     return harness.time_calls(fn, sets).us
 
 
@@ -95,8 +90,7 @@ def run_cuda() -> list[dict]:
         for m in [1, 1024] if CI else MS:
             sets = _weight_sets(m, n, k)
             row = {"shape": f"{n}x{k}", "m": m}
-            if m < SETTLE_EACH_M:  # (from there every contender settles first)
-                harness.settle()
+            harness.settle_row(m)
             row["bf16_us"] = _us(lambda x, w, *_: torch.mm(x, w.t()), sets, m)
             row["w4_us"] = _us(lambda x, w, q4, q8, s, z: gptq_marlin_gemm(
                 x, None, q4, s, None, None, None, None, workspace, scalar_types.uint4b8.id, m, n, k), sets, m)

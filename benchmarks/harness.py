@@ -45,6 +45,23 @@ def settle() -> None:
     torch.cuda.synchronize()
     time.sleep(0 if CI else SETTLE_S)
 
+
+#: Rows of a GEMM from which every contender starts after the idle second, not only the row's
+#: first: these products heat the GPU enough to slow the clocks of whichever runs next.
+SETTLE_EACH_M = 1024
+
+
+def settle_row(m: int) -> None:
+    """At the start of a benchmark row of M rows: settle() where its contenders do not each."""
+    if m < SETTLE_EACH_M:
+        settle()
+
+
+def settle_contender(m: int) -> None:
+    """Before each contender of a row of M rows: settle() from SETTLE_EACH_M on."""
+    if m >= SETTLE_EACH_M:
+        settle()
+
 #: Bytes the rotated input sets must exceed so L2 (50 MB on H100) cannot hold them.
 ROTATE_BYTES = 100 * 2**20
 #: Most input sets per case (small shapes: rotation matters little, latency dominates).
