@@ -5,8 +5,10 @@ linear shapes (N x K = 4096 x 4096 and 14336 x 4096) and M = 1, 16, 128 tokens:
     int_mm      torch._int_mm(a, w.t()) then (c.float() * sa[:, None] * sb[None, :]).to(bfloat16)
     bf16 mm     torch.mm of the bfloat16 activation and weight (the unquantized layer)
 
-Times are medians of single calls; each call reads the next of several weight copies, together
-larger than the last-level cache, as a decode step reads weights that other layers have evicted.
+Times: each case's contenders take turns for ROUNDS rounds (so that a slow spell of the machine
+falls on all of them), and each gets the median of its rounds' medians of single calls; each
+call reads the next of several weight copies, together larger than the last-level cache, as a
+decode step reads weights that other layers have evicted.
 GOP/s counts 2 * M * N * K; GB/s (M = 1) the int8 weight bytes per call, beside the machine's
 copy_ bandwidth (read + write counted). Threads: the core count unless --threads says otherwise.
 
@@ -36,6 +38,8 @@ WEIGHTS = [(4096, 4096), (14336, 4096)]
 TOKENS = [1, 16, 128]
 #: Weight copies per case are enough to exceed this, so the last-level cache cannot hold them.
 ROTATE_BYTES = 128 * 2**20
+#: Turns each contender of a case takes (--quick and CI: one).
+ROUNDS = 5
 
 
 def median_us(calls, repeats: int) -> float:
@@ -49,6 +53,16 @@ def median_us(calls, repeats: int) -> float:
         calls[i % len(calls)]()
         samples.append(time.perf_counter() - start)
     return statistics.median(samples) * 1e6
+
+
+def rounds_us(contenders: dict[str, list], repeats: int, rounds: int) -> dict[str, float]:
+    """Median microseconds of one call of each contender (name -> its calls, as for median_us):
+    the contenders take turns for `rounds` rounds, and each gets the median of its rounds."""
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(rounds):
+        for name, calls in contenders.items():
+            samples[name].append(median_us(calls, repeats))
+    return {name: statistics.median(times) for name, times in samples.items()}
 
 
 def int_mm_works() -> bool:
@@ -70,7 +84,8 @@ def copy_gbps(repeats: int) -> float:
 def start_cpu_bench(doc: str, quick_help: str, remark: str = "") -> tuple[argparse.Namespace, bool, int, float]:
     """The start of a CPU GEMM benchmark: parses --quick (``quick_help`` says what it keeps),
     --threads, --repeats and --json, sets the thread count, measures copy_ bandwidth and prints
-    it in a header line (followed by ``remark``). Returns (args, quick, repeats, bandwidth)."""
+    it in a header line (followed by ``remark``). Returns (args, quick, repeats, bandwidth); the
+    rounds of rounds_us are ``cpu_rounds(quick)``."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help=quick_help)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
@@ -86,7 +101,13 @@ def start_cpu_bench(doc: str, quick_help: str, remark: str = "") -> tuple[argpar
     return args, quick, repeats, bandwidth
 
 
-def run(tokens: list[int], weights: list[tuple[int, int]], repeats: int, with_int_mm: bool) -> list[dict]:
+def cpu_rounds(quick: bool) -> int:
+    """Rounds of a case's contenders (rounds_us): ROUNDS, or one with --quick or under CI."""
+    return 1 if quick else ROUNDS
+
+
+def run(tokens: list[int], weights: list[tuple[int, int]], repeats: int, with_int_mm: bool,
+        rounds: int) -> list[dict]:
     """Times every case, printing its line as it goes; returns the results rows."""
     rows = []
     g = torch.Generator().manual_seed(0)
@@ -101,17 +122,23 @@ def run(tokens: list[int], weights: list[tuple[int, int]], repeats: int, with_in
             sa = torch.rand(m, generator=g) / 128
             ops = 2 * m * n * k
             row = {"shape": f"{m} x {n} x {k}", "m": m, "n": n, "k": k}
-            ours = median_us([lambda w=w: int8_scaled_mm(a, w.t(), sa, sb, torch.bfloat16) for w in ws], repeats)
+
+            def int_mm(w):
+                return (torch._int_mm(a, w.t()).float() * sa[:, None] * sb[None, :]).to(torch.bfloat16)
+
+            contenders = {"ours": [lambda w=w: int8_scaled_mm(a, w.t(), sa, sb, torch.bfloat16) for w in ws]}
+            if with_int_mm:
+                contenders["int_mm"] = [lambda w=w: int_mm(w) for w in ws]
+            contenders["bf16"] = [lambda w=w: torch.mm(ab, w.t()) for w in wb]
+            us = rounds_us(contenders, repeats, rounds)
+            ours = us["ours"]
             row.update(ours_us=ours, ours_gops=ops / ours / 1e3)
             if m == 1:
                 row["ours_gbps"] = n * k / ours / 1e3
             if with_int_mm:
-                def int_mm(w):
-                    return (torch._int_mm(a, w.t()).float() * sa[:, None] * sb[None, :]).to(torch.bfloat16)
-
-                t = median_us([lambda w=w: int_mm(w) for w in ws], repeats)
+                t = us["int_mm"]
                 row.update(int_mm_us=t, int_mm_gops=ops / t / 1e3, vs_int_mm=t / ours)
-            t = median_us([lambda w=w: torch.mm(ab, w.t()) for w in wb], repeats)
+            t = us["bf16"]
             row.update(bf16_us=t, bf16_gops=ops / t / 1e3, vs_bf16=t / ours)
             rows.append(row)
             print(_line(row), flush=True)
@@ -149,9 +176,11 @@ def main() -> None:
         "" if with_int_mm else "  (torch._int_mm does not run on CPU here: no int_mm column)")
     print(HEAD)
     print("-" * len(HEAD))
-    rows = run(TOKENS[:2] if quick else TOKENS, WEIGHTS[:1] if quick else WEIGHTS, repeats, with_int_mm)
+    rows = run(TOKENS[:2] if quick else TOKENS, WEIGHTS[:1] if quick else WEIGHTS, repeats, with_int_mm,
+               cpu_rounds(quick))
     notes = [f"{torch.get_num_threads()} threads, PyTorch {torch.__version__}; bfloat16 output, no bias. Each call "
-             f"reads the next of several weight copies (together over {ROTATE_BYTES >> 20} MiB). int_mm: "
+             f"reads the next of several weight copies (together over {ROTATE_BYTES >> 20} MiB); a case's contenders "
+             f"take turns for {cpu_rounds(quick)} rounds, each timed by the median of its rounds. int_mm: "
              "torch._int_mm then the eager scaling; bf16 mm: torch.mm of bfloat16 operands. Weight GB/s (M = 1): "
              "int8 weight bytes per call."]
     title = "W8A8 scaled GEMMs: int8_scaled_mm (Llama-3-8B shapes)"

@@ -6,8 +6,10 @@ M = 1, 4, 16 tokens, bfloat16 activations:
     int4pack    torch.ops.aten._weight_int4pack_mm_for_cpu (PyTorch's own int4 kernel, group 128)
     bf16 mm     torch.mm of the bfloat16 activation and weight (the unquantized layer)
 
-Times are medians of single calls; each call reads the next of several weight copies, together
-larger than the last-level cache, as a decode step reads weights that other layers have evicted.
+Times: each case's contenders take turns for a few rounds, and each gets the median of its
+rounds' medians of single calls (bench_int8_scaled_mm_cpu.rounds_us); each call reads the next of
+several weight copies, together larger than the last-level cache, as a decode step reads weights
+that other layers have evicted.
 GB/s: the quantized weight bytes per call, beside the machine's copy_ bandwidth (read + write).
 
     python benchmarks/bench_marlin_cpu.py [--quick] [--threads N] [--json PATH]
@@ -23,7 +25,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from bench_int8_scaled_mm_cpu import median_us, start_cpu_bench  # noqa: E402
+from bench_int8_scaled_mm_cpu import cpu_rounds, rounds_us, start_cpu_bench  # noqa: E402
 from mllm_kernel.cpu.jit import gptq_marlin_gemm  # noqa: E402
 from mllm_kernel.scalar_type import scalar_types  # noqa: E402
 import results  # noqa: E402
@@ -47,7 +49,7 @@ def _int4pack(n: int, k: int, g: torch.Generator):
         return None
 
 
-def run(tokens: list[int], weights: list[tuple[int, int]], repeats: int) -> list[dict]:
+def run(tokens: list[int], weights: list[tuple[int, int]], repeats: int, rounds: int) -> list[dict]:
     rows = []
     g = torch.Generator().manual_seed(0)
     for n, k in weights:
@@ -61,17 +63,21 @@ def run(tokens: list[int], weights: list[tuple[int, int]], repeats: int) -> list
         for m in tokens:
             x = torch.randn(m, k, generator=g).bfloat16()
             row = {"shape": f"{m} x {n} x {k}", "m": m, "n": n, "k": k}
-            ours = median_us([lambda q=q: gptq_marlin_gemm(x, None, q, scales, None, None, None, None, None,
-                                                           scalar_types.uint4b8.id, m, n, k) for q in qs], repeats)
-            row.update(ours_us=ours, ours_gbps=n * k / 2 / ours / 1e3)
-            w8 = median_us([lambda q=q: gptq_marlin_gemm(x, None, q, scales, None, None, None, None, None,
-                                                         scalar_types.uint8b128.id, m, n, k) for q in q8s], repeats)
-            row.update(w8_us=w8, w8_gbps=n * k / w8 / 1e3)
+            contenders = {
+                "ours": [lambda q=q: gptq_marlin_gemm(x, None, q, scales, None, None, None, None, None,
+                                                      scalar_types.uint4b8.id, m, n, k) for q in qs],
+                "w8": [lambda q=q: gptq_marlin_gemm(x, None, q, scales, None, None, None, None, None,
+                                                    scalar_types.uint8b128.id, m, n, k) for q in q8s]}
             if packs:
-                t = median_us([lambda p=p: torch.ops.aten._weight_int4pack_mm_for_cpu(x, p[0], GROUP, p[1])
-                               for p in packs], repeats)
-                row.update(int4pack_us=t, vs_int4pack=t / ours)
-            t = median_us([lambda w=w: torch.mm(x, w.t()) for w in wb], repeats)
+                contenders["int4pack"] = [lambda p=p: torch.ops.aten._weight_int4pack_mm_for_cpu(x, p[0], GROUP, p[1])
+                                          for p in packs]
+            contenders["bf16"] = [lambda w=w: torch.mm(x, w.t()) for w in wb]
+            us = rounds_us(contenders, repeats, rounds)
+            ours, w8 = us["ours"], us["w8"]
+            row.update(ours_us=ours, ours_gbps=n * k / 2 / ours / 1e3, w8_us=w8, w8_gbps=n * k / w8 / 1e3)
+            if packs:
+                row.update(int4pack_us=us["int4pack"], vs_int4pack=us["int4pack"] / ours)
+            t = us["bf16"]
             row.update(bf16_us=t, vs_bf16=t / ours, w8_vs_bf16=t / w8)
             rows.append(row)
             print(results.format_row(COLUMNS, row), flush=True)
@@ -89,10 +95,11 @@ COLUMNS = [
 
 def main() -> None:
     args, quick, repeats, bandwidth = start_cpu_bench(__doc__, "M = 1 and 4 at 4096 x 4096 only, fewer repeats")
-    rows = run(TOKENS[:2] if quick else TOKENS, WEIGHTS[:1] if quick else WEIGHTS, repeats)
+    rows = run(TOKENS[:2] if quick else TOKENS, WEIGHTS[:1] if quick else WEIGHTS, repeats, cpu_rounds(quick))
     notes = [f"{torch.get_num_threads()} threads, PyTorch {torch.__version__}; bfloat16 activations and output, GPTQ "
              f"4-bit (W4) and 8-bit (W8) weights with group {GROUP} scales. Each call reads the next of several weight copies (together "
-             f"over {ROTATE_BYTES >> 20} MiB). int4pack: torch.ops.aten._weight_int4pack_mm_for_cpu; bf16 mm: "
+             f"over {ROTATE_BYTES >> 20} MiB); a case's contenders take turns for {cpu_rounds(quick)} rounds, each "
+             "timed by the median of its rounds. int4pack: torch.ops.aten._weight_int4pack_mm_for_cpu; bf16 mm: "
              "torch.mm of bfloat16 operands. Weight GB/s: quantized weight bytes per call."]
     title = "Weight-only quantized GEMM on CPU: gptq_marlin_gemm (Llama-3-8B shapes)"
     results.write(args.json, results.section("cpu/marlin", "marlin", title, results.cpu_name(), COLUMNS, rows,
