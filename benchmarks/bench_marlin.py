@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import results  # noqa: E402
+from harness import contender_us as _us  # noqa: E402
 
 CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336), (6144, 4096)]
@@ -67,14 +68,6 @@ def _int4pack_sets(m: int, n: int, k: int) -> list[tuple] | None:
         print(f"  _weight_int4pack_mm unavailable: {error}", file=sys.stderr)
         return None
     return sets
-
-
-
-def _us(fn, sets, m: int = 0) -> float:
-    import harness
-
-    harness.settle_contender(m)
-    return harness.time_calls(fn, sets).us
 
 
 def run_cuda() -> list[dict]:

@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import results  # noqa: E402
+from harness import contender_us as _us  # noqa: E402
 
 CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336), (6144, 4096)]
@@ -58,13 +59,6 @@ def _operand_sets(m: int, n: int, k: int) -> list[tuple]:
         sb_block = torch.rand(n // 128, k // 128, device="cuda", generator=g) * 0.01 + 1e-3
         sets.append((x, w, a8, w8, af, wf, sa, sb, one, sa_block, sb_block, sa_block.t().contiguous().t()))
     return sets
-
-
-def _us(fn, sets, m: int = 0) -> float:
-    import harness
-
-    harness.settle_contender(m)
-    return harness.time_calls(fn, sets).us
 
 
 def _cublas_blockwise(sets) -> bool:

@@ -57,10 +57,13 @@ def settle_row(m: int) -> None:
         settle()
 
 
-def settle_contender(m: int) -> None:
-    """Before each contender of a row of M rows: settle() from SETTLE_EACH_M on."""
+def contender_us(fn: Callable, arg_sets: Sequence[tuple], m: int = 0) -> float:
+    """time_calls' µs per call for one contender of a GEMM row of M rows, which from
+    SETTLE_EACH_M on starts after settle()."""
     if m >= SETTLE_EACH_M:
         settle()
+    return time_calls(fn, arg_sets).us
+
 
 #: Bytes the rotated input sets must exceed so L2 (50 MB on H100) cannot hold them.
 ROTATE_BYTES = 100 * 2**20
