@@ -19,7 +19,7 @@ from torch import Tensor
 
 from mllm_kernel.cpu import jit as cpu
 from mllm_kernel.cuda import jit as cuda
-from mllm_kernel.op_args import column_major_empty, dtype_names
+from mllm_kernel.op_args import dtype_names, group_scales, row_shape
 from mllm_kernel.op_registration import REGISTERED_OPS, register_op
 
 
@@ -39,12 +39,10 @@ def _quant_pair(input: Tensor, dtype: torch.dtype, scale_cols: int) -> tuple[Ten
 
 def _group_quant_fp8_fake(input: Tensor, group_size: int, eps: float, column_major_scales: bool,
                           scale_ue8m0: bool, *, scale_tma_aligned: bool = False) -> tuple[Tensor, Tensor]:
-    groups = input.shape[-1] // group_size
-    out = input.new_empty(input.shape, dtype=torch.float8_e4m3fn)
-    if column_major_scales:
-        rows = input.numel() // input.shape[-1] if input.dim() else 1
-        return out, column_major_empty(rows, groups, input.device, tma_aligned=scale_tma_aligned)
-    return out, input.new_empty((*input.shape[:-1], groups), dtype=torch.float32)
+    op = "per_token_group_quant_fp8"
+    rows, hidden = row_shape(input, op)
+    scales, _ = group_scales(op, input, rows, hidden // group_size, column_major_scales, scale_tma_aligned)
+    return input.new_empty(input.shape, dtype=torch.float8_e4m3fn), scales
 
 
 # --- norms -------------------------------------------------------------------------------------------
