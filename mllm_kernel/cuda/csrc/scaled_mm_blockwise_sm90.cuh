@@ -8,9 +8,9 @@
 // and scales_b [ceil(N/128), ceil(K/128)], both with K blocks contiguous (stride(1) == 1), any
 // row stride; or, kScaleAMajorM, scales_a M-major (stride(0) == 1) with its K blocks a multiple
 // of 4 floats apart from a 16-byte aligned start, rows up to M rounded up to 4 readable in each
-// (the caller checks the storage). K a multiple of 16, N of 8 (16-byte rows). swizzle (1, 2, 4, 8) and raster (0:
-// CUTLASS's heuristic, 1: along M, 2: along N) set the order in which the persistent scheduler
-// hands out tiles, as for scaled_mm_sm90.
+// (the caller checks the storage). K a multiple of 16, N of 8 (16-byte rows). swizzle (1, 2, 4,
+// 8) and raster (0: CUTLASS's heuristic, 1: along M, 2: along N) set the order in which the
+// persistent scheduler hands out tiles, as for scaled_mm_sm90.
 #pragma once
 
 #include "scaled_mm_blockwise_sm90_gemm.cuh"
@@ -59,7 +59,8 @@ void blockwise_scaled_mm_sm90(mllm_kernel::TensorView out, mllm_kernel::TensorVi
     RuntimeCheck(m == 1 || sa_m.unwrap() == 1, "scales_a must be column-major (stride(0) == 1), got strides [",
                  sa_m.unwrap(), ", ", sa_k.unwrap(), "]");
     RuntimeCheck(k_blocks == 1 || sa_k.unwrap() % 4 == 0,
-                 "scales_a's columns must start 16 bytes apart (stride(1) a multiple of 4), got stride ", sa_k.unwrap());
+                 "scales_a's columns must start 16 bytes apart (stride(1) a multiple of 4), got stride ",
+                 sa_k.unwrap());
     RuntimeCheck(reinterpret_cast<std::uintptr_t>(scales_a.data_ptr()) % 16 == 0,
                  "column-major scales_a must start 16-byte aligned");
   } else {
@@ -83,7 +84,7 @@ void blockwise_scaled_mm_sm90(mllm_kernel::TensorView out, mllm_kernel::TensorVi
   cute::get<0>(stride_d) = shape.ldo;
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
   // A stride is free where its dimension has one element: any value addresses nothing.
-  const int sa_ld = kScaleAMajorM ? (k_blocks == 1 ? static_cast<int>((m + 3) / 4 * 4) : static_cast<int>(sa_k.unwrap()))
+  const int sa_ld = kScaleAMajorM ? (k_blocks == 1 ? Gemm::scale_a_rows(mi) : static_cast<int>(sa_k.unwrap()))
                                   : (m == 1 ? static_cast<int>(k_blocks) : static_cast<int>(sa_m.unwrap()));
   const int sb_ld = n_blocks == 1 ? static_cast<int>(k_blocks) : static_cast<int>(sb_n.unwrap());
   typename Adapter::Arguments args{

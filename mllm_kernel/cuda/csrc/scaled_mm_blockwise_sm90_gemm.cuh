@@ -6,8 +6,8 @@
 // acc_kb is the float32 product of A [M, K] and B [K, N] (float8_e4m3, A row-major, B column-
 // major) over the 128 values of K block kb. The mainloop is CUTLASS's blockwise one with its
 // MMA loop replaced (scaled_mm_blockwise_sm90_mainloop.cuh): each block's partial sums join the
-// float32 total, both scales applied, while the next block's MMAs run. Scales, both K-major in memory:
-// A's per row and K block (scale_a[m, kb] at m * lda_scale + kb, the row-major [M, K/128]
+// float32 total, both scales applied, while the next block's MMAs run. Scales, both K-major in
+// memory: A's per row and K block (scale_a[m, kb] at m * lda_scale + kb, the row-major [M, K/128]
 // tensor per_token_group_quant_fp8 writes by default) or, kScaleAMajorM, M-major (scale_a[m, kb]
 // at m + kb * lda_scale: its column_major_scales output), B's per 128 x 128 block (scale_b[nb, kb]
 // at nb * ldb_scale + kb, a row-major [N/128, K/128] tensor as checkpoints store it). K-major
@@ -63,12 +63,15 @@ struct BlockwiseGemmSm90 {
 
   using Gemm = PersistentGemm<CollectiveMainloop, CollectiveEpilogue>;
 
+  /// Rows of A's scales the kernel reads in each K block of an M-row problem: M, or M-major
+  /// scales' M rounded up to 4 (16 bytes, TMA's grain).
+  static int scale_a_rows(int m) { return kScaleAMajorM ? (m + 3) / 4 * 4 : m; }
+
   /// A's scale layout for an M x K problem whose scale tensor has rows (K-major) or K blocks
-  /// (M-major: M rounded up to 4 rows, all of which are read) `ld` floats apart.
+  /// (M-major: scale_a_rows, all of which are read) `ld` floats apart.
   static LayoutSFA scale_a_layout(int m, int n, int k, int ld) {
     constexpr int kStridedMode = kScaleAMajorM ? 1 : 0;  // the mode `ld` steps: K blocks or rows
-    const int rows = kScaleAMajorM ? (m + 3) / 4 * 4 : m;
-    auto layout = ScaleConfig::tile_atom_to_shape_SFA(cute::make_shape(rows, n, k, 1));
+    auto layout = ScaleConfig::tile_atom_to_shape_SFA(cute::make_shape(scale_a_rows(m), n, k, 1));
     auto stride = layout.stride();
     cute::get<kStridedMode, 1>(stride) = ld;
     return LayoutSFA{layout.shape(), stride};
