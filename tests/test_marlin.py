@@ -556,6 +556,25 @@ def test_gptq_marlin_gemm_decodes_act_order_with_the_gemv(monkeypatch, kind, m):
     assert [name for name, _ in calls] == ["_GEMV" if gemv else "_GEMM"]
 
 
+@cuda
+@pytest.mark.parametrize("m", [17, 40, 128, 300])
+def test_gptq_marlin_gemm_act_order_from_17_rows(monkeypatch, m):
+    """GPTQ act-order from 17 rows: the activations gathered by perm, then the Hopper kernel with
+    g_idx (on sm_90; the general kernel, or dequantization and cuBLAS, elsewhere), the output
+    poisoned, against the float64 product."""
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    k, n, dtype = 2048, 1024, torch.bfloat16
+    prep = _prepare("gptq4", k, n, 128, True, dtype, seed=m)
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    calls = []
+    monkeypatch.setattr(gptq_marlin, "_WGMMA", _Spy(gptq_marlin._WGMMA, "_WGMMA", calls))
+    c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+    _check(_run(prep, a, n, k, c=c), a, prep["w_ref"], dtype)
+    wgmma = torch.cuda.get_device_capability() == (9, 0)
+    assert [key for _, key in calls] == ([(dtype, True)] if wgmma else [])
+
+
 def test_gemv_splits_only_where_blocks_leave_sms_idle():
     from mllm_kernel.cuda.jit.gptq_marlin import gemv_splits
 
@@ -799,11 +818,12 @@ def test_gptq_marlin_gemm_on_gpus_whose_blocks_lack_the_tiles_shared_memory(monk
     if want:
         assert launched == [("_GEMM", want)]
     else:
-        assert launched == [("_DEQUANT", None)]
+        assert [name for name, _ in launched] == ["_DEQUANT"]
 
 
 class _Spy:
-    """A kernel table whose calls are recorded as (its name, the m_tiles argument of a GEMM)."""
+    """A kernel table whose calls are recorded as (its name, the m_tiles argument of a GEMM or
+    the key of any other)."""
 
     def __init__(self, table, name, calls):
         self.table, self.name, self.calls = table, name, calls
@@ -812,7 +832,7 @@ class _Spy:
         function = self.table[key]
 
         def call(*args):
-            self.calls.append((self.name, args[11] if self.name == "_GEMM" else None))
+            self.calls.append((self.name, args[11] if self.name == "_GEMM" else key))
             return function(*args)
 
         return call
@@ -1169,7 +1189,9 @@ def test_wgmma_routing(monkeypatch):
     assert applies(m=17) and applies(m=128) and applies(m=1024) and applies(m=100, s=scales[:1])
     assert not applies(m=16) and not applies(m=1025)  # the GEMV; dequantization and cuBLAS
     assert not applies(weights=8) and not applies(weights=gptq_marlin.FP8)
-    assert applies(zeros=torch.zeros(8, 48, dtype=torch.int32)) and not applies(act_order=True)  # AWQ; act-order
+    awq_zeros = torch.zeros(8, 48, dtype=torch.int32)
+    assert applies(zeros=awq_zeros) and applies(act_order=True)  # AWQ; act-order
+    assert not applies(act_order=True, zeros=awq_zeros)  # (act-order takes no zero points)
     assert not applies(n=320) and not applies(k=1088)  # N and K multiples of 128
     assert not applies(s=torch.empty(32, 384, dtype=torch.bfloat16))  # groups of 32 rows
     assert not applies(x=torch.empty(64, 1030, dtype=torch.bfloat16)[:, :1024])  # rows not 16-byte aligned
@@ -1322,7 +1344,7 @@ def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
     prep = _prepare(kind, k, n, group_size, False, dtype, seed=m)
     wide = torch.randn(m, k + 64, device="cuda").to(dtype)
     a = wide[:, :k]
-    module = gptq_marlin._WGMMA[dtype]
+    module = gptq_marlin._WGMMA[(dtype, False)]
     empty = torch.empty(0, dtype=torch.int32, device="cuda")
     zeros = prep["zeros"] if prep["zeros"] is not None else empty
     for rows in (32, 64, 128, 256):
@@ -1377,6 +1399,52 @@ def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
 
 
 @hopper
+@pytest.mark.parametrize("group_size", [64, 128, 256])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("m", [20, 128, 300])
+def test_marlin_wgmma_act_order(group_size, dtype, m):
+    """GPTQ act-order through the Hopper kernel's module: a's columns in perm order and g_idx
+    sorted by it (every 64-row stage in one group), in blocks of 32, 64, 128 and 256 rows, whole,
+    split and in clusters; then a sorted g_idx of uneven groups (stages across two groups) and one
+    in any order (nearly every stage across groups, and a run of whole stages in one), against the
+    product of the weights dequantized by the same g_idx. Output and partial sums poisoned."""
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    k, n = 1024, 256
+    prep = _prepare("gptq4", k, n, group_size, True, dtype, seed=m + group_size)
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    a_in = a[:, prep["perm"].long()].contiguous()
+    module = gptq_marlin._WGMMA[(dtype, True)]
+    empty = torch.empty(0, dtype=torch.int32, device="cuda")
+
+    def run(g_idx, rows, whole, splits, cluster):
+        tiles = gptq_marlin.wgmma_tiles(m, n, rows)
+        whole = tiles if whole is None else whole
+        locks = torch.zeros(tiles, dtype=torch.int32, device="cuda")
+        count = 0 if splits == 1 or cluster else (tiles - whole) * splits * min(rows, m) * 128
+        partials = torch.full((count,), float("nan"), device="cuda")
+        c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+        module(a_in, c, prep["q"], prep["s"], empty, g_idx, partials, locks, m, n, k, splits, rows, whole, cluster,
+               True)
+        assert int(locks.abs().sum()) == 0
+        return c
+
+    for rows in (32, 64, 128, 256):
+        for whole, splits, cluster in ((None, 1, False), (0, 3, False), (0, 2, True), (1, 4, False)):
+            _check(run(prep["g_idx"], rows, whole, splits, cluster), a, prep["w_ref"], dtype)
+    groups = prep["s"].shape[0]
+    gen = torch.Generator().manual_seed(m)
+    uneven = torch.randint(0, groups, (k,), generator=gen, dtype=torch.int32).sort().values.cuda()
+    anyhow = torch.randint(0, groups, (k,), generator=gen, dtype=torch.int32).cuda()
+    anyhow[:256] = groups - 1
+    for g_idx in (uneven, anyhow):
+        weight = torch.empty(n, k, dtype=dtype, device="cuda")
+        gptq_marlin._DEQUANT[(dtype, 4)](prep["q"], prep["s"], empty, g_idx, weight, n, k)
+        for rows, whole, splits, cluster in ((32, None, 1, False), (128, 0, 2, False), (256, 0, 4, True)):
+            _check(run(g_idx, rows, whole, splits, cluster), a_in, weight.t().double().cpu(), dtype)
+
+
+@hopper
 def test_marlin_wgmma_clusters_at_once():
     """The clusters of 2, 4 and 8 blocks of the Hopper kernel the GPU runs at once: some, never
     more than its SMs hold, fewer for larger clusters; bad arguments named."""
@@ -1397,12 +1465,13 @@ def test_marlin_wgmma_clusters_at_once():
 
 @hopper
 def test_marlin_wgmma_refuses_what_it_does_not_take():
-    """Group sizes that are not a multiple of 64 rows, act-order g_idx, and N not a multiple of 128:
-    named errors."""
+    """Group sizes that are not a multiple of 64 rows, act-order g_idx to the plain module and none
+    to the act-order one, zero points or misaligned g_idx with act-order, and N not a multiple of
+    128: named errors."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     dtype = torch.bfloat16
-    module = gptq_marlin._WGMMA[dtype]
+    module = gptq_marlin._WGMMA[(dtype, False)]
     empty = torch.empty(0, dtype=torch.int32, device="cuda")
     k, n, m = 1024, 256, 32
     prep = _prepare("gptq4", k, n, 32, False, dtype, seed=1)
@@ -1411,8 +1480,21 @@ def test_marlin_wgmma_refuses_what_it_does_not_take():
     with pytest.raises(ValueError, match="groups of a multiple of 64 rows or channel-wise scales, got group size 32"):
         module(a, c, prep["q"], prep["s"], empty, empty, empty.float(), empty, m, n, k, 1, 128, 0, False, True)
     prep = _prepare("gptq4", k, n, 128, True, dtype, seed=3)
-    with pytest.raises(ValueError, match="the wgmma kernel takes no act-order g_idx"):
+    with pytest.raises(ValueError, match=re.escape("this marlin_wgmma module is built without act-order (g_idx "
+                                                   "with more than one group); the call has it")):
         module(a, c, prep["q"], prep["s"], empty, prep["g_idx"], empty.float(), empty, m, n, k, 1, 128, 0, False, True)
+    act_order = gptq_marlin._WGMMA[(dtype, True)]
+    with pytest.raises(ValueError, match=re.escape("this marlin_wgmma module is built for act-order (g_idx with "
+                                                   "more than one group); the call has none")):
+        act_order(a, c, prep["q"], prep["s"], empty, empty, empty.float(), empty, m, n, k, 1, 128, 0, False, True)
+    zeros = torch.zeros(k // 128, n // 8, dtype=torch.int32, device="cuda")
+    with pytest.raises(ValueError, match="the wgmma kernel takes no zero points with g_idx"):
+        act_order(a, c, prep["q"], prep["s"], zeros, prep["g_idx"], empty.float(), empty, m, n, k, 1, 128, 0, False,
+                  True)
+    shifted = torch.empty(k + 4, dtype=torch.int32, device="cuda")[1:k + 1]
+    shifted.copy_(prep["g_idx"])
+    with pytest.raises(ValueError, match="g_idx and b_scales must start 16-byte aligned"):
+        act_order(a, c, prep["q"], prep["s"], empty, shifted, empty.float(), empty, m, n, k, 1, 128, 0, False, True)
     prep = _prepare("gptq4", k, 192, 128, False, dtype, seed=2)
     c = torch.empty(m, 192, dtype=dtype, device="cuda")
     with pytest.raises(ValueError, match="the wgmma kernel needs size_n a multiple of 128, got 192"):

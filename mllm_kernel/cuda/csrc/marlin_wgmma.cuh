@@ -1,10 +1,15 @@
 // Hopper (sm_90a) weight-only GEMM on Marlin-format 4-bit weights, any rows of a in blocks of 32,
-// 64, 128 or 256 (gptq_marlin routes 17 to 1024 here):
-//   marlin_wgmma_gemm<T>(a, c, b, scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
-//                        splits, block_rows, whole, enable_pdl)
-// c[M, N] = a[M, K] @ ((q - zero) * scale): GPTQ uint4b8 (zero 8) or AWQ uint4 (zero points),
-// no act-order, groups of a multiple of 64 rows of K or channel-wise (the general kernel,
-// marlin_gemm.cuh, takes every other case).
+// 64, 128 or 256 (gptq_marlin routes 17 to 1024 here), one module per activation type T and
+// act-order or not:
+//   marlin_wgmma_gemm<T, kActOrder>(a, c, b, scales, zeros, g_idx, partials, locks, size_m, size_n,
+//                                   size_k, splits, block_rows, whole, enable_pdl)
+// c[M, N] = a[M, K] @ ((q - zero) * scale): GPTQ uint4b8 (zero 8) or AWQ uint4 (zero points) in
+// groups of a multiple of 64 rows of K or channel-wise, or GPTQ act-order (g_idx, a's columns
+// already in the repack's perm order; the general kernel, marlin_gemm.cuh, takes every other
+// case). With act-order each stage brings its rows' group ids and the scales of its first row's
+// group: a stage whose 64 rows all have that group (every stage, for a checkpoint's g_idx sorted
+// by the perm and groups of a multiple of 64 rows) runs as a plain group; any other scales each
+// weight by its own row's group, read from global memory.
 //
 // The operands are swapped, c^T = W^T a^T, so the weights are wgmma's register A operand and a's
 // rows its shared-memory B operand (K-major, as a's rows are). In a 16 x 64 repacked tile, word
@@ -61,6 +66,7 @@ namespace {
 using mllm_kernel::bf16_t;
 using mllm_kernel::fp16_t;
 using mllm_kernel::host::MarlinGemmParams;
+using mllm_kernel::host::valid_group;
 namespace marlin = mllm_kernel::marlin;
 
 constexpr int kWgBlockN = 128;                // weight columns a block: two warpgroups of 64
@@ -73,13 +79,18 @@ constexpr int kWgMaxCluster = 8;              // the cluster size every sm_90 GP
 /// A block's rows of a, kRows (32 or 64 for few rows, 128, or 256 where M is large), and what
 /// follows from them. wgmma's N is the block's rows up to 128, in m64n128k16 halves beyond: a
 /// block of fewer rows runs that many fewer products, where rows past M would only add zeros.
-template <int kRows>
+template <int kRows, bool kActOrder = false>
 struct WgTile {
   static_assert(kRows == 32 || kRows == 64 || kRows == 128 || kRows == 256, "blocks of 32, 64, 128 or 256 rows of a");
   static constexpr int kN = kRows < 128 ? kRows : 128;  // wgmma's N
   static constexpr int kHalves = kRows / kN;            // wgmmas a K step
   static constexpr int kABytes = kRows * kWgStageK * 2;  // 4 to 32 KB
-  static constexpr int kStageBytes = kABytes + kWgBBytes;
+  // Act-order: the stage's 64 group ids, then the 128 scales of its first row's group, after the
+  // weights (kOrderAt), in 1 KB so that the next stage's rows of a stay 1024-byte aligned.
+  static constexpr int kOrderAt = kABytes + kWgBBytes;
+  static constexpr int kIdsBytes = kWgStageK * 4;
+  static constexpr int kOrderCopyBytes = kActOrder ? kIdsBytes + kWgBlockN * 2 : 0;
+  static constexpr int kStageBytes = kABytes + kWgBBytes + (kActOrder ? 1024 : 0);
   // The weights stream from HBM, each block its own: with 4 stages of 128 rows the computing
   // warps waited on them. 256 rows take the 6 that 227 KB of shared memory holds; fewer rows
   // 12 (16 to 39, filling 192 KB, were no faster).
@@ -297,7 +308,7 @@ __device__ __forceinline__ void copy_tile_rows(const unsigned char* smem, V* dst
 }
 #endif  // MLLM_MARLIN_WGMMA
 
-template <typename T, int kRows>
+template <typename T, int kRows, bool kActOrder>
 __global__ void __launch_bounds__(kWgThreads, 1)
     marlin_wgmma_kernel(const __grid_constant__ MarlinGemmParams p, const __grid_constant__ MarlinSplit split,
                         const __grid_constant__ WgTiles tiles, const __grid_constant__ CUtensorMap a_map,
@@ -307,7 +318,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   extern __shared__ __align__(1024) unsigned char wg_smem_raw[];
   unsigned char* smem =
       reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(wg_smem_raw) + 1023) & ~std::uintptr_t{1023});
-  using Tile = WgTile<kRows>;
+  using Tile = WgTile<kRows, kActOrder>;
   constexpr int kStages = Tile::kStages, kStageBytes = Tile::kStageBytes;
   std::uint64_t* full = reinterpret_cast<std::uint64_t*>(smem + kStages * kStageBytes);
   std::uint64_t* empty = full + kStages;
@@ -335,7 +346,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   // sums of rows past M, never stored.
   const int box_rows = (rows + 7) / 8 * 8;
   const CUtensorMap* const a_box = box_rows == kRows ? &a_map : &a_tail_map;
-  const std::uint32_t stage_bytes = kStageBytes - (kRows - box_rows) * kWgStageK * 2;
+  const std::uint32_t stage_bytes = box_rows * kWgStageK * 2 + kWgBBytes + Tile::kOrderCopyBytes;
   // Its 64-row stages of K [t0, t1): split z of split.splits takes the z-th even share of the
   // pairs of stages (the loop below runs stages in pairs; the wrapper leaves each split a pair
   // or more).
@@ -369,8 +380,9 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     if (tid == 0) {
       // One thread copies each stage: a's rows by TMA (the box of kRows rows x 64 columns at
       // (k0, m0), in the 128-byte swizzle, rows past M zero) and the stage's weights, each step's
-      // two tiles 1 KB in a row, by bulk copies; the stage's `full` barrier counts their bytes.
-      for (int t = t0; t < t1; ++t) {
+      // two tiles 1 KB in a row, by bulk copies (with act-order, its rows' group ids and the
+      // scales of group `group` as well); the stage's `full` barrier counts their bytes.
+      const auto copy_stage = [&](int t, int group) {
         const int slot = (t - t0) % kStages, round = (t - t0) / kStages;
         wg_mbar_wait(&empty[slot], (round & 1) ^ 1);
         unsigned char* base = smem + slot * kStageBytes;
@@ -382,6 +394,32 @@ __global__ void __launch_bounds__(kWgThreads, 1)
                                               words_per_step + n0 / marlin::kTileN * 128;
           wg_bulk_load(base + Tile::kABytes + step * 1024, src, 1024, &full[slot]);
         }
+        if constexpr (kActOrder) {
+          wg_bulk_load(base + Tile::kOrderAt, p.g_idx + t * kWgStageK, Tile::kIdsBytes, &full[slot]);
+          wg_bulk_load(base + Tile::kOrderAt + Tile::kIdsBytes,
+                       static_cast<const T*>(p.scales) + static_cast<std::int64_t>(group) * p.n + n0,
+                       kWgBlockN * 2, &full[slot]);
+        }
+      };
+      if constexpr (kActOrder) {
+        // Each stage's first group id is read kAhead stages before its copies are issued, so that
+        // this thread, which waits on it for the scales' address, stays ahead of the computing
+        // warps (a stage's wgmmas take a fraction of a read's round trip).
+        constexpr int kAhead = 4;
+        int ahead[kAhead];
+#pragma unroll
+        for (int i = 0; i < kAhead; ++i) ahead[i] = t0 + i < t1 ? __ldg(p.g_idx + (t0 + i) * kWgStageK) : 0;
+        for (int t = t0; t < t1; t += kAhead) {
+#pragma unroll
+          for (int i = 0; i < kAhead; ++i) {
+            if (t + i < t1) {
+              copy_stage(t + i, valid_group(p, ahead[i]));
+              ahead[i] = t + i + kAhead < t1 ? __ldg(p.g_idx + (t + i + kAhead) * kWgStageK) : 0;
+            }
+          }
+        }
+      } else {
+        for (int t = t0; t < t1; ++t) copy_stage(t, 0);
       }
     }
     if (tiles.cluster) {  // every thread of the cluster takes part in its two barriers (below)
@@ -393,8 +431,8 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     const int wg = role - 1, wi = warp % 4;
     const std::int64_t col = n0 + wg * 64 + wi * 16 + lane / 4;  // this lane's columns: col, col + 8
     const T* scales = static_cast<const T*>(p.scales);
-    // Stages a group spans (none for channel-wise scales).
-    const int group_stages = channelwise ? 0 : static_cast<int>(p.group_size / kWgStageK);
+    // Stages a group spans (none for channel-wise scales or act-order, whose stages carry theirs).
+    const int group_stages = channelwise || kActOrder ? 0 : static_cast<int>(p.group_size / kWgStageK);
     // Group g's scales and zero points (AWQ) for this lane's two columns, read a group ahead of
     // use into next_* through pointers stepped a row a group; a zero point's word is turned into
     // the value to subtract only when used, so no read waits where it is issued. GPTQ's zero
@@ -402,16 +440,20 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     const std::uint32_t gptq_base = std::is_same_v<T, bf16_t> ? 0x43084308u : 0x64086408u;  // 128 + 8, 1024 + 8
     const bool awq = p.zeros != nullptr;
     const int zs_lo = 4 * marlin::zero_point_slot(4, col), zs_hi = 4 * marlin::zero_point_slot(4, col + 8);
-    const int group = channelwise ? 0 : t0 / group_stages;  // the first
+    const int group = group_stages == 0 ? 0 : t0 / group_stages;  // the first
     const T* scale_lo_at = scales + (channelwise ? 0 : group * p.n + marlin::grouped_scale_pos(col));
     const T* scale_hi_at = scales + (channelwise ? 0 : group * p.n + marlin::grouped_scale_pos(col + 8));
+    // Act-order: where this lane's two scales lie in a stage's row of them, in bytes: column
+    // col + 8's follows col's (grouped_scale_pos), at an even position, so one 32-bit read takes
+    // both.
+    const int order_at = static_cast<int>(marlin::grouped_scale_pos(col) - n0) * 2;
     const std::int32_t* zero_lo_at = awq ? p.zeros + group * (p.n / 8) + marlin::zero_point_word(4, col) : nullptr;
     const std::int32_t* zero_hi_at = awq ? p.zeros + group * (p.n / 8) + marlin::zero_point_word(4, col + 8) : nullptr;
     const T one = from_float<T>(1.0f);
     T next_lo = one, next_hi = one;
     std::uint32_t next_zlo = 0, next_zhi = 0;
     const auto read_group = [&]() {
-      if (!channelwise) {  // channel-wise scales are applied to the sums at the end instead
+      if (!channelwise && !kActOrder) {  // channel-wise scales are applied to the sums at the end instead
         next_lo = *scale_lo_at;
         next_hi = *scale_hi_at;
         scale_lo_at += p.n;
@@ -435,7 +477,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     };
     // The stages come in order: the group and the stage that starts the next one are counted,
     // and the slot and its phase stepped, not divided for, every stage.
-    int group_end = channelwise ? t1 : (group + 1) * group_stages;
+    int group_end = group_stages == 0 ? t1 : (group + 1) * group_stages;
     read_group();
     start_group(group_end < t1);
     int slot = 0, phase = 0, last_slot = kStages - 1;
@@ -452,12 +494,45 @@ __global__ void __launch_bounds__(kWgThreads, 1)
         group_end += group_stages;
         start_group(group_end < t1);
       }
+      bool one_group = true;
+      if constexpr (kActOrder) {
+        // One group when the ids of all the stage's rows (two a lane) equal the first's, whose
+        // scales came with the stage.
+        const std::uint32_t ids_at = smem_addr(smem) + stage_at + Tile::kOrderAt;
+        const std::uint32_t first = wg_lds(ids_at);
+        const bool mine = (wg_lds(ids_at + 8 * lane) == first) & (wg_lds(ids_at + 8 * lane + 4) == first);
+        one_group = __all_sync(0xffffffffu, mine);
+        if (one_group) {
+          const std::uint32_t both = wg_lds(ids_at + Tile::kIdsBytes + order_at);  // col's scale, col + 8's
+          s_lo = as_pair<T>(__byte_perm(both, 0, 0x1010));
+          s_hi = as_pair<T>(__byte_perm(both, 0, 0x3232));
+        } else {
+          // Each weight by its own row's group: the lane's K rows 2q, 2q + 1, 2q + 8, 2q + 9 of a
+          // step, each row's two scales (col's, col + 8's) in one 32-bit read.
+          const auto row_scales = [&](std::uint32_t at) {
+            const int group = valid_group(p, static_cast<int>(wg_lds(at)));
+            return __ldg(reinterpret_cast<const std::uint32_t*>(scale_lo_at + group * static_cast<int>(p.n)));
+          };
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        ab[kk][0] = wg_dequant<T>(word[kk], z_lo, s_lo);        // column col, K rows 2q, 2q + 1
-        ab[kk][1] = wg_dequant<T>(word[kk] >> 8, z_hi, s_hi);   // col + 8
-        ab[kk][2] = wg_dequant<T>(word[kk] >> 4, z_lo, s_lo);   // col, K rows 2q + 8, 2q + 9
-        ab[kk][3] = wg_dequant<T>(word[kk] >> 12, z_hi, s_hi);  // col + 8
+          for (int kk = 0; kk < 4; ++kk) {
+            const std::uint32_t row_at = ids_at + (16 * kk + 2 * (lane % 4)) * 4;
+            const std::uint32_t r0 = row_scales(row_at), r1 = row_scales(row_at + 4);
+            const std::uint32_t r8 = row_scales(row_at + 32), r9 = row_scales(row_at + 36);
+            ab[kk][0] = wg_dequant<T>(word[kk], z_lo, as_pair<T>(__byte_perm(r0, r1, 0x5410)));
+            ab[kk][1] = wg_dequant<T>(word[kk] >> 8, z_hi, as_pair<T>(__byte_perm(r0, r1, 0x7632)));
+            ab[kk][2] = wg_dequant<T>(word[kk] >> 4, z_lo, as_pair<T>(__byte_perm(r8, r9, 0x5410)));
+            ab[kk][3] = wg_dequant<T>(word[kk] >> 12, z_hi, as_pair<T>(__byte_perm(r8, r9, 0x7632)));
+          }
+        }
+      }
+      if (one_group) {
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          ab[kk][0] = wg_dequant<T>(word[kk], z_lo, s_lo);        // column col, K rows 2q, 2q + 1
+          ab[kk][1] = wg_dequant<T>(word[kk] >> 8, z_hi, s_hi);   // col + 8
+          ab[kk][2] = wg_dequant<T>(word[kk] >> 4, z_lo, s_lo);   // col, K rows 2q + 8, 2q + 9
+          ab[kk][3] = wg_dequant<T>(word[kk] >> 12, z_hi, s_hi);  // col + 8
+        }
       }
       // One commit group a 128-row half of a's rows (16 KB apart), on the same A registers.
 #pragma unroll
@@ -568,8 +643,8 @@ std::int64_t marlin_wgmma_clusters_at_once(std::int64_t device_id, std::int64_t 
   detail::DeviceGuard guard(static_cast<int>(device_id));
   return with_wgmma_rows(block_rows, [&](auto rows) -> std::int64_t {
     constexpr int kRows = decltype(rows)::value;
-    return runtime::get_max_active_clusters(marlin_wgmma_kernel<T, kRows>, kWgThreads, WgTile<kRows>::kSmemBytes,
-                                            static_cast<unsigned>(splits));
+    return runtime::get_max_active_clusters(marlin_wgmma_kernel<T, kRows, false>, kWgThreads,
+                                            WgTile<kRows>::kSmemBytes, static_cast<unsigned>(splits));
   });
 }
 
@@ -581,7 +656,7 @@ std::int64_t marlin_wgmma_clusters_at_once(std::int64_t device_id, std::int64_t 
 /// [(tiles - whole) * splits * min(block_rows, M) * 128]; locks int32, one per split tile, zero,
 /// and left zero (else either may be empty). The caller routes here only what the kernel takes
 /// (see the file comment); the checks say so for anything else.
-template <typename T>
+template <typename T, bool kActOrder>
 void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kernel::TensorView b,
                        mllm_kernel::TensorView scales, mllm_kernel::TensorView zeros, mllm_kernel::TensorView g_idx,
                        mllm_kernel::TensorView partials, mllm_kernel::TensorView locks, std::int64_t size_m,
@@ -589,8 +664,15 @@ void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mll
                        std::int64_t whole, bool cluster, bool enable_pdl) {
   using namespace mllm_kernel::host;
   const MarlinGemmParams p = check_marlin_gemm<kDLCUDA, T>(a, c, b, scales, zeros, g_idx, 4, size_m, size_n, size_k);
-  RuntimeCheck(p.g_idx == nullptr || p.groups == 1, "the wgmma kernel takes no act-order g_idx");
-  RuntimeCheck(p.groups == 1 || p.group_size % kWgStageK == 0,
+  const bool act_order = p.g_idx != nullptr && p.groups > 1;
+  RuntimeCheck(act_order == kActOrder, "this marlin_wgmma module is built ", kActOrder ? "for" : "without",
+               " act-order (g_idx with more than one group); the call ", act_order ? "has it" : "has none");
+  RuntimeCheck(!kActOrder || p.zeros == nullptr, "the wgmma kernel takes no zero points with g_idx");
+  // (with act-order, stages bring g_idx and the scales' rows by bulk copies)
+  RuntimeCheck(!kActOrder || (reinterpret_cast<std::uintptr_t>(p.g_idx) % 16 == 0 &&
+                              reinterpret_cast<std::uintptr_t>(p.scales) % 16 == 0),
+               "g_idx and b_scales must start 16-byte aligned");
+  RuntimeCheck(kActOrder || p.groups == 1 || p.group_size % kWgStageK == 0,
                "the wgmma kernel needs groups of a multiple of 64 rows or channel-wise scales, got group size ",
                p.group_size);
   RuntimeCheck(size_n % kWgBlockN == 0, "the wgmma kernel needs size_n a multiple of 128, got ", size_n);
@@ -631,10 +713,10 @@ void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mll
                                               kWgStageK);
   const auto launch = [&](auto rows) {
     constexpr int kRows = decltype(rows)::value;
-    LaunchKernel(grid, kWgThreads, a.device(), WgTile<kRows>::kSmemBytes)
+    LaunchKernel(grid, kWgThreads, a.device(), WgTile<kRows, kActOrder>::kSmemBytes)
         .enable_pdl(enable_pdl)
-        .cluster_blocks(cluster ? static_cast<unsigned>(splits) : 1u)(marlin_wgmma_kernel<T, kRows>, p, split, wg_tiles,
-                                                                      a_map, a_tail_map);
+        .cluster_blocks(cluster ? static_cast<unsigned>(splits) : 1u)(marlin_wgmma_kernel<T, kRows, kActOrder>, p,
+                                                                      split, wg_tiles, a_map, a_tail_map);
   };
   with_wgmma_rows(block_rows, launch);
 }

@@ -104,13 +104,16 @@ def _declare_gather(dtype: torch.dtype):
                       cuda_wrappers=[("column_gather", f"column_gather<{args}>")])
 
 
-def _declare_wgmma(dtype: torch.dtype):
-    """The Hopper kernel (csrc/marlin_wgmma.cuh; any rows, routed 17 to 1024): sm_90a only."""
-    args = make_cpp_args(dtype)
+def _declare_wgmma(dtype: torch.dtype, act_order: bool):
+    """The Hopper kernel (csrc/marlin_wgmma.cuh; any rows, routed 17 to 1024), with act-order or
+    without: sm_90a only. The plain module also answers how many clusters the GPU runs at once
+    (act-order's blocks take as many SMs)."""
+    args = make_cpp_args(dtype, act_order)
+    wrappers = [("marlin_wgmma_gemm", f"marlin_wgmma_gemm<{args}>")]
+    if not act_order:
+        wrappers.append(("marlin_wgmma_clusters_at_once", f"marlin_wgmma_clusters_at_once<{make_cpp_args(dtype)}>"))
     return jit_module("marlin_wgmma", args=args, device="cuda", cuda_files=["marlin_wgmma.cuh"],
-                      cuda_wrappers=[("marlin_wgmma_gemm", f"marlin_wgmma_gemm<{args}>"),
-                                     ("marlin_wgmma_clusters_at_once", f"marlin_wgmma_clusters_at_once<{args}>")],
-                      cuda_archs=["9.0a"])
+                      cuda_wrappers=wrappers, cuda_archs=["9.0a"])
 
 
 _WEIGHTS = (4, 8, FP8)
@@ -126,9 +129,12 @@ _GEMV = KernelTable(_OP, {(dtype, weights, act_order): _declare_gemv(dtype, weig
                     arg="a", export="marlin_gemv")
 _DEQUANT = KernelTable(_OP, {(dtype, weights): _declare_dequant(dtype, weights)
                              for dtype in HALF_DTYPES for weights in _WEIGHTS}, arg="a", export="marlin_dequant")
-_WGMMA_MODULES = {dtype: _declare_wgmma(dtype) for dtype in HALF_DTYPES}
+#: The Hopper kernel's by (dtype, act-order).
+_WGMMA_MODULES = {(dtype, act_order): _declare_wgmma(dtype, act_order)
+                  for dtype in HALF_DTYPES for act_order in (False, True)}
 _WGMMA = KernelTable(_OP, _WGMMA_MODULES, arg="a", export="marlin_wgmma_gemm")
-_WGMMA_CLUSTERS = KernelTable(_OP, _WGMMA_MODULES, arg="a", export="marlin_wgmma_clusters_at_once")
+_WGMMA_CLUSTERS = KernelTable(_OP, {dtype: _WGMMA_MODULES[(dtype, False)] for dtype in HALF_DTYPES}, arg="a",
+                              export="marlin_wgmma_clusters_at_once")
 
 
 def precompile(*, wait: bool = True):
@@ -242,9 +248,10 @@ def wgmma_applies(a: torch.Tensor, m: int, n: int, k: int, weights, scales, act_
                   zeros: torch.Tensor) -> bool:
     """Whether a call runs the Hopper kernel: WGMMA_MIN_ROWS to WGMMA_MAX_ROWS rows of a with
     16-byte aligned rows that do not overlap (TMA reads them), 4-bit weights (GPTQ, or AWQ with
-    zero points; no act-order), N and K multiples of 128, channel-wise scales or groups of a
-    multiple of 64 rows, on sm_90."""
-    if not WGMMA_MIN_ROWS <= m <= WGMMA_MAX_ROWS or weights != 4 or act_order:
+    zero points), N and K multiples of 128, channel-wise scales or groups of a multiple of 64 rows
+    (with act-order: as many rows a group on average, and no zero points: the stages of a sorted
+    g_idx then lie in one group each), on sm_90."""
+    if not WGMMA_MIN_ROWS <= m <= WGMMA_MAX_ROWS or weights != 4 or (act_order and zeros.numel()):
         return False
     if n % WGMMA_BLOCK_N or k % WGMMA_SPLIT_K or a.dim() != 2 or a.stride(1) != 1 or a.stride(0) % 8 \
             or a.stride(0) < k or a.data_ptr() % 16:
@@ -557,8 +564,8 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
         split_tiles = 0 if plan.cluster else wgmma_tiles(size_m, size_n, plan.block_rows) - plan.whole
         partials, locks = _split_buffers(a, workspace, plan.splits, split_tiles,
                                          split_tiles * plan.splits * min(plan.block_rows, size_m) * WGMMA_BLOCK_N)
-        _WGMMA[a.dtype](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n, size_k,
-                        plan.splits, plan.block_rows, plan.whole, plan.cluster, pdl)
+        _WGMMA[(a.dtype, act_order)](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n,
+                                     size_k, plan.splits, plan.block_rows, plan.whole, plan.cluster, pdl)
         return c
     if size_m > 0 and (size_m < DENSE_MIN_M or not dense_ok):
         if gemv_applies(a, size_m, size_n, size_k, bits, b_scales, act_order, zeros):
