@@ -1493,7 +1493,7 @@ def test_marlin_wgmma_refuses_what_it_does_not_take():
                   True)
     shifted = torch.empty(k + 4, dtype=torch.int32, device="cuda")[1:k + 1]
     shifted.copy_(prep["g_idx"])
-    with pytest.raises(ValueError, match="g_idx and b_scales must start 16-byte aligned"):
+    with pytest.raises(ValueError, match="g_idx must start 16-byte aligned and b_scales 4-byte aligned"):
         act_order(a, c, prep["q"], prep["s"], empty, shifted, empty.float(), empty, m, n, k, 1, 128, 0, False, True)
     prep = _prepare("gptq4", k, 192, 128, False, dtype, seed=2)
     c = torch.empty(m, 192, dtype=dtype, device="cuda")

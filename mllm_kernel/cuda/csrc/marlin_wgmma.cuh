@@ -6,10 +6,10 @@
 // c[M, N] = a[M, K] @ ((q - zero) * scale): GPTQ uint4b8 (zero 8) or AWQ uint4 (zero points) in
 // groups of a multiple of 64 rows of K or channel-wise, or GPTQ act-order (g_idx, a's columns
 // already in the repack's perm order; the general kernel, marlin_gemm.cuh, takes every other
-// case). With act-order each stage brings its rows' group ids and the scales of its first row's
-// group: a stage whose 64 rows all have that group (every stage, for a checkpoint's g_idx sorted
-// by the perm and groups of a multiple of 64 rows) runs as a plain group; any other scales each
-// weight by its own row's group, read from global memory.
+// case). With act-order each stage brings its rows' group ids: a stage whose 64 rows all have its
+// first row's group (every stage, for a checkpoint's g_idx sorted by the perm and groups of a
+// multiple of 64 rows) runs as a plain group of that group's scales; any other scales each weight
+// by its own row's group.
 //
 // The operands are swapped, c^T = W^T a^T, so the weights are wgmma's register A operand and a's
 // rows its shared-memory B operand (K-major, as a's rows are). In a 16 x 64 repacked tile, word
@@ -85,11 +85,10 @@ struct WgTile {
   static constexpr int kN = kRows < 128 ? kRows : 128;  // wgmma's N
   static constexpr int kHalves = kRows / kN;            // wgmmas a K step
   static constexpr int kABytes = kRows * kWgStageK * 2;  // 4 to 32 KB
-  // Act-order: the stage's 64 group ids, then the 128 scales of its first row's group, after the
-  // weights (kOrderAt), in 1 KB so that the next stage's rows of a stay 1024-byte aligned.
-  static constexpr int kOrderAt = kABytes + kWgBBytes;
-  static constexpr int kIdsBytes = kWgStageK * 4;
-  static constexpr int kOrderCopyBytes = kActOrder ? kIdsBytes + kWgBlockN * 2 : 0;
+  // Act-order: the stage's 64 group ids after the weights (kIdsAt), in 1 KB so that the next
+  // stage's rows of a stay 1024-byte aligned.
+  static constexpr int kIdsAt = kABytes + kWgBBytes;
+  static constexpr int kIdsBytes = kActOrder ? kWgStageK * 4 : 0;
   static constexpr int kStageBytes = kABytes + kWgBBytes + (kActOrder ? 1024 : 0);
   // The weights stream from HBM, each block its own: with 4 stages of 128 rows the computing
   // warps waited on them. 256 rows take the 6 that 227 KB of shared memory holds; fewer rows
@@ -346,7 +345,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   // sums of rows past M, never stored.
   const int box_rows = (rows + 7) / 8 * 8;
   const CUtensorMap* const a_box = box_rows == kRows ? &a_map : &a_tail_map;
-  const std::uint32_t stage_bytes = box_rows * kWgStageK * 2 + kWgBBytes + Tile::kOrderCopyBytes;
+  const std::uint32_t stage_bytes = box_rows * kWgStageK * 2 + kWgBBytes + Tile::kIdsBytes;
   // Its 64-row stages of K [t0, t1): split z of split.splits takes the z-th even share of the
   // pairs of stages (the loop below runs stages in pairs; the wrapper leaves each split a pair
   // or more).
@@ -380,9 +379,9 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     if (tid == 0) {
       // One thread copies each stage: a's rows by TMA (the box of kRows rows x 64 columns at
       // (k0, m0), in the 128-byte swizzle, rows past M zero) and the stage's weights, each step's
-      // two tiles 1 KB in a row, by bulk copies (with act-order, its rows' group ids and the
-      // scales of group `group` as well); the stage's `full` barrier counts their bytes.
-      const auto copy_stage = [&](int t, int group) {
+      // two tiles 1 KB in a row, by bulk copies (with act-order, its rows' group ids as well); the
+      // stage's `full` barrier counts their bytes.
+      for (int t = t0; t < t1; ++t) {
         const int slot = (t - t0) % kStages, round = (t - t0) / kStages;
         wg_mbar_wait(&empty[slot], (round & 1) ^ 1);
         unsigned char* base = smem + slot * kStageBytes;
@@ -395,31 +394,8 @@ __global__ void __launch_bounds__(kWgThreads, 1)
           wg_bulk_load(base + Tile::kABytes + step * 1024, src, 1024, &full[slot]);
         }
         if constexpr (kActOrder) {
-          wg_bulk_load(base + Tile::kOrderAt, p.g_idx + t * kWgStageK, Tile::kIdsBytes, &full[slot]);
-          wg_bulk_load(base + Tile::kOrderAt + Tile::kIdsBytes,
-                       static_cast<const T*>(p.scales) + static_cast<std::int64_t>(group) * p.n + n0,
-                       kWgBlockN * 2, &full[slot]);
+          wg_bulk_load(base + Tile::kIdsAt, p.g_idx + t * kWgStageK, Tile::kIdsBytes, &full[slot]);
         }
-      };
-      if constexpr (kActOrder) {
-        // Each stage's first group id is read kAhead stages before its copies are issued, so that
-        // this thread, which waits on it for the scales' address, stays ahead of the computing
-        // warps (a stage's wgmmas take a fraction of a read's round trip).
-        constexpr int kAhead = 4;
-        int ahead[kAhead];
-#pragma unroll
-        for (int i = 0; i < kAhead; ++i) ahead[i] = t0 + i < t1 ? __ldg(p.g_idx + (t0 + i) * kWgStageK) : 0;
-        for (int t = t0; t < t1; t += kAhead) {
-#pragma unroll
-          for (int i = 0; i < kAhead; ++i) {
-            if (t + i < t1) {
-              copy_stage(t + i, valid_group(p, ahead[i]));
-              ahead[i] = t + i + kAhead < t1 ? __ldg(p.g_idx + (t + i + kAhead) * kWgStageK) : 0;
-            }
-          }
-        }
-      } else {
-        for (int t = t0; t < t1; ++t) copy_stage(t, 0);
       }
     }
     if (tiles.cluster) {  // every thread of the cluster takes part in its two barriers (below)
@@ -443,10 +419,8 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     const int group = group_stages == 0 ? 0 : t0 / group_stages;  // the first
     const T* scale_lo_at = scales + (channelwise ? 0 : group * p.n + marlin::grouped_scale_pos(col));
     const T* scale_hi_at = scales + (channelwise ? 0 : group * p.n + marlin::grouped_scale_pos(col + 8));
-    // Act-order: where this lane's two scales lie in a stage's row of them, in bytes: column
-    // col + 8's follows col's (grouped_scale_pos), at an even position, so one 32-bit read takes
-    // both.
-    const int order_at = static_cast<int>(marlin::grouped_scale_pos(col) - n0) * 2;
+    // (Act-order: column col + 8's scale follows col's in a row of them (grouped_scale_pos), at an
+    // even position, so one 32-bit read from scale_lo_at takes both.)
     const std::int32_t* zero_lo_at = awq ? p.zeros + group * (p.n / 8) + marlin::zero_point_word(4, col) : nullptr;
     const std::int32_t* zero_hi_at = awq ? p.zeros + group * (p.n / 8) + marlin::zero_point_word(4, col + 8) : nullptr;
     const T one = from_float<T>(1.0f);
@@ -496,28 +470,30 @@ __global__ void __launch_bounds__(kWgThreads, 1)
       }
       bool one_group = true;
       if constexpr (kActOrder) {
-        // One group when the ids of all the stage's rows (two a lane) equal the first's, whose
-        // scales came with the stage.
-        const std::uint32_t ids_at = smem_addr(smem) + stage_at + Tile::kOrderAt;
+        // One group when the ids of all the stage's rows (two a lane) equal the first's. A row's
+        // two scales (col's, col + 8's) come in one 32-bit read: the plain group's here, where
+        // the stage's weights have come (copying the group's row of scales with them, or reading
+        // it ahead into L2, was slower or level).
+        const std::uint32_t ids_at = smem_addr(smem) + stage_at + Tile::kIdsAt;
+        const auto row_scales = [&](std::uint32_t id) {
+          const int group = valid_group(p, static_cast<int>(id));
+          return __ldg(reinterpret_cast<const std::uint32_t*>(scale_lo_at + group * static_cast<int>(p.n)));
+        };
         const std::uint32_t first = wg_lds(ids_at);
         const bool mine = (wg_lds(ids_at + 8 * lane) == first) & (wg_lds(ids_at + 8 * lane + 4) == first);
         one_group = __all_sync(0xffffffffu, mine);
         if (one_group) {
-          const std::uint32_t both = wg_lds(ids_at + Tile::kIdsBytes + order_at);  // col's scale, col + 8's
+          const std::uint32_t both = row_scales(first);
           s_lo = as_pair<T>(__byte_perm(both, 0, 0x1010));
           s_hi = as_pair<T>(__byte_perm(both, 0, 0x3232));
         } else {
           // Each weight by its own row's group: the lane's K rows 2q, 2q + 1, 2q + 8, 2q + 9 of a
-          // step, each row's two scales (col's, col + 8's) in one 32-bit read.
-          const auto row_scales = [&](std::uint32_t at) {
-            const int group = valid_group(p, static_cast<int>(wg_lds(at)));
-            return __ldg(reinterpret_cast<const std::uint32_t*>(scale_lo_at + group * static_cast<int>(p.n)));
-          };
+          // step.
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk) {
             const std::uint32_t row_at = ids_at + (16 * kk + 2 * (lane % 4)) * 4;
-            const std::uint32_t r0 = row_scales(row_at), r1 = row_scales(row_at + 4);
-            const std::uint32_t r8 = row_scales(row_at + 32), r9 = row_scales(row_at + 36);
+            const std::uint32_t r0 = row_scales(wg_lds(row_at)), r1 = row_scales(wg_lds(row_at + 4));
+            const std::uint32_t r8 = row_scales(wg_lds(row_at + 32)), r9 = row_scales(wg_lds(row_at + 36));
             ab[kk][0] = wg_dequant<T>(word[kk], z_lo, as_pair<T>(__byte_perm(r0, r1, 0x5410)));
             ab[kk][1] = wg_dequant<T>(word[kk] >> 8, z_hi, as_pair<T>(__byte_perm(r0, r1, 0x7632)));
             ab[kk][2] = wg_dequant<T>(word[kk] >> 4, z_lo, as_pair<T>(__byte_perm(r8, r9, 0x5410)));
@@ -668,10 +644,10 @@ void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mll
   RuntimeCheck(act_order == kActOrder, "this marlin_wgmma module is built ", kActOrder ? "for" : "without",
                " act-order (g_idx with more than one group); the call ", act_order ? "has it" : "has none");
   RuntimeCheck(!kActOrder || p.zeros == nullptr, "the wgmma kernel takes no zero points with g_idx");
-  // (with act-order, stages bring g_idx and the scales' rows by bulk copies)
+  // (with act-order, stages bring g_idx by bulk copies, and rows of scales are read 4 bytes at a time)
   RuntimeCheck(!kActOrder || (reinterpret_cast<std::uintptr_t>(p.g_idx) % 16 == 0 &&
-                              reinterpret_cast<std::uintptr_t>(p.scales) % 16 == 0),
-               "g_idx and b_scales must start 16-byte aligned");
+                              reinterpret_cast<std::uintptr_t>(p.scales) % 4 == 0),
+               "g_idx must start 16-byte aligned and b_scales 4-byte aligned");
   RuntimeCheck(kActOrder || p.groups == 1 || p.group_size % kWgStageK == 0,
                "the wgmma kernel needs groups of a multiple of 64 rows or channel-wise scales, got group size ",
                p.group_size);

@@ -6,8 +6,8 @@ float8_e4m3fn: FP8 checkpoints on GPUs without FP8 tensor cores), one kernel eac
 kernel's variants: ``GEMM_KERNELS``), so that a first call compiles only the kernel it runs;
 sm_80 and newer. Decoding
 (up to ``GEMV_MAX_ROWS`` rows) runs ``csrc/marlin_gemv.cuh``, whose warps stream the weights
-through rings of shared memory. On Hopper, 17 to 1024 rows of 4-bit weights (GPTQ or AWQ)
-without act-order run ``csrc/marlin_wgmma.cuh`` (the weights as wgmma's register operand).
+through rings of shared memory. On Hopper, 17 to 1024 rows of 4-bit weights (GPTQ or AWQ, or
+GPTQ act-order) run ``csrc/marlin_wgmma.cuh`` (the weights as wgmma's register operand).
 From ``DENSE_MIN_M`` rows of activations on (beyond that on Hopper, for what its kernel takes),
 where the product is compute-bound, the weights are
 dequantized into a temporary ``[N, K]`` matrix (``csrc/marlin_dequant.cuh``) and multiplied by
