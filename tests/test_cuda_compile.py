@@ -250,16 +250,16 @@ def test_hopper_gemm_wgmma_not_serialized(tmp_path, scale_a_major_m):
     assert "C7517" not in report, report
 
 
-@pytest.mark.parametrize("act_order", [False, True], ids=["plain", "act_order"])
-def test_marlin_wgmma_not_serialized(tmp_path, act_order):
-    """The Hopper Marlin kernel (bf16, as declared, with act-order and without) keeps its wgmmas
-    pipelined (no C751x report: non-wgmma code touching accumulators or A registers in flight)
-    and spills nothing."""
+@pytest.mark.parametrize("weights,act_order", [(4, False), (4, True), (8, False)], ids=["w4", "w4_act_order", "w8"])
+def test_marlin_wgmma_not_serialized(tmp_path, weights, act_order):
+    """The Hopper Marlin kernel (bf16, as declared: 4-bit weights with act-order and without, and
+    8-bit ones) keeps its wgmmas pipelined (no C751x report: non-wgmma code touching accumulators
+    or A registers in flight) and spills nothing."""
     import torch
 
     from mllm_kernel.cuda.jit import gptq_marlin
 
-    report = _ptxas_report(tmp_path, gptq_marlin._declare_wgmma(torch.bfloat16, act_order).spec("cuda"))
+    report = _ptxas_report(tmp_path, gptq_marlin._declare_wgmma(torch.bfloat16, weights, act_order).spec("cuda"))
     assert "C751" not in report, report
     assert "Compiling entry function '_ZN" in report and " 0 bytes spill stores" in report, report
     assert " bytes spill stores" not in report.replace(" 0 bytes spill stores", ""), report

@@ -532,7 +532,7 @@ def test_gptq_marlin_gemm_decodes_with_the_gemv(monkeypatch, kind, group_size, m
     _check(out, a, prep["w_ref"], dtype)
     gemv = (m <= 16 and n * k >= gptq_marlin.GEMV_MIN_WEIGHTS and group_size != 32
             and torch.cuda.get_device_capability() >= (9, 0))
-    wgmma = (m > 16 and kind in ("gptq4", "awq") and group_size != 32 and n % 128 == 0
+    wgmma = (m > 16 and group_size != 32 and n % 128 == 0
              and torch.cuda.get_device_capability() == (9, 0))
     assert [name for name, _ in calls] == ["_GEMV" if gemv else "_WGMMA" if wgmma else "_GEMM"]
 
@@ -572,7 +572,7 @@ def test_gptq_marlin_gemm_act_order_from_17_rows(monkeypatch, m):
     c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
     _check(_run(prep, a, n, k, c=c), a, prep["w_ref"], dtype)
     wgmma = torch.cuda.get_device_capability() == (9, 0)
-    assert [key for _, key in calls] == ([(dtype, True)] if wgmma else [])
+    assert [key for _, key in calls] == ([(dtype, 4, True)] if wgmma else [])
 
 
 def test_gemv_splits_only_where_blocks_leave_sms_idle():
@@ -1188,7 +1188,7 @@ def test_wgmma_routing(monkeypatch):
 
     assert applies(m=17) and applies(m=128) and applies(m=1024) and applies(m=100, s=scales[:1])
     assert not applies(m=16) and not applies(m=1025)  # the GEMV; dequantization and cuBLAS
-    assert not applies(weights=8) and not applies(weights=gptq_marlin.FP8)
+    assert applies(weights=8) and applies(weights=gptq_marlin.FP8)  # 8-bit GPTQ, float8
     awq_zeros = torch.zeros(8, 48, dtype=torch.int32)
     assert applies(zeros=awq_zeros) and applies(act_order=True)  # AWQ; act-order
     assert not applies(act_order=True, zeros=awq_zeros)  # (act-order takes no zero points)
@@ -1259,22 +1259,26 @@ def test_wgmma_routing(monkeypatch):
     assert stages(gptq_marlin.WgmmaPlan(128, 0, 4), 64, 4096) == pytest.approx(16 + 8 + 10)
 
 
+#: The weights key of the kernels' tables for each kind of _prepare.
+_KIND_WEIGHTS = {"gptq4": 4, "awq": 4, "gptq8": 8, "fp8": "fp8"}
+
+
 @hopper
-@pytest.mark.parametrize("kind", ["gptq4", "awq"])
+@pytest.mark.parametrize("kind", ["gptq4", "awq", "gptq8", "fp8"])
 @pytest.mark.parametrize("group_size", [-1, 64, 128, 256])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("m", [17, 32, 40, 64, 100, 128, 129, 300, 1000])
 def test_gptq_marlin_gemm_takes_the_wgmma_kernel(kind, group_size, dtype, m):
     """17 to 1024 rows (one block of 32, 64 or 128 rows to eight rows of blocks) of GPTQ and AWQ
-    4-bit weights on sm_90, through the public entry point: the output poisoned, against the
-    float64 product."""
+    4-bit weights, 8-bit GPTQ and float8 ones, on sm_90, through the public entry point: the
+    output poisoned, against the float64 product."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     k, n = 1024, 384
     prep = _prepare(kind, k, n, group_size, False, dtype, seed=m + group_size)
     a = torch.randn(m, k, device="cuda").to(dtype)
     zeros = prep["zeros"] if prep["zeros"] is not None else torch.empty(0)
-    assert gptq_marlin.wgmma_applies(a, m, n, k, 4, prep["s"], False, zeros)
+    assert gptq_marlin.wgmma_applies(a, m, n, k, _KIND_WEIGHTS[kind], prep["s"], False, zeros)
     # 3 to 24 tiles, every one split: the splits run as clusters, but for 17 rows, whose few
     # partial sums make the global fix-up the shorter (wgmma_split_stages).
     at_once = functools.partial(gptq_marlin._wgmma_clusters_at_once, a.device, dtype)
@@ -1328,7 +1332,7 @@ def test_gptq_marlin_gemm_takes_each_wgmma_plan(monkeypatch, kind, dtype, m, pla
 
 
 @hopper
-@pytest.mark.parametrize("kind", ["gptq4", "awq"])
+@pytest.mark.parametrize("kind", ["gptq4", "awq", "gptq8", "fp8"])
 @pytest.mark.parametrize("group_size", [-1, 128])
 @pytest.mark.parametrize("m", [1, 20, 128, 200, 300, 600])
 def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
@@ -1344,7 +1348,7 @@ def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
     prep = _prepare(kind, k, n, group_size, False, dtype, seed=m)
     wide = torch.randn(m, k + 64, device="cuda").to(dtype)
     a = wide[:, :k]
-    module = gptq_marlin._WGMMA[(dtype, False)]
+    module = gptq_marlin._WGMMA[(dtype, _KIND_WEIGHTS[kind], False)]
     empty = torch.empty(0, dtype=torch.int32, device="cuda")
     zeros = prep["zeros"] if prep["zeros"] is not None else empty
     for rows in (32, 64, 128, 256):
@@ -1414,7 +1418,7 @@ def test_marlin_wgmma_act_order(group_size, dtype, m):
     prep = _prepare("gptq4", k, n, group_size, True, dtype, seed=m + group_size)
     a = torch.randn(m, k, device="cuda").to(dtype)
     a_in = a[:, prep["perm"].long()].contiguous()
-    module = gptq_marlin._WGMMA[(dtype, True)]
+    module = gptq_marlin._WGMMA[(dtype, 4, True)]
     empty = torch.empty(0, dtype=torch.int32, device="cuda")
 
     def run(g_idx, rows, whole, splits, cluster):
@@ -1466,12 +1470,12 @@ def test_marlin_wgmma_clusters_at_once():
 @hopper
 def test_marlin_wgmma_refuses_what_it_does_not_take():
     """Group sizes that are not a multiple of 64 rows, act-order g_idx to the plain module and none
-    to the act-order one, zero points or misaligned g_idx with act-order, and N not a multiple of
-    128: named errors."""
+    to the act-order one, zero points or misaligned g_idx with act-order, zero points with 8-bit
+    weights, and N not a multiple of 128: named errors."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     dtype = torch.bfloat16
-    module = gptq_marlin._WGMMA[(dtype, False)]
+    module = gptq_marlin._WGMMA[(dtype, 4, False)]
     empty = torch.empty(0, dtype=torch.int32, device="cuda")
     k, n, m = 1024, 256, 32
     prep = _prepare("gptq4", k, n, 32, False, dtype, seed=1)
@@ -1483,7 +1487,7 @@ def test_marlin_wgmma_refuses_what_it_does_not_take():
     with pytest.raises(ValueError, match=re.escape("this marlin_wgmma module is built without act-order (g_idx "
                                                    "with more than one group); the call has it")):
         module(a, c, prep["q"], prep["s"], empty, prep["g_idx"], empty.float(), empty, m, n, k, 1, 128, 0, False, True)
-    act_order = gptq_marlin._WGMMA[(dtype, True)]
+    act_order = gptq_marlin._WGMMA[(dtype, 4, True)]
     with pytest.raises(ValueError, match=re.escape("this marlin_wgmma module is built for act-order (g_idx with "
                                                    "more than one group); the call has none")):
         act_order(a, c, prep["q"], prep["s"], empty, empty, empty.float(), empty, m, n, k, 1, 128, 0, False, True)
@@ -1495,6 +1499,11 @@ def test_marlin_wgmma_refuses_what_it_does_not_take():
     shifted.copy_(prep["g_idx"])
     with pytest.raises(ValueError, match="g_idx must start 16-byte aligned and b_scales 4-byte aligned"):
         act_order(a, c, prep["q"], prep["s"], empty, shifted, empty.float(), empty, m, n, k, 1, 128, 0, False, True)
+    w8 = gptq_marlin._WGMMA[(dtype, 8, False)]
+    prep = _prepare("gptq8", k, n, 128, False, dtype, seed=4)
+    zeros = torch.zeros(k // 128, n // 4, dtype=torch.int32, device="cuda")
+    with pytest.raises(ValueError, match="zero points are supported for 4-bit weights only"):
+        w8(a, c, prep["q"], prep["s"], zeros, empty, empty.float(), empty, m, n, k, 1, 128, 0, False, True)
     prep = _prepare("gptq4", k, 192, 128, False, dtype, seed=2)
     c = torch.empty(m, 192, dtype=dtype, device="cuda")
     with pytest.raises(ValueError, match="the wgmma kernel needs size_n a multiple of 128, got 192"):

@@ -1,10 +1,12 @@
-// Hopper (sm_90a) weight-only GEMM on Marlin-format 4-bit weights, any rows of a in blocks of 32,
-// 64, 128 or 256 (gptq_marlin routes 17 to 1024 here), one module per activation type T and
-// act-order or not:
-//   marlin_wgmma_gemm<T, kActOrder>(a, c, b, scales, zeros, g_idx, partials, locks, size_m, size_n,
-//                                   size_k, splits, block_rows, whole, enable_pdl)
-// c[M, N] = a[M, K] @ ((q - zero) * scale): GPTQ uint4b8 (zero 8) or AWQ uint4 (zero points) in
-// groups of a multiple of 64 rows of K or channel-wise, or GPTQ act-order (g_idx, a's columns
+// Hopper (sm_90a) weight-only GEMM on Marlin-format weights, any rows of a in blocks of 32, 64, 128
+// or 256 (gptq_marlin routes 17 to 1024 here), one module per activation type T, weight type (as
+// for marlin_gemm.cuh) and act-order or not:
+//   marlin_wgmma_gemm<T, kBits, kFp8, kActOrder>(a, c, b, scales, zeros, g_idx, partials, locks,
+//                                                size_m, size_n, size_k, splits, block_rows, whole,
+//                                                enable_pdl)
+// c[M, N] = a[M, K] @ ((q - zero) * scale): GPTQ uint4b8 (zero 8), AWQ uint4 (zero points), GPTQ
+// uint8b128 (zero 128) or float8_e4m3fn, in groups of a multiple of 64 rows of K or channel-wise,
+// or GPTQ act-order (g_idx, a's columns
 // already in the repack's perm order; the general kernel, marlin_gemm.cuh, takes every other
 // case). With act-order each stage brings its rows' group ids: a stage whose 64 rows all have its
 // first row's group (every stage, for a checkpoint's g_idx sorted by the perm and groups of a
@@ -14,8 +16,9 @@
 // The operands are swapped, c^T = W^T a^T, so the weights are wgmma's register A operand and a's
 // rows its shared-memory B operand (K-major, as a's rows are). In a 16 x 64 repacked tile, word
 // 4 L + i holds columns 16 i + L / 4 and that + 8 at K rows 2 (L % 4), +1, +8, +9 (marlin.hpp):
-// lane L's m64k16 A fragment for warp i of a warpgroup. So each warp reads one word a lane a
-// 16-row step and dequantizes it straight into A registers.
+// lane L's m64k16 A fragment for warp i of a warpgroup (8-bit weights: words 8 L + 2 i and the
+// next). So each warp reads one word a lane a 16-row step (two of 8-bit weights) and dequantizes
+// it straight into A registers.
 //
 // A block is 128 columns by 32, 64, 128 or 256 rows of a, in a loading warpgroup and two
 // computing ones. One thread of the loading warpgroup copies each 64-row stage of K (a's rows by
@@ -73,27 +76,28 @@ constexpr int kWgBlockN = 128;                // weight columns a block: two war
 constexpr int kWgStageK = 64;                 // K a stage: one 128-byte swizzled row of a
 constexpr int kWgThreads = 384;               // a loading warpgroup and two computing ones
 constexpr int kWgComputeThreads = 256;        // the computing warpgroups: threads 128 to 383
-constexpr int kWgBBytes = kWgStageK / marlin::kTileK * 2 * marlin::tile_words(4) * 4;  // 4 KB
 constexpr int kWgMaxCluster = 8;              // the cluster size every sm_90 GPU supports
 
 /// A block's rows of a, kRows (32 or 64 for few rows, 128, or 256 where M is large), and what
 /// follows from them. wgmma's N is the block's rows up to 128, in m64n128k16 halves beyond: a
 /// block of fewer rows runs that many fewer products, where rows past M would only add zeros.
-template <int kRows, bool kActOrder = false>
+template <int kRows, bool kActOrder = false, int kBits = 4>
 struct WgTile {
   static_assert(kRows == 32 || kRows == 64 || kRows == 128 || kRows == 256, "blocks of 32, 64, 128 or 256 rows of a");
   static constexpr int kN = kRows < 128 ? kRows : 128;  // wgmma's N
   static constexpr int kHalves = kRows / kN;            // wgmmas a K step
   static constexpr int kABytes = kRows * kWgStageK * 2;  // 4 to 32 KB
-  // Act-order: the stage's 64 group ids after the weights (kIdsAt), in 1 KB so that the next
+  // A step's two repacked 16 x 64 tiles of weights (1 KB of 4-bit ones, 2 KB of 8-bit), 4 a stage.
+  static constexpr int kStepBBytes = 2 * marlin::tile_words(kBits) * 4;
+  static constexpr int kBBytes = kWgStageK / marlin::kTileK * kStepBBytes;  // Act-order: the stage's 64 group ids after the weights (kIdsAt), in 1 KB so that the next
   // stage's rows of a stay 1024-byte aligned.
-  static constexpr int kIdsAt = kABytes + kWgBBytes;
+  static constexpr int kIdsAt = kABytes + kBBytes;
   static constexpr int kIdsBytes = kActOrder ? kWgStageK * 4 : 0;
-  static constexpr int kStageBytes = kABytes + kWgBBytes + (kActOrder ? 1024 : 0);
+  static constexpr int kStageBytes = kABytes + kBBytes + (kActOrder ? 1024 : 0);
   // The weights stream from HBM, each block its own: with 4 stages of 128 rows the computing
-  // warps waited on them. 256 rows take the 6 that 227 KB of shared memory holds; fewer rows
-  // 12 (16 to 39, filling 192 KB, were no faster).
-  static constexpr int kStages = kRows == 256 ? 6 : kRows == 128 ? 8 : 12;
+  // warps waited on them. 256 rows take the 6 that 227 KB of shared memory holds (5 with 8-bit
+  // weights); fewer rows 12 (16 to 39, filling 192 KB, were no faster).
+  static constexpr int kStages = kRows == 256 ? (kBits == 4 ? 6 : 5) : kRows == 128 ? 8 : 12;
   /// Dynamic shared memory: the stages (1024-byte aligned for the swizzle) and their barriers.
   static constexpr int kSmemBytes = kStages * kStageBytes + 1024 + 2 * kStages * 8;
 };
@@ -245,6 +249,29 @@ template <typename T>
 __device__ __forceinline__ std::uint32_t wg_dequant(std::uint32_t w, Pair<T> base, Pair<T> scale) {
   return as_bits<T>(__hmul2(__hsub2(as_pair<T>(nibble_pair<T>(w)), base), scale));
 }
+/// A lane's four A registers of a 16-row step from its kBits / 4 words w: (q - zero) * scale,
+/// register r scaled by sc[r] (0: column col, K rows 2q and 2q + 1; 1: col + 8; 2: col, rows
+/// 2q + 8 and 2q + 9; 3: col + 8). 4-bit: one word, zero points in z_lo and z_hi (as
+/// wg_dequant); 8-bit: dequant_block's 8-column blocks, col's in w[0] and col + 8's in w[1]
+/// (integers minus 128, or float8 times a power of two its scales carry).
+template <typename T, int kBits, bool kFp8>
+__device__ __forceinline__ void wg_dequant_step(const std::uint32_t* w, Pair<T> z_lo, Pair<T> z_hi,
+                                                const Pair<T> (&sc)[4], std::uint32_t (&ab)[4]) {
+  if constexpr (kBits == 4) {
+    ab[0] = wg_dequant<T>(w[0], z_lo, sc[0]);
+    ab[1] = wg_dequant<T>(w[0] >> 8, z_hi, sc[1]);
+    ab[2] = wg_dequant<T>(w[0] >> 4, z_lo, sc[2]);
+    ab[3] = wg_dequant<T>(w[0] >> 12, z_hi, sc[3]);
+  } else {
+    std::uint32_t lo, hi;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      dequant_block<T, 8, kFp8>(w, h, z_lo, z_hi, lo, hi);
+      ab[h] = as_bits<T>(__hmul2(as_pair<T>(lo), sc[h]));
+      ab[h + 2] = as_bits<T>(__hmul2(as_pair<T>(hi), sc[h + 2]));
+    }
+  }
+}
 /// Gives this warpgroup's registers back to the block's pool down to kCount a thread, or takes
 /// them from it up to kCount (waiting until the pool has them).
 template <int kCount>
@@ -258,6 +285,10 @@ __device__ __forceinline__ void wg_claim_registers() {
 /// The two computing warpgroups' barrier (named barrier 1; the loading warpgroup has left).
 __device__ __forceinline__ void wg_compute_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kWgComputeThreads) : "memory");
+}
+/// The two 32-bit words at `addr` (8-byte aligned) in shared memory.
+__device__ __forceinline__ void wg_lds2(std::uint32_t addr, std::uint32_t (&v)[2]) {
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(v[0]), "=r"(v[1]) : "r"(addr));
 }
 /// The 32-bit word at `addr` in shared memory.
 __device__ __forceinline__ std::uint32_t wg_lds(std::uint32_t addr) {
@@ -307,7 +338,7 @@ __device__ __forceinline__ void copy_tile_rows(const unsigned char* smem, V* dst
 }
 #endif  // MLLM_MARLIN_WGMMA
 
-template <typename T, int kRows, bool kActOrder>
+template <typename T, int kBits, bool kFp8, int kRows, bool kActOrder>
 __global__ void __launch_bounds__(kWgThreads, 1)
     marlin_wgmma_kernel(const __grid_constant__ MarlinGemmParams p, const __grid_constant__ MarlinSplit split,
                         const __grid_constant__ WgTiles tiles, const __grid_constant__ CUtensorMap a_map,
@@ -317,7 +348,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   extern __shared__ __align__(1024) unsigned char wg_smem_raw[];
   unsigned char* smem =
       reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(wg_smem_raw) + 1023) & ~std::uintptr_t{1023});
-  using Tile = WgTile<kRows, kActOrder>;
+  using Tile = WgTile<kRows, kActOrder, kBits>;
   constexpr int kStages = Tile::kStages, kStageBytes = Tile::kStageBytes;
   std::uint64_t* full = reinterpret_cast<std::uint64_t*>(smem + kStages * kStageBytes);
   std::uint64_t* empty = full + kStages;
@@ -345,14 +376,14 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   // sums of rows past M, never stored.
   const int box_rows = (rows + 7) / 8 * 8;
   const CUtensorMap* const a_box = box_rows == kRows ? &a_map : &a_tail_map;
-  const std::uint32_t stage_bytes = box_rows * kWgStageK * 2 + kWgBBytes + Tile::kIdsBytes;
+  const std::uint32_t stage_bytes = box_rows * kWgStageK * 2 + Tile::kBBytes + Tile::kIdsBytes;
   // Its 64-row stages of K [t0, t1): split z of split.splits takes the z-th even share of the
   // pairs of stages (the loop below runs stages in pairs; the wrapper leaves each split a pair
   // or more).
   const int pairs = static_cast<int>(p.k / (2 * kWgStageK));
   const int t0 = whole ? 0 : 2 * (pairs * z / split.splits);
   const int t1 = whole ? 2 * pairs : 2 * (pairs * (z + 1) / split.splits);
-  const std::int64_t words_per_step = p.n * marlin::kTileK * 4 / 32;
+  const std::int64_t words_per_step = p.n * marlin::kTileK * kBits / 32;
   const bool channelwise = p.groups == 1;
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -379,8 +410,8 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     if (tid == 0) {
       // One thread copies each stage: a's rows by TMA (the box of kRows rows x 64 columns at
       // (k0, m0), in the 128-byte swizzle, rows past M zero) and the stage's weights, each step's
-      // two tiles 1 KB in a row, by bulk copies (with act-order, its rows' group ids as well); the
-      // stage's `full` barrier counts their bytes.
+      // two tiles (1 KB of 4-bit weights, 2 KB of 8-bit) in a row, by bulk copies (with act-order,
+      // its rows' group ids as well); the stage's `full` barrier counts their bytes.
       for (int t = t0; t < t1; ++t) {
         const int slot = (t - t0) % kStages, round = (t - t0) / kStages;
         wg_mbar_wait(&empty[slot], (round & 1) ^ 1);
@@ -390,8 +421,8 @@ __global__ void __launch_bounds__(kWgThreads, 1)
 #pragma unroll
         for (int step = 0; step < kWgStageK / marlin::kTileK; ++step) {
           const std::int32_t* src = p.b + (static_cast<std::int64_t>(t) * (kWgStageK / marlin::kTileK) + step) *
-                                              words_per_step + n0 / marlin::kTileN * 128;
-          wg_bulk_load(base + Tile::kABytes + step * 1024, src, 1024, &full[slot]);
+                                              words_per_step + n0 / marlin::kTileN * marlin::tile_words(kBits);
+          wg_bulk_load(base + Tile::kABytes + step * Tile::kStepBBytes, src, Tile::kStepBBytes, &full[slot]);
         }
         if constexpr (kActOrder) {
           wg_bulk_load(base + Tile::kIdsAt, p.g_idx + t * kWgStageK, Tile::kIdsBytes, &full[slot]);
@@ -455,15 +486,24 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     read_group();
     start_group(group_end < t1);
     int slot = 0, phase = 0, last_slot = kStages - 1;
-    // This lane's word of a step's tile for its warp (step kk's at + kk * 1024 bytes).
-    const std::uint32_t words_at = smem_addr(smem) + Tile::kABytes + (wg * 128 + lane * 4 + wi) * 4;
+    // This lane's words of a step's tile for its warp (step kk's at + kk * kStepBBytes): word 4 L + i
+    // of 4-bit weights, words 8 L + 2 i and the next of 8-bit ones.
+    constexpr int kLaneWords = kBits / 4;
+    const std::uint32_t words_at =
+        smem_addr(smem) + Tile::kABytes + (wg * marlin::tile_words(kBits) + kLaneWords * (4 * lane + wi)) * 4;
     std::uint32_t a[2][4][4];
     const auto stage = [&](int t, std::uint32_t (&ab)[4][4]) {
       wg_mbar_wait(&full[slot], phase);
       const std::uint32_t stage_at = slot * kStageBytes;
-      std::uint32_t word[4];
+      std::uint32_t word[4][kLaneWords];
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) word[kk] = wg_lds(words_at + stage_at + kk * 2 * 128 * 4);
+      for (int kk = 0; kk < 4; ++kk) {
+        if constexpr (kBits == 4) {
+          word[kk][0] = wg_lds(words_at + stage_at + kk * Tile::kStepBBytes);
+        } else {
+          wg_lds2(words_at + stage_at + kk * Tile::kStepBBytes, word[kk]);
+        }
+      }
       if (t == group_end) {
         group_end += group_stages;
         start_group(group_end < t1);
@@ -494,21 +534,16 @@ __global__ void __launch_bounds__(kWgThreads, 1)
             const std::uint32_t row_at = ids_at + (16 * kk + 2 * (lane % 4)) * 4;
             const std::uint32_t r0 = row_scales(wg_lds(row_at)), r1 = row_scales(wg_lds(row_at + 4));
             const std::uint32_t r8 = row_scales(wg_lds(row_at + 32)), r9 = row_scales(wg_lds(row_at + 36));
-            ab[kk][0] = wg_dequant<T>(word[kk], z_lo, as_pair<T>(__byte_perm(r0, r1, 0x5410)));
-            ab[kk][1] = wg_dequant<T>(word[kk] >> 8, z_hi, as_pair<T>(__byte_perm(r0, r1, 0x7632)));
-            ab[kk][2] = wg_dequant<T>(word[kk] >> 4, z_lo, as_pair<T>(__byte_perm(r8, r9, 0x5410)));
-            ab[kk][3] = wg_dequant<T>(word[kk] >> 12, z_hi, as_pair<T>(__byte_perm(r8, r9, 0x7632)));
+            const Pair<T> sc[4] = {as_pair<T>(__byte_perm(r0, r1, 0x5410)), as_pair<T>(__byte_perm(r0, r1, 0x7632)),
+                                   as_pair<T>(__byte_perm(r8, r9, 0x5410)), as_pair<T>(__byte_perm(r8, r9, 0x7632))};
+            wg_dequant_step<T, kBits, kFp8>(word[kk], z_lo, z_hi, sc, ab[kk]);
           }
         }
       }
       if (one_group) {
+        const Pair<T> sc[4] = {s_lo, s_hi, s_lo, s_hi};
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          ab[kk][0] = wg_dequant<T>(word[kk], z_lo, s_lo);        // column col, K rows 2q, 2q + 1
-          ab[kk][1] = wg_dequant<T>(word[kk] >> 8, z_hi, s_hi);   // col + 8
-          ab[kk][2] = wg_dequant<T>(word[kk] >> 4, z_lo, s_lo);   // col, K rows 2q + 8, 2q + 9
-          ab[kk][3] = wg_dequant<T>(word[kk] >> 12, z_hi, s_hi);  // col + 8
-        }
+        for (int kk = 0; kk < 4; ++kk) wg_dequant_step<T, kBits, kFp8>(word[kk], z_lo, z_hi, sc, ab[kk]);
       }
       // One commit group a 128-row half of a's rows (16 KB apart), on the same A registers.
 #pragma unroll
@@ -619,7 +654,7 @@ std::int64_t marlin_wgmma_clusters_at_once(std::int64_t device_id, std::int64_t 
   detail::DeviceGuard guard(static_cast<int>(device_id));
   return with_wgmma_rows(block_rows, [&](auto rows) -> std::int64_t {
     constexpr int kRows = decltype(rows)::value;
-    return runtime::get_max_active_clusters(marlin_wgmma_kernel<T, kRows, false>, kWgThreads,
+    return runtime::get_max_active_clusters(marlin_wgmma_kernel<T, 4, false, kRows, false>, kWgThreads,
                                             WgTile<kRows>::kSmemBytes, static_cast<unsigned>(splits));
   });
 }
@@ -632,14 +667,18 @@ std::int64_t marlin_wgmma_clusters_at_once(std::int64_t device_id, std::int64_t 
 /// [(tiles - whole) * splits * min(block_rows, M) * 128]; locks int32, one per split tile, zero,
 /// and left zero (else either may be empty). The caller routes here only what the kernel takes
 /// (see the file comment); the checks say so for anything else.
-template <typename T, bool kActOrder>
+template <typename T, int kBits, bool kFp8, bool kActOrder>
 void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kernel::TensorView b,
                        mllm_kernel::TensorView scales, mllm_kernel::TensorView zeros, mllm_kernel::TensorView g_idx,
                        mllm_kernel::TensorView partials, mllm_kernel::TensorView locks, std::int64_t size_m,
                        std::int64_t size_n, std::int64_t size_k, std::int64_t splits, std::int64_t block_rows,
                        std::int64_t whole, bool cluster, bool enable_pdl) {
   using namespace mllm_kernel::host;
-  const MarlinGemmParams p = check_marlin_gemm<kDLCUDA, T>(a, c, b, scales, zeros, g_idx, 4, size_m, size_n, size_k);
+  static_assert(kBits == 4 || kBits == 8, "4- or 8-bit weights");
+  static_assert(!kFp8 || kBits == 8, "float8 weights are 8-bit");
+  const MarlinGemmParams p =
+      check_marlin_gemm<kDLCUDA, T>(a, c, b, scales, zeros, g_idx, kBits, size_m, size_n, size_k);
+  RuntimeCheck(p.zeros == nullptr || kBits == 4, "zero points are supported for 4-bit weights only");
   const bool act_order = p.g_idx != nullptr && p.groups > 1;
   RuntimeCheck(act_order == kActOrder, "this marlin_wgmma module is built ", kActOrder ? "for" : "without",
                " act-order (g_idx with more than one group); the call ", act_order ? "has it" : "has none");
@@ -689,9 +728,9 @@ void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mll
                                               kWgStageK);
   const auto launch = [&](auto rows) {
     constexpr int kRows = decltype(rows)::value;
-    LaunchKernel(grid, kWgThreads, a.device(), WgTile<kRows, kActOrder>::kSmemBytes)
+    LaunchKernel(grid, kWgThreads, a.device(), WgTile<kRows, kActOrder, kBits>::kSmemBytes)
         .enable_pdl(enable_pdl)
-        .cluster_blocks(cluster ? static_cast<unsigned>(splits) : 1u)(marlin_wgmma_kernel<T, kRows, kActOrder>, p,
+        .cluster_blocks(cluster ? static_cast<unsigned>(splits) : 1u)(marlin_wgmma_kernel<T, kBits, kFp8, kRows, kActOrder>, p,
                                                                       split, wg_tiles, a_map, a_tail_map);
   };
   with_wgmma_rows(block_rows, launch);

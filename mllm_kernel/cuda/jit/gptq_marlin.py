@@ -6,8 +6,9 @@ float8_e4m3fn: FP8 checkpoints on GPUs without FP8 tensor cores), one kernel eac
 kernel's variants: ``GEMM_KERNELS``), so that a first call compiles only the kernel it runs;
 sm_80 and newer. Decoding
 (up to ``GEMV_MAX_ROWS`` rows) runs ``csrc/marlin_gemv.cuh``, whose warps stream the weights
-through rings of shared memory. On Hopper, 17 to 1024 rows of 4-bit weights (GPTQ or AWQ, or
-GPTQ act-order) run ``csrc/marlin_wgmma.cuh`` (the weights as wgmma's register operand).
+through rings of shared memory. On Hopper, 17 to 1024 rows (4-bit GPTQ or AWQ, 8-bit GPTQ or
+float8 weights, act-order too) run ``csrc/marlin_wgmma.cuh`` (the weights as wgmma's register
+operand).
 From ``DENSE_MIN_M`` rows of activations on (beyond that on Hopper, for what its kernel takes),
 where the product is compute-bound, the weights are
 dequantized into a temporary ``[N, K]`` matrix (``csrc/marlin_dequant.cuh``) and multiplied by
@@ -104,13 +105,13 @@ def _declare_gather(dtype: torch.dtype):
                       cuda_wrappers=[("column_gather", f"column_gather<{args}>")])
 
 
-def _declare_wgmma(dtype: torch.dtype, act_order: bool):
-    """The Hopper kernel (csrc/marlin_wgmma.cuh; any rows, routed 17 to 1024), with act-order or
-    without: sm_90a only. The plain module also answers how many clusters the GPU runs at once
-    (act-order's blocks take as many SMs)."""
-    args = make_cpp_args(dtype, act_order)
+def _declare_wgmma(dtype: torch.dtype, weights, act_order: bool):
+    """The Hopper kernel (csrc/marlin_wgmma.cuh; any rows, routed 17 to 1024), for a weight type,
+    with act-order or without: sm_90a only. The plain 4-bit module also answers how many clusters
+    the GPU runs at once (every module's blocks take one SM each)."""
+    args = make_cpp_args(*_weight_args(dtype, weights), act_order)
     wrappers = [("marlin_wgmma_gemm", f"marlin_wgmma_gemm<{args}>")]
-    if not act_order:
+    if weights == 4 and not act_order:
         wrappers.append(("marlin_wgmma_clusters_at_once", f"marlin_wgmma_clusters_at_once<{make_cpp_args(dtype)}>"))
     return jit_module("marlin_wgmma", args=args, device="cuda", cuda_files=["marlin_wgmma.cuh"],
                       cuda_wrappers=wrappers, cuda_archs=["9.0a"])
@@ -129,11 +130,11 @@ _GEMV = KernelTable(_OP, {(dtype, weights, act_order): _declare_gemv(dtype, weig
                     arg="a", export="marlin_gemv")
 _DEQUANT = KernelTable(_OP, {(dtype, weights): _declare_dequant(dtype, weights)
                              for dtype in HALF_DTYPES for weights in _WEIGHTS}, arg="a", export="marlin_dequant")
-#: The Hopper kernel's by (dtype, act-order).
-_WGMMA_MODULES = {(dtype, act_order): _declare_wgmma(dtype, act_order)
-                  for dtype in HALF_DTYPES for act_order in (False, True)}
+#: The Hopper kernel's by (dtype, weights, act-order).
+_WGMMA_MODULES = {(dtype, weights, act_order): _declare_wgmma(dtype, weights, act_order)
+                  for dtype in HALF_DTYPES for weights in _WEIGHTS for act_order in (False, True)}
 _WGMMA = KernelTable(_OP, _WGMMA_MODULES, arg="a", export="marlin_wgmma_gemm")
-_WGMMA_CLUSTERS = KernelTable(_OP, {dtype: _WGMMA_MODULES[(dtype, False)] for dtype in HALF_DTYPES}, arg="a",
+_WGMMA_CLUSTERS = KernelTable(_OP, {dtype: _WGMMA_MODULES[(dtype, 4, False)] for dtype in HALF_DTYPES}, arg="a",
                               export="marlin_wgmma_clusters_at_once")
 
 
@@ -248,10 +249,10 @@ def wgmma_applies(a: torch.Tensor, m: int, n: int, k: int, weights, scales, act_
                   zeros: torch.Tensor) -> bool:
     """Whether a call runs the Hopper kernel: WGMMA_MIN_ROWS to WGMMA_MAX_ROWS rows of a with
     16-byte aligned rows that do not overlap (TMA reads them), 4-bit weights (GPTQ, or AWQ with
-    zero points), N and K multiples of 128, channel-wise scales or groups of a multiple of 64 rows
+    zero points), 8-bit GPTQ or float8 ones, N and K multiples of 128, channel-wise scales or groups of a multiple of 64 rows
     (with act-order: as many rows a group on average, and no zero points: the stages of a sorted
     g_idx then lie in one group each), on sm_90."""
-    if not WGMMA_MIN_ROWS <= m <= WGMMA_MAX_ROWS or weights != 4 or (act_order and zeros.numel()):
+    if not WGMMA_MIN_ROWS <= m <= WGMMA_MAX_ROWS or (act_order and zeros.numel()):
         return False
     if n % WGMMA_BLOCK_N or k % WGMMA_SPLIT_K or a.dim() != 2 or a.stride(1) != 1 or a.stride(0) % 8 \
             or a.stride(0) < k or a.data_ptr() % 16:
@@ -564,8 +565,9 @@ def gptq_marlin_gemm(a: torch.Tensor, c: torch.Tensor | None, b_q_weight: torch.
         split_tiles = 0 if plan.cluster else wgmma_tiles(size_m, size_n, plan.block_rows) - plan.whole
         partials, locks = _split_buffers(a, workspace, plan.splits, split_tiles,
                                          split_tiles * plan.splits * min(plan.block_rows, size_m) * WGMMA_BLOCK_N)
-        _WGMMA[(a.dtype, act_order)](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m, size_n,
-                                     size_k, plan.splits, plan.block_rows, plan.whole, plan.cluster, pdl)
+        _WGMMA[(a.dtype, weights, act_order)](a, c, b_q_weight, b_scales, zeros, g_idx, partials, locks, size_m,
+                                              size_n, size_k, plan.splits, plan.block_rows, plan.whole, plan.cluster,
+                                              pdl)
         return c
     if size_m > 0 and (size_m < DENSE_MIN_M or not dense_ok):
         if gemv_applies(a, size_m, size_n, size_k, bits, b_scales, act_order, zeros):
