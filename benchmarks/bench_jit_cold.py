@@ -90,9 +90,10 @@ CUDA_MODULES = {
                                       "gelu_and_mul", "rope", "rms_norm_gated", "per_tensor_quant_fp8",
                                       "per_token_quant_fp8", "per_token_group_quant_fp8", "per_token_quant_int8",
                                       "per_token_group_quant_int8", "gdn_decode", "gdn_extend_chunkwise",
-                                      "marlin_wgmma", "column_gather")},
+                                      "column_gather")},
     "kv_cache": (), "kv_cache_fp8": (), "create_kv_indices": (), "add_constant": ("16",), "marlin_repack": (),
     "marlin_gemm": ("bf16_t", "4", "false"), "marlin_gemv": ("bf16_t", "4", "false"),
+    "marlin_wgmma": ("bf16_t", "4", "false"),
     "marlin_dequant": ("bf16_t", "4"), "scaled_mm_gemv": ("fp8_e4m3_t", "bf16_t"),
 }
 #: One CUTLASS GEMM module of each family (W8A8 on Hopper, block-scaled FP8, W8A8 on Ampere).
