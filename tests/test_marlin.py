@@ -1189,6 +1189,7 @@ def test_wgmma_routing(monkeypatch):
     assert applies(m=17) and applies(m=128) and applies(m=1024) and applies(m=100, s=scales[:1])
     assert not applies(m=16) and not applies(m=1025)  # the GEMV; dequantization and cuBLAS
     assert applies(weights=8) and applies(weights=gptq_marlin.FP8)  # 8-bit GPTQ, float8
+    assert not applies(weights=8, act_order=True)  # (act-order: 4-bit weights only)
     awq_zeros = torch.zeros(8, 48, dtype=torch.int32)
     assert applies(zeros=awq_zeros) and applies(act_order=True)  # AWQ; act-order
     assert not applies(act_order=True, zeros=awq_zeros)  # (act-order takes no zero points)

@@ -6,12 +6,11 @@
 //                                                enable_pdl)
 // c[M, N] = a[M, K] @ ((q - zero) * scale): GPTQ uint4b8 (zero 8), AWQ uint4 (zero points), GPTQ
 // uint8b128 (zero 128) or float8_e4m3fn, in groups of a multiple of 64 rows of K or channel-wise,
-// or GPTQ act-order (g_idx, a's columns
-// already in the repack's perm order; the general kernel, marlin_gemm.cuh, takes every other
-// case). With act-order each stage brings its rows' group ids: a stage whose 64 rows all have its
-// first row's group (every stage, for a checkpoint's g_idx sorted by the perm and groups of a
-// multiple of 64 rows) runs as a plain group of that group's scales; any other scales each weight
-// by its own row's group.
+// or GPTQ act-order (g_idx, a's columns already in the repack's perm order; the general kernel,
+// marlin_gemm.cuh, takes every other case). With act-order each stage brings its rows' group
+// ids: a stage whose 64 rows all have its first row's group (every stage, for a checkpoint's
+// g_idx sorted by the perm and groups of a multiple of 64 rows) runs as a plain group of that
+// group's scales; any other scales each weight by its own row's group.
 //
 // The operands are swapped, c^T = W^T a^T, so the weights are wgmma's register A operand and a's
 // rows its shared-memory B operand (K-major, as a's rows are). In a 16 x 64 repacked tile, word
@@ -89,7 +88,8 @@ struct WgTile {
   static constexpr int kABytes = kRows * kWgStageK * 2;  // 4 to 32 KB
   // A step's two repacked 16 x 64 tiles of weights (1 KB of 4-bit ones, 2 KB of 8-bit), 4 a stage.
   static constexpr int kStepBBytes = 2 * marlin::tile_words(kBits) * 4;
-  static constexpr int kBBytes = kWgStageK / marlin::kTileK * kStepBBytes;  // Act-order: the stage's 64 group ids after the weights (kIdsAt), in 1 KB so that the next
+  static constexpr int kBBytes = kWgStageK / marlin::kTileK * kStepBBytes;
+  // Act-order: the stage's 64 group ids after the weights (kIdsAt), in 1 KB so that the next
   // stage's rows of a stay 1024-byte aligned.
   static constexpr int kIdsAt = kABytes + kBBytes;
   static constexpr int kIdsBytes = kActOrder ? kWgStageK * 4 : 0;
@@ -458,7 +458,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     T next_lo = one, next_hi = one;
     std::uint32_t next_zlo = 0, next_zhi = 0;
     const auto read_group = [&]() {
-      if (!channelwise && !kActOrder) {  // channel-wise scales are applied to the sums at the end instead
+      if (!channelwise && !kActOrder) {  // (channel-wise scales are applied to the sums at the end)
         next_lo = *scale_lo_at;
         next_hi = *scale_hi_at;
         scale_lo_at += p.n;
@@ -730,8 +730,8 @@ void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mll
     constexpr int kRows = decltype(rows)::value;
     LaunchKernel(grid, kWgThreads, a.device(), WgTile<kRows, kActOrder, kBits>::kSmemBytes)
         .enable_pdl(enable_pdl)
-        .cluster_blocks(cluster ? static_cast<unsigned>(splits) : 1u)(marlin_wgmma_kernel<T, kBits, kFp8, kRows, kActOrder>, p,
-                                                                      split, wg_tiles, a_map, a_tail_map);
+        .cluster_blocks(cluster ? static_cast<unsigned>(splits) : 1u)(
+            marlin_wgmma_kernel<T, kBits, kFp8, kRows, kActOrder>, p, split, wg_tiles, a_map, a_tail_map);
   };
   with_wgmma_rows(block_rows, launch);
 }

@@ -6,8 +6,8 @@ float8_e4m3fn: FP8 checkpoints on GPUs without FP8 tensor cores), one kernel eac
 kernel's variants: ``GEMM_KERNELS``), so that a first call compiles only the kernel it runs;
 sm_80 and newer. Decoding
 (up to ``GEMV_MAX_ROWS`` rows) runs ``csrc/marlin_gemv.cuh``, whose warps stream the weights
-through rings of shared memory. On Hopper, 17 to 1024 rows (4-bit GPTQ or AWQ, 8-bit GPTQ or
-float8 weights, act-order too) run ``csrc/marlin_wgmma.cuh`` (the weights as wgmma's register
+through rings of shared memory. On Hopper, 17 to 1024 rows (4-bit GPTQ, act-order too, or AWQ;
+8-bit GPTQ or float8 weights) run ``csrc/marlin_wgmma.cuh`` (the weights as wgmma's register
 operand).
 From ``DENSE_MIN_M`` rows of activations on (beyond that on Hopper, for what its kernel takes),
 where the product is compute-bound, the weights are
@@ -130,9 +130,10 @@ _GEMV = KernelTable(_OP, {(dtype, weights, act_order): _declare_gemv(dtype, weig
                     arg="a", export="marlin_gemv")
 _DEQUANT = KernelTable(_OP, {(dtype, weights): _declare_dequant(dtype, weights)
                              for dtype in HALF_DTYPES for weights in _WEIGHTS}, arg="a", export="marlin_dequant")
-#: The Hopper kernel's by (dtype, weights, act-order).
+#: The Hopper kernel's by (dtype, weights, act-order: 4-bit weights only).
 _WGMMA_MODULES = {(dtype, weights, act_order): _declare_wgmma(dtype, weights, act_order)
-                  for dtype in HALF_DTYPES for weights in _WEIGHTS for act_order in (False, True)}
+                  for dtype in HALF_DTYPES for weights in _WEIGHTS for act_order in (False, True)
+                  if weights == 4 or not act_order}
 _WGMMA = KernelTable(_OP, _WGMMA_MODULES, arg="a", export="marlin_wgmma_gemm")
 _WGMMA_CLUSTERS = KernelTable(_OP, {dtype: _WGMMA_MODULES[(dtype, 4, False)] for dtype in HALF_DTYPES}, arg="a",
                               export="marlin_wgmma_clusters_at_once")
@@ -249,10 +250,10 @@ def wgmma_applies(a: torch.Tensor, m: int, n: int, k: int, weights, scales, act_
                   zeros: torch.Tensor) -> bool:
     """Whether a call runs the Hopper kernel: WGMMA_MIN_ROWS to WGMMA_MAX_ROWS rows of a with
     16-byte aligned rows that do not overlap (TMA reads them), 4-bit weights (GPTQ, or AWQ with
-    zero points), 8-bit GPTQ or float8 ones, N and K multiples of 128, channel-wise scales or groups of a multiple of 64 rows
-    (with act-order: as many rows a group on average, and no zero points: the stages of a sorted
-    g_idx then lie in one group each), on sm_90."""
-    if not WGMMA_MIN_ROWS <= m <= WGMMA_MAX_ROWS or (act_order and zeros.numel()):
+    zero points), 8-bit GPTQ or float8 ones, N and K multiples of 128, channel-wise scales or
+    groups of a multiple of 64 rows (with act-order, 4-bit GPTQ only: as many rows a group on
+    average, so that the stages of a sorted g_idx lie in one group each), on sm_90."""
+    if not WGMMA_MIN_ROWS <= m <= WGMMA_MAX_ROWS or (act_order and (weights != 4 or zeros.numel())):
         return False
     if n % WGMMA_BLOCK_N or k % WGMMA_SPLIT_K or a.dim() != 2 or a.stride(1) != 1 or a.stride(0) % 8 \
             or a.stride(0) < k or a.data_ptr() % 16:
