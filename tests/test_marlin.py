@@ -225,6 +225,10 @@ def _prepare(kind, k, n, group_size, act_order, dtype, seed, device="cuda"):
                 g_idx=g_idx, perm=perm, type_id=type_id, w_ref=ckpt["w_ref"])
 
 
+#: The weights key of the kernels' tables for each kind of _prepare.
+_KIND_WEIGHTS = {"gptq4": 4, "awq": 4, "gptq8": 8, "fp8": "fp8"}
+
+
 def _run(prep, a, n, k, c=None, workspace="make"):
     gptq_marlin_gemm = _ops(a.device.type).gptq_marlin_gemm
     ws = marlin.marlin_make_workspace(a.device) if workspace == "make" else workspace
@@ -444,7 +448,7 @@ def test_marlin_gemv_act_order(kind, group_size, m):
     prep = _prepare(kind, k, n, group_size, True, dtype, seed=m)
     a = torch.randn(m, k, device="cuda").to(dtype)
     a_in = a[:, prep["perm"].long()].contiguous()
-    module = gptq_marlin._GEMV[(dtype, 8 if kind == "gptq8" else 4, True)]
+    module = gptq_marlin._GEMV[(dtype, _KIND_WEIGHTS[kind], True)]
     empty = torch.empty(0, dtype=torch.int32, device="cuda")
     locks = torch.zeros(gptq_marlin.gemv_blocks(n), dtype=torch.int32, device="cuda")
     for splits in (1, 3, 80):
@@ -462,7 +466,7 @@ def test_marlin_gemv_act_order(kind, group_size, m):
     with pytest.raises(ValueError, match="g_idx must start 16-byte aligned"):
         module(a_in, c, prep["q"], prep["s"], empty, torch.empty(k + 1, dtype=torch.int32, device="cuda")[1:], empty,
                empty, m, n, k, 1, True)
-    gptq_marlin._DEQUANT[(dtype, 8 if kind == "gptq8" else 4)](prep["q"], prep["s"], empty, g_idx, weight, n, k)
+    gptq_marlin._DEQUANT[(dtype, _KIND_WEIGHTS[kind])](prep["q"], prep["s"], empty, g_idx, weight, n, k)
     for splits in (1, 5):
         c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
         partials = torch.full((splits * m * n,) if splits > 1 else (0,), float("nan"), device="cuda")
@@ -620,7 +624,7 @@ def test_marlin_kernel_with_three_pipeline_stages(kind, group_size, act_order, m
     zeros = prep["zeros"] if prep["zeros"] is not None else empty
     g_idx = prep["g_idx"] if prep["g_idx"] is not None else empty
     m_tiles, blocks = gptq_marlin.m_tiles_for(m), gptq_marlin.output_blocks(m, n)
-    module = _three_stage_module(dtype, 8 if kind == "gptq8" else 4, gptq_marlin.gemm_kernel(m, m_tiles, act_order))
+    module = _three_stage_module(dtype, _KIND_WEIGHTS[kind], gptq_marlin.gemm_kernel(m, m_tiles, act_order))
     assert module.marlin_blocks_per_sm(0) >= 1
     locks = torch.zeros(blocks, dtype=torch.int32, device="cuda")
     for splits in (1, 3, 13, 72):
@@ -1258,10 +1262,6 @@ def test_wgmma_routing(monkeypatch):
     assert stages(gptq_marlin.WgmmaPlan(128, 0, 3, True), 128, 4096) == pytest.approx(22 + 10 + 3.6)
     assert stages(gptq_marlin.WgmmaPlan(128, 0, 4), 128, 4096) == pytest.approx(16 + 8 + 20)
     assert stages(gptq_marlin.WgmmaPlan(128, 0, 4), 64, 4096) == pytest.approx(16 + 8 + 10)
-
-
-#: The weights key of the kernels' tables for each kind of _prepare.
-_KIND_WEIGHTS = {"gptq4": 4, "awq": 4, "gptq8": 8, "fp8": "fp8"}
 
 
 @hopper
