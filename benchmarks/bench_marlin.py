@@ -98,6 +98,8 @@ def run_cuda() -> list[dict]:
             perm = torch.randperm(k, device="cuda", generator=torch.Generator(device="cuda").manual_seed(k)).int()
             row["act_us"] = _us(lambda x, w, q4, q8, s, z: gptq_marlin_gemm(
                 x, None, q4, s, None, None, g_idx, perm, workspace, scalar_types.uint4b8.id, m, n, k), sets, m)
+            row["act8_us"] = _us(lambda x, w, q4, q8, s, z: gptq_marlin_gemm(
+                x, None, q8, s, None, None, g_idx, perm, workspace, scalar_types.uint8b128.id, m, n, k), sets, m)
             del sets
             packed = _int4pack_sets(m, n, k) if m <= 1024 else None
             if packed is not None:
@@ -109,6 +111,7 @@ def run_cuda() -> list[dict]:
             row["w8_vs_bf16"] = row["bf16_us"] / row["w8_us"]
             row["fp8_vs_bf16"] = row["bf16_us"] / row["fp8_us"]
             row["act_vs_bf16"] = row["bf16_us"] / row["act_us"]
+            row["act8_vs_bf16"] = row["bf16_us"] / row["act8_us"]
             row["w4_gbps"] = n * k / 2 / row["w4_us"] / 1e3
             row["w4_tflops"] = 2 * m * n * k / row["w4_us"] / 1e6
             rows.append(row)
@@ -124,7 +127,8 @@ COLUMNS = [("shape", "N x K", "{}"), ("m", "M", "{}"), ("bf16_us", "bf16 mm µs"
            ("awq_us", "AWQ W4 µs", "{:.1f}"), ("awq_vs_bf16", "AWQ vs bf16", "{:.2f}x"),
            ("w8_us", "GPTQ W8 µs", "{:.1f}"), ("w8_vs_bf16", "W8 vs bf16", "{:.2f}x"),
            ("fp8_us", "FP8 W8 µs", "{:.1f}"), ("fp8_vs_bf16", "FP8 vs bf16", "{:.2f}x"),
-           ("act_us", "GPTQ W4 act-order µs", "{:.1f}"), ("act_vs_bf16", "act-order vs bf16", "{:.2f}x")]
+           ("act_us", "GPTQ W4 act-order µs", "{:.1f}"), ("act_vs_bf16", "act-order vs bf16", "{:.2f}x"),
+           ("act8_us", "GPTQ W8 act-order µs", "{:.1f}"), ("act8_vs_bf16", "W8 act-order vs bf16", "{:.2f}x")]
 NOTE = ("bf16 activations and output, group size 128; act-order: GPTQ desc_act weights, g_idx sorted by the "
         "repack's perm and the activations' columns gathered by it in the call. Peers in the same run: torch.mm (bf16 weights) and "
         "torch._weight_int4pack_mm (PyTorch's int4 weight-only kernel, M <= 1024). Times: median of CUDA-graph "

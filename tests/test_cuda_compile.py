@@ -250,10 +250,11 @@ def test_hopper_gemm_wgmma_not_serialized(tmp_path, scale_a_major_m):
     assert "C7517" not in report, report
 
 
-@pytest.mark.parametrize("weights,act_order", [(4, False), (4, True), (8, False)], ids=["w4", "w4_act_order", "w8"])
+@pytest.mark.parametrize("weights,act_order", [(4, False), (4, True), (8, False), (8, True)],
+                         ids=["w4", "w4_act_order", "w8", "w8_act_order"])
 def test_marlin_wgmma_not_serialized(tmp_path, weights, act_order):
-    """The Hopper Marlin kernel (bf16, as declared: 4-bit weights with act-order and without, and
-    8-bit ones) keeps its wgmmas pipelined (no C751x report: non-wgmma code touching accumulators
+    """The Hopper Marlin kernel (bf16, as declared: 4- and 8-bit weights, with act-order and
+    without) keeps its wgmmas pipelined (no C751x report: non-wgmma code touching accumulators
     or A registers in flight) and spills nothing."""
     import torch
 

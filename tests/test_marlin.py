@@ -561,22 +561,23 @@ def test_gptq_marlin_gemm_decodes_act_order_with_the_gemv(monkeypatch, kind, m):
 
 
 @cuda
+@pytest.mark.parametrize("kind", ["gptq4", "gptq8"])
 @pytest.mark.parametrize("m", [17, 40, 128, 300])
-def test_gptq_marlin_gemm_act_order_from_17_rows(monkeypatch, m):
-    """GPTQ act-order from 17 rows: the activations gathered by perm, then the Hopper kernel with
-    g_idx (on sm_90; the general kernel, or dequantization and cuBLAS, elsewhere), the output
-    poisoned, against the float64 product."""
+def test_gptq_marlin_gemm_act_order_from_17_rows(monkeypatch, kind, m):
+    """GPTQ act-order (4- and 8-bit) from 17 rows: the activations gathered by perm, then the
+    Hopper kernel with g_idx (on sm_90; the general kernel, or dequantization and cuBLAS,
+    elsewhere), the output poisoned, against the float64 product."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     k, n, dtype = 2048, 1024, torch.bfloat16
-    prep = _prepare("gptq4", k, n, 128, True, dtype, seed=m)
+    prep = _prepare(kind, k, n, 128, True, dtype, seed=m)
     a = torch.randn(m, k, device="cuda").to(dtype)
     calls = []
     monkeypatch.setattr(gptq_marlin, "_WGMMA", _Spy(gptq_marlin._WGMMA, "_WGMMA", calls))
     c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
     _check(_run(prep, a, n, k, c=c), a, prep["w_ref"], dtype)
     wgmma = torch.cuda.get_device_capability() == (9, 0)
-    assert [key for _, key in calls] == ([(dtype, 4, True)] if wgmma else [])
+    assert [key for _, key in calls] == ([(dtype, _KIND_WEIGHTS[kind], True)] if wgmma else [])
 
 
 def test_gemv_splits_only_where_blocks_leave_sms_idle():
@@ -1193,9 +1194,10 @@ def test_wgmma_routing(monkeypatch):
     assert applies(m=17) and applies(m=128) and applies(m=1024) and applies(m=100, s=scales[:1])
     assert not applies(m=16) and not applies(m=1025)  # the GEMV; dequantization and cuBLAS
     assert applies(weights=8) and applies(weights=gptq_marlin.FP8)  # 8-bit GPTQ, float8
-    assert not applies(weights=8, act_order=True)  # (act-order: 4-bit weights only)
     awq_zeros = torch.zeros(8, 48, dtype=torch.int32)
     assert applies(zeros=awq_zeros) and applies(act_order=True)  # AWQ; act-order
+    assert applies(weights=8, act_order=True)  # 8-bit GPTQ act-order
+    assert not applies(weights=gptq_marlin.FP8, act_order=True)  # (act-order: GPTQ's integer weights)
     assert not applies(act_order=True, zeros=awq_zeros)  # (act-order takes no zero points)
     assert not applies(n=320) and not applies(k=1088)  # N and K multiples of 128
     assert not applies(s=torch.empty(32, 384, dtype=torch.bfloat16))  # groups of 32 rows
@@ -1404,11 +1406,12 @@ def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
 
 
 @hopper
+@pytest.mark.parametrize("kind", ["gptq4", "gptq8"])
 @pytest.mark.parametrize("group_size", [64, 128, 256])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("m", [20, 128, 300])
-def test_marlin_wgmma_act_order(group_size, dtype, m):
-    """GPTQ act-order through the Hopper kernel's module: a's columns in perm order and g_idx
+def test_marlin_wgmma_act_order(kind, group_size, dtype, m):
+    """GPTQ act-order (4- and 8-bit) through the Hopper kernel's module: a's columns in perm order and g_idx
     sorted by it (every 64-row stage in one group), in blocks of 32, 64, 128 and 256 rows, whole,
     split and in clusters; then a sorted g_idx of uneven groups (stages across two groups) and one
     in any order (nearly every stage across groups, and a run of whole stages in one), against the
@@ -1416,10 +1419,11 @@ def test_marlin_wgmma_act_order(group_size, dtype, m):
     from mllm_kernel.cuda.jit import gptq_marlin
 
     k, n = 1024, 256
-    prep = _prepare("gptq4", k, n, group_size, True, dtype, seed=m + group_size)
+    weights = _KIND_WEIGHTS[kind]
+    prep = _prepare(kind, k, n, group_size, True, dtype, seed=m + group_size)
     a = torch.randn(m, k, device="cuda").to(dtype)
     a_in = a[:, prep["perm"].long()].contiguous()
-    module = gptq_marlin._WGMMA[(dtype, 4, True)]
+    module = gptq_marlin._WGMMA[(dtype, weights, True)]
     empty = torch.empty(0, dtype=torch.int32, device="cuda")
 
     def run(g_idx, rows, whole, splits, cluster):
@@ -1444,7 +1448,7 @@ def test_marlin_wgmma_act_order(group_size, dtype, m):
     anyhow[:256] = groups - 1
     for g_idx in (uneven, anyhow):
         weight = torch.empty(n, k, dtype=dtype, device="cuda")
-        gptq_marlin._DEQUANT[(dtype, 4)](prep["q"], prep["s"], empty, g_idx, weight, n, k)
+        gptq_marlin._DEQUANT[(dtype, weights)](prep["q"], prep["s"], empty, g_idx, weight, n, k)
         for rows, whole, splits, cluster in ((32, None, 1, False), (128, 0, 2, False), (256, 0, 4, True)):
             _check(run(g_idx, rows, whole, splits, cluster), a_in, weight.t().double().cpu(), dtype)
 

@@ -130,10 +130,10 @@ _GEMV = KernelTable(_OP, {(dtype, weights, act_order): _declare_gemv(dtype, weig
                     arg="a", export="marlin_gemv")
 _DEQUANT = KernelTable(_OP, {(dtype, weights): _declare_dequant(dtype, weights)
                              for dtype in HALF_DTYPES for weights in _WEIGHTS}, arg="a", export="marlin_dequant")
-#: The Hopper kernel's by (dtype, weights, act-order: 4-bit weights only).
+#: The Hopper kernel's by (dtype, weights, act-order: GPTQ's integer weights only).
 _WGMMA_MODULES = {(dtype, weights, act_order): _declare_wgmma(dtype, weights, act_order)
                   for dtype in HALF_DTYPES for weights in _WEIGHTS for act_order in (False, True)
-                  if weights == 4 or not act_order}
+                  if weights != FP8 or not act_order}
 _WGMMA = KernelTable(_OP, _WGMMA_MODULES, arg="a", export="marlin_wgmma_gemm")
 _WGMMA_CLUSTERS = KernelTable(_OP, {dtype: _WGMMA_MODULES[(dtype, 4, False)] for dtype in HALF_DTYPES}, arg="a",
                               export="marlin_wgmma_clusters_at_once")
@@ -251,9 +251,10 @@ def wgmma_applies(a: torch.Tensor, m: int, n: int, k: int, weights, scales, act_
     """Whether a call runs the Hopper kernel: WGMMA_MIN_ROWS to WGMMA_MAX_ROWS rows of a with
     16-byte aligned rows that do not overlap (TMA reads them), 4-bit weights (GPTQ, or AWQ with
     zero points), 8-bit GPTQ or float8 ones, N and K multiples of 128, channel-wise scales or
-    groups of a multiple of 64 rows (with act-order, 4-bit GPTQ only: as many rows a group on
-    average, so that the stages of a sorted g_idx lie in one group each), on sm_90."""
-    if not WGMMA_MIN_ROWS <= m <= WGMMA_MAX_ROWS or (act_order and (weights != 4 or zeros.numel())):
+    groups of a multiple of 64 rows (with act-order, 4- or 8-bit GPTQ without zero points: as
+    many rows a group on average, so that the stages of a sorted g_idx lie in one group each),
+    on sm_90."""
+    if not WGMMA_MIN_ROWS <= m <= WGMMA_MAX_ROWS or (act_order and (weights == FP8 or zeros.numel())):
         return False
     if n % WGMMA_BLOCK_N or k % WGMMA_SPLIT_K or a.dim() != 2 or a.stride(1) != 1 or a.stride(0) % 8 \
             or a.stride(0) < k or a.data_ptr() % 16:
