@@ -266,6 +266,19 @@ def test_marlin_wgmma_not_serialized(tmp_path, weights, act_order):
     assert " bytes spill stores" not in report.replace(" 0 bytes spill stores", ""), report
 
 
+@pytest.mark.parametrize("weights", [4, 8])
+def test_marlin_gemv_act_order_spills_nothing(tmp_path, weights):
+    """The decoding GEMV with act-order (bf16, as declared; both its row-block kernels, at 128
+    registers a thread for two blocks an SM) spills nothing: its per-row scaled path had spilled the
+    common path's registers at 9-16 rows."""
+    import torch
+
+    from mllm_kernel.cuda.jit import gptq_marlin
+
+    report = _ptxas_report(tmp_path, gptq_marlin._declare_gemv(torch.bfloat16, weights, True).spec("cuda"))
+    assert report.count("Compiling entry function '_ZN") == 2 and report.count(" 0 bytes spill stores") == 2, report
+
+
 @pytest.mark.parametrize("op, args, scalar_kernels", [("rmsnorm", ("bf16_t",), 2),
                                                       ("per_tensor_quant_fp8", ("bf16_t", "true"), 1),
                                                       ("per_tensor_quant_fp8", ("bf16_t", "false"), 3)])

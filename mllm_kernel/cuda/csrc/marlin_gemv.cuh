@@ -289,12 +289,13 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
   };
 
   // The stage's MMAs; kScaled: act-order across groups, each weight scaled by its row's group
-  // (a loop of its own, so that this rare path's registers do not crowd the common one's).
+  // (a loop of its own, so that this rare path's registers do not crowd the common one's; its
+  // steps not unrolled, since unrolled they spilled the common path's registers at 9-16 rows).
   const std::uint32_t one = as_bits<T>(pair_of<T>(from_float<T>(1.0f), from_float<T>(1.0f)));
   const std::uint32_t kOnes[4] = {one, one, one, one};
   auto compute = [&](const Stage& st, int r0, auto scaled) {
     constexpr bool kScaled = decltype(scaled)::value;
-#pragma unroll
+#pragma unroll(kScaled ? 1 : kSteps)
     for (int u = 0; u < kSteps; ++u) {
       int4 w[kLaneVecs];
 #pragma unroll
