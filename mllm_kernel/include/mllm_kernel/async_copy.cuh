@@ -44,6 +44,12 @@ MLLM_DEVICE void cp_async4(void* dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(address), "l"(src));
 }
 
+/// Copies 8 bytes from global `src` to shared `dst` (both 8-byte aligned), through L1.
+MLLM_DEVICE void cp_async8(void* dst, const void* src) {
+  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(address), "l"(src));
+}
+
 /// As cp_async16_or_zero, through L1: for data that other blocks on the SM read too.
 MLLM_DEVICE void cp_async16_cached_or_zero(void* dst, const void* src, bool valid) {
   const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst));
