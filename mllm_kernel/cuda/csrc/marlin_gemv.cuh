@@ -190,7 +190,8 @@ __global__ void __launch_bounds__(kGemvThreads, 2) marlin_gemv_kernel(const __gr
   // before last, or none). Stage j is issued once the copies of stage j - kStages are waited for
   // (two stages before the loop, then one as each stage's turn comes), so with its ids in that
   // stage's copy group the test of its group waits on nothing. Ids loaded into registers a stage
-  // ahead made it wait for them: at one block an SM, act-order took 1.35x the plain GEMV's time.
+  // ahead made it wait for them, which one block an SM cannot hide (a register queue deeper than
+  // one does not help: moving a register waits for its load).
   constexpr int kIds = kSteps * marlin::kTileK / 32;
   using Ids = std::conditional_t<kIds == 2, int2, int>;
   static_assert(kIds == 1 || kIds == 2);
