@@ -1411,11 +1411,12 @@ def test_marlin_wgmma_over_splits_of_k(kind, group_size, m):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("m", [20, 128, 300])
 def test_marlin_wgmma_act_order(kind, group_size, dtype, m):
-    """GPTQ act-order (4- and 8-bit) through the Hopper kernel's module: a's columns in perm order and g_idx
-    sorted by it (every 64-row stage in one group), in blocks of 32, 64, 128 and 256 rows, whole,
-    split and in clusters; then a sorted g_idx of uneven groups (stages across two groups) and one
-    in any order (nearly every stage across groups, and a run of whole stages in one), against the
-    product of the weights dequantized by the same g_idx. Output and partial sums poisoned."""
+    """GPTQ act-order (4- and 8-bit) through the Hopper kernel's module: a's columns in perm order
+    and g_idx sorted by it (every 64-row stage in one group), in blocks of 32, 64, 128 and 256 rows,
+    whole, split and in clusters; then a sorted g_idx of uneven groups (stages across two groups)
+    and one in any order (nearly every stage across groups, and a run of whole stages in one),
+    against the product of the weights dequantized by the same g_idx. Output and partial sums
+    poisoned."""
     from mllm_kernel.cuda.jit import gptq_marlin
 
     k, n = 1024, 256
