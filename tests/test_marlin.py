@@ -1080,6 +1080,14 @@ def test_cpu_gptq_marlin_gemm_bad_inputs():
     if HAS_CUDA:
         with pytest.raises(ValueError, match="a: must be a CPU tensor"):
             call(a=a.cuda())
+    # The module itself (the wrapper refuses these first): zero points come with 4-bit weights only.
+    from mllm_kernel.cpu.jit import gptq_marlin as cpu_marlin
+
+    q8 = _prepare("gptq8", k, n, 64, False, torch.float16, seed=1, device="cpu")["q"]
+    with pytest.raises(ValueError, match="zero points are supported for 4-bit weights only"):
+        cpu_marlin._GEMM[None](a, torch.empty(m, n, dtype=torch.float16), q8, prep["s"],
+                               torch.zeros(2, n * 8 // 32, dtype=torch.int32), torch.empty(0, dtype=torch.int32),
+                               m, n, k, 8, 1)
 
 
 def test_cpu_repack_bad_inputs():

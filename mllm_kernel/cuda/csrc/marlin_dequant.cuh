@@ -140,7 +140,6 @@ void marlin_dequant(mllm_kernel::TensorView b, mllm_kernel::TensorView scales, m
   SymbolicDevice device;
   const MarlinGemmParams p = check_marlin_weights<kDLCUDA, T>(b, scales, zeros, g_idx, kBits, size_n, size_k, device);
   (void)TensorMatcher({size_n, size_k}).template with_dtype<T>().template with_device<kDLCUDA>(device).verify(out, "out");
-  RuntimeCheck(p.zeros == nullptr || kBits == 4, "zero points are supported for 4-bit weights only");
   RuntimeCheck(reinterpret_cast<std::uintptr_t>(out.data_ptr()) % 16 == 0, "out must start 16-byte aligned");
   const dim3 grid(static_cast<unsigned>(size_n / marlin_dq::kTileN),
                   static_cast<unsigned>(div_ceil(size_k / marlin_dq::kTileK, kDequantSteps)));

@@ -551,7 +551,6 @@ void marlin_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kern
   using namespace mllm_kernel::host;
   const MarlinGemmParams p =
       check_marlin_gemm<kDLCUDA, T>(a, c, b, scales, zeros, g_idx, kBits, size_m, size_n, size_k);
-  RuntimeCheck(p.zeros == nullptr || kBits == 4, "zero points are supported for 4-bit weights only");
   check_m_tiles(m_tiles);
   const bool act_order = p.g_idx != nullptr && p.groups > 1;
   const bool swap = marlin_swaps(m_tiles, size_m, act_order);

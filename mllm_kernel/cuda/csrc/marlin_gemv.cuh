@@ -465,7 +465,6 @@ void marlin_gemv(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mllm_kern
   namespace marlin = mllm_kernel::marlin;
   const MarlinGemmParams p = check_marlin_gemm<kDLCUDA, T>(a, c, b, scales, zeros, g_idx, kBits, size_m, size_n, size_k);
   static_assert(!kFp8 || kBits == 8, "float8 weights are 8-bit");
-  RuntimeCheck(p.zeros == nullptr || kBits == 4, "zero points are supported for 4-bit weights only");
   RuntimeCheck(size_m <= kGemvMaxRows, "marlin_gemv takes at most ", kGemvMaxRows, " rows, got ", size_m);
   RuntimeCheck(p.lda % 2 == 0 && reinterpret_cast<std::uintptr_t>(p.a) % 4 == 0,
                "a: rows must start 4-byte aligned (even row stride), got row stride ", p.lda);

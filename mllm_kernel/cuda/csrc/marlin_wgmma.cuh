@@ -678,7 +678,6 @@ void marlin_wgmma_gemm(mllm_kernel::TensorView a, mllm_kernel::TensorView c, mll
   static_assert(!kFp8 || kBits == 8, "float8 weights are 8-bit");
   const MarlinGemmParams p =
       check_marlin_gemm<kDLCUDA, T>(a, c, b, scales, zeros, g_idx, kBits, size_m, size_n, size_k);
-  RuntimeCheck(p.zeros == nullptr || kBits == 4, "zero points are supported for 4-bit weights only");
   const bool act_order = p.g_idx != nullptr && p.groups > 1;
   RuntimeCheck(act_order == kActOrder, "this marlin_wgmma module is built ", kActOrder ? "for" : "without",
                " act-order (g_idx with more than one group); the call ", act_order ? "has it" : "has none");

@@ -123,8 +123,8 @@ MLLM_HOST_DEVICE int valid_group(const MarlinGemmParams& p, int g) {
 }
 
 /// Checks a Marlin-format weight's tensors (b the repacked weights; scales [groups, N] of T;
-/// zeros [groups, N * bits / 32] int32 or empty; g_idx [K] int32 or empty) on `device`, and
-/// returns the parameters with the activation and output left unset.
+/// zeros [groups, N * bits / 32] int32, 4-bit weights only, or empty; g_idx [K] int32 or empty) on
+/// `device`, and returns the parameters with the activation and output left unset.
 template <DLDeviceType kDevice, typename T>
 MarlinGemmParams check_marlin_weights(mllm_kernel::TensorView b, mllm_kernel::TensorView scales, mllm_kernel::TensorView zeros,
                                       mllm_kernel::TensorView g_idx, std::int64_t bits, std::int64_t size_n,
@@ -147,6 +147,7 @@ MarlinGemmParams check_marlin_weights(mllm_kernel::TensorView b, mllm_kernel::Te
         .with_device<kDevice>(device)
         .verify(zeros, "b_zeros");
     RuntimeCheck(z_rows.unwrap() == G, "b_zeros has ", z_rows.unwrap(), " rows but b_scales has ", G);
+    RuntimeCheck(bits == 4, "zero points are supported for 4-bit weights only");
   }
   std::int64_t group_size = size_k;
   if (has_g_idx) {
