@@ -127,14 +127,15 @@ def device_block(device: str, sections: list[dict]) -> list[str]:
 
 
 def render(sections: list[dict]) -> str:
-    """BENCHMARKS.md for ``sections`` (later ones replace earlier ones with the same id)."""
-    by_id = {s["id"]: s for s in sections}
-    families = [f for f in FAMILIES if any(s["family"] == f for s in by_id.values())]
-    families += sorted({s["family"] for s in by_id.values()} - set(FAMILIES))
+    """BENCHMARKS.md for ``sections`` (later ones replace earlier ones with the same id on the
+    same device)."""
+    current = list({results.key(s): s for s in sections}.values())
+    families = [f for f in FAMILIES if any(s["family"] == f for s in current)]
+    families += sorted({s["family"] for s in current} - set(FAMILIES))
     lines = [HEADER]
     for family in families:
         lines += [f"## {FAMILIES.get(family, family)}", ""]
-        members = [s for s in by_id.values() if s["family"] == family]
+        members = [s for s in current if s["family"] == family]
         for device in _unique(s["device"] for s in members):
             lines += device_block(device, [s for s in members if s["device"] == device])
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -9,9 +9,10 @@ device, date and command that produced it::
                    "columns": [["shape", "shape", ""], ["ours_us", "ours µs", ".2f"], ...],
                    "rows": [{"shape": "[1, 4096]", "ours_us": 1.25, ...}, ...]}]}
 
-Writing a section replaces the one with the same ``id`` and keeps the others, so a single
-benchmark can refresh its table in a file that a full run wrote. Standard library only: the
-renderer needs no torch.
+Writing a section replaces the one with the same ``id`` measured on the same ``device`` and keeps
+the others, so a single benchmark can refresh its table in a file that a full run wrote, and a
+table measured on one GPU stays beside the same benchmark's table from another. Standard library
+only: the renderer needs no torch.
 """
 
 from __future__ import annotations
@@ -85,13 +86,18 @@ def load(path: str | Path) -> list[dict]:
 
 
 def write(path: str | Path | None, *sections: dict) -> None:
-    """Puts ``sections`` into the results file at ``path``, replacing those with the same id
-    (nothing happens when ``path`` is None, i.e. no ``--json`` was given)."""
+    """Puts ``sections`` into the results file at ``path``, replacing those with the same id on
+    the same device (nothing happens when ``path`` is None, i.e. no ``--json`` was given)."""
     if not path:
         return
     path = Path(path)
-    new_ids = {s["id"] for s in sections}
-    kept = [s for s in load(path) if s["id"] not in new_ids]
+    new_keys = {key(s) for s in sections}
+    kept = [s for s in load(path) if key(s) not in new_keys]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"sections": kept + list(sections)}, indent=1, ensure_ascii=False) + "\n")
-    print(f"results: {', '.join(sorted(new_ids))} -> {path}")
+    print(f"results: {', '.join(sorted(s['id'] for s in sections))} ({sections[0]['device'] if sections else '-'}) -> {path}")
+
+
+def key(section: dict) -> tuple[str, str]:
+    """What a section is the table of: its benchmark (``id``) on its device."""
+    return section["id"], section["device"]

@@ -166,7 +166,7 @@ def test_cuda_bench_in_place_references_match_the_ops(bench_path):
 
 # --- the CPU benchmarks -------------------------------------------------------------------------
 
-def test_bench_cpu_runs_every_section_and_writes_its_results(tmp_path):
+def test_bench_cpu_runs_every_section_and_writes_its_results(bench_path, tmp_path):
     path = tmp_path / "cpu.json"
     stdout = _run("bench_cpu.py", "--rows", "3,1", "--repeats", "1", "--no-compile", "--json", str(path),
                   env={**os.environ, "CI": "true"})
@@ -212,16 +212,19 @@ def _section(results, id, family, device, rows, **kw):
                            date="2026-01-02", **kw)
 
 
-def test_results_write_replaces_sections_by_id(bench_path, tmp_path):
+def test_results_write_replaces_sections_by_id_and_device(bench_path, tmp_path):
     results = _module("results")
     path = tmp_path / "r.json"
     results.write(path, _section(results, "cuda/a", "norms", "GPU", [{"op": "a", "ours_us": 1.0}]),
                   _section(results, "cuda/b", "quant", "GPU", [{"op": "b", "ours_us": 2.0}]))
     results.write(path, _section(results, "cuda/a", "norms", "GPU", [{"op": "a", "ours_us": 3.0}]))
-    sections = {s["id"]: s for s in results.load(path)}
-    assert sections["cuda/a"]["rows"] == [{"op": "a", "ours_us": 3.0}]
-    assert sections["cuda/b"]["rows"] == [{"op": "b", "ours_us": 2.0}]
-    results.write(None, sections["cuda/a"])  # no --json: nothing to do
+    results.write(path, _section(results, "cuda/a", "norms", "GPU 2", [{"op": "a", "ours_us": 4.0}]))
+    sections = {(s["id"], s["device"]): s for s in results.load(path)}
+    assert list(sections) == [("cuda/b", "GPU"), ("cuda/a", "GPU"), ("cuda/a", "GPU 2")]
+    assert sections["cuda/a", "GPU"]["rows"] == [{"op": "a", "ours_us": 3.0}]
+    assert sections["cuda/a", "GPU 2"]["rows"] == [{"op": "a", "ours_us": 4.0}]
+    assert sections["cuda/b", "GPU"]["rows"] == [{"op": "b", "ours_us": 2.0}]
+    results.write(None, sections["cuda/a", "GPU"])  # no --json: nothing to do
 
 
 def test_report_renders_a_table_per_family_and_device(bench_path, tmp_path):
@@ -232,6 +235,7 @@ def test_report_renders_a_table_per_family_and_device(bench_path, tmp_path):
                   _section(results, "cuda/qknorm", "norms", "GPU X", [{"op": "qknorm", "ours_us": 2.0, "vs_compile": 1.5}]),
                   _section(results, "cuda/quant", "quant", "GPU X", [{"op": "group", "ours_us": 3.0}],
                            source="transcribed from somewhere"))
+    results.write(gpu, _section(results, "cuda/rmsnorm", "norms", "GPU Z", [{"op": "rmsnorm", "ours_us": 0.75}]))
     results.write(cpu, _section(results, "cpu/kernels/rmsnorm", "cpu_kernels", "CPU Y", [{"op": "rmsnorm", "ours_us": 5.0}]))
     out = subprocess.run([sys.executable, str(BENCHMARKS / "report.py"), str(gpu), str(cpu)], capture_output=True,
                          text=True, timeout=300)
@@ -240,6 +244,9 @@ def test_report_renders_a_table_per_family_and_device(bench_path, tmp_path):
     headings = [line for line in text.splitlines() if line.startswith("## ")]
     assert headings == ["## Norms", "## Quantization", "## CPU kernels"]  # families without results left out
     assert text.count("### GPU X") == 2 and text.count("### CPU Y") == 1
+    # the same benchmark on another device: a table of its own, after the first device's
+    norms = text.split("## Norms")[1].split("## Quantization")[0]
+    assert norms.index("### GPU X") < norms.index("### GPU Z") and "| rmsnorm | 0.75 |\n" in norms
     assert "| op | ours µs | vs compile |" in text  # the eager column: no row has it
     assert "| rmsnorm | 1.23 | - |" in text and "| qknorm | 2.00 | 1.50x |" in text
     assert "device copy bandwidth: 2000 GB/s" in text and "`python benchmarks/x.py`" in text
