@@ -17,7 +17,11 @@ Every figure is a fresh process with an empty cache (torch import not counted):
     CPU only and split per op (every Highway target, the four norm ops in one module); alone
     (the host runtime cached) without and with the CPU precompiled header (``cpu_pch.py``).
 
-    python benchmarks/bench_jit_cold.py [--half cpu|cuda] [--all-modules] [--json PATH]
+    python benchmarks/bench_jit_cold.py [--half cpu|cuda] [--part builds|modules] [--all-modules] [--json PATH]
+
+The library's modules are a table section of their own (``<half>/jit_cold_modules``), rendered
+after the other builds in one table, so that ``--part`` can measure either alone (the whole run
+outlasts a 10-minute call on a 16-core GPU host with ``--samples 3``).
 """
 
 from __future__ import annotations
@@ -254,7 +258,18 @@ def cpu_rmsnorm(work: Path, samples: int) -> dict[str, float]:
     return {name: statistics.median(run()["seconds"] for _ in range(samples)) for name, run in runs.items()}
 
 
-def measure(half: str, every: bool, samples: int) -> list[dict]:
+def has_nvcc() -> bool:
+    from mllm_kernel.jit_utils import toolchain
+
+    try:
+        toolchain.find_nvcc()
+        return True
+    except Exception:  # noqa: BLE001 - no CUDA toolkit: the CPU rows only
+        return False
+
+
+def measure_builds(samples: int) -> list[dict]:
+    """The user kernels' builds against nvcc's floor, the first CUDA call, and the CPU rmsnorm's."""
     import torch
 
     from mllm_kernel.jit_utils import toolchain
@@ -262,12 +277,7 @@ def measure(half: str, every: bool, samples: int) -> list[dict]:
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="mllm-jit-cold-") as tmp:
         work = Path(tmp)
-        try:
-            toolchain.find_nvcc()
-            has_nvcc = True
-        except Exception:  # noqa: BLE001 - no CUDA toolkit: the CPU rows only
-            has_nvcc = False
-        if has_nvcc:
+        if has_nvcc():
             arch = toolchain.cuda_arch_list()[-1]
             trivial = statistics.median(trivial_nvcc(work, arch) for _ in range(samples))
             rows.append({"what": "nvcc -c, one-line kernel", "seconds": trivial})
@@ -299,20 +309,6 @@ def measure(half: str, every: bool, samples: int) -> list[dict]:
                 first = statistics.median(first_rmsnorm_cuda(work) for _ in range(samples))
                 rows.append({"what": "first ops.rmsnorm, CUDA bf16, new process", "seconds": first,
                              "target": "< 3 s (H100 host)"})
-            built = cuda_modules(work, every)
-            modules = built["times"]
-            cutlass = {name: modules[name] for name in built["cutlass"]}
-            for name, seconds in modules.items():
-                if name not in cutlass:
-                    rows.append({"what": f"  module {name}", "seconds": seconds})
-            rows.append({"what": "slowest library CUDA module, CUTLASS GEMMs aside",
-                         "seconds": max(t for name, t in modules.items() if name not in cutlass),
-                         "target": "< 5 s (H100 host)"})
-            for name, seconds in cutlass.items():
-                rows.append({"what": f"  CUTLASS module {name}", "seconds": seconds})
-            if cutlass:
-                rows.append({"what": "slowest CUTLASS GEMM module", "seconds": max(cutlass.values()),
-                             "target": "< 5 s (H100 host)"})
         cpu = cpu_rmsnorm(work, samples)
         rows.append({"what": "CPU rmsnorm, before: all targets, 4-op module", "seconds": cpu["before"]})
         rows.append({"what": "first ops.rmsnorm, CPU, new process", "seconds": cpu["now"],
@@ -325,10 +321,43 @@ def measure(half: str, every: bool, samples: int) -> list[dict]:
     return rows
 
 
+def measure_modules(every: bool) -> list[dict]:
+    """Each library CUDA module's build (none without a CUDA toolkit)."""
+    if not has_nvcc():
+        return []
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="mllm-jit-cold-") as tmp:
+        built = cuda_modules(Path(tmp), every)
+    modules = built["times"]
+    cutlass = {name: modules[name] for name in built["cutlass"]}
+    for name, seconds in modules.items():
+        if name not in cutlass:
+            rows.append({"what": f"  module {name}", "seconds": seconds})
+    rows.append({"what": "slowest library CUDA module, CUTLASS GEMMs aside",
+                 "seconds": max(t for name, t in modules.items() if name not in cutlass),
+                 "target": "< 5 s (H100 host)"})
+    for name, seconds in cutlass.items():
+        rows.append({"what": f"  CUTLASS module {name}", "seconds": seconds})
+    if cutlass:
+        rows.append({"what": "slowest CUTLASS GEMM module", "seconds": max(cutlass.values()),
+                     "target": "< 5 s (H100 host)"})
+    return rows
+
+
+COLUMNS = [("what", "build", "{}"), ("seconds", "seconds", "{:.2f}"), ("ratio", "ratio", "{:.2f}x"),
+           ("target", "target", "{}")]
+
+
+def modules_section(half: str, device: str, rows: list[dict]) -> dict:
+    return results.section(f"{half}/jit_cold_modules", "jit_cold", "the library's CUDA modules", device, COLUMNS,
+                           rows, notes=["Modules: each built alone, one after another in one process with an empty "
+                                        "cache (bf16 where a module has a dtype; one CUTLASS GEMM module of each "
+                                        "family)."])
+
+
 def section(half: str, device: str, rows: list[dict]) -> dict:
     return results.section(f"{half}/jit_cold", "jit_cold", "cold JIT builds (empty cache, new process)", device,
-                           [("what", "build", "{}"), ("seconds", "seconds", "{:.2f}"), ("ratio", "ratio", "{:.2f}x"),
-                            ("target", "target", "{}")], rows,
+                           COLUMNS, rows,
                            notes=["Ratios: the user kernel over nvcc -c of a one-line kernel; the CPU module "
                                   "before over now. The seed-style kernel takes tvm::ffi::TensorView parameters "
                                   "and builds against the stand-in for tvm-ffi's tensor header "
@@ -343,8 +372,8 @@ def section(half: str, device: str, rows: list[dict]) -> dict:
                                   "kernel with the same includes reads."])
 
 
-def print_rows(rows: list[dict]) -> None:
-    print("cold JIT builds (empty cache, new process):")
+def print_rows(title: str, rows: list[dict]) -> None:
+    print(f"{title}:")
     for r in rows:
         ratio = f"{r['ratio']:6.2f}x" if "ratio" in r else " " * 7
         print(f"  {r['what']:<52} {r['seconds']:7.2f} s {ratio}  {r.get('target', '')}")
@@ -354,6 +383,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--half", choices=("cpu", "cuda"), default=None,
                         help="which results half the table belongs to (default: cuda when a GPU is there)")
+    parser.add_argument("--part", choices=("builds", "modules"), default=None,
+                        help="measure (and write) only the user kernels' and first calls' builds, or only the "
+                             "library's modules (default: both)")
     parser.add_argument("--all-modules", action="store_true", help="time every CUDA module, not one per family")
     parser.add_argument("--samples", type=int, default=1,
                         help="runs of the cheap builds, the first CUDA call and the CPU rmsnorm builds (median)")
@@ -362,13 +394,20 @@ def main() -> None:
     import torch
 
     half = args.half or ("cuda" if torch.cuda.is_available() else "cpu")
-    rows = measure(half, args.all_modules, args.samples)
-    print_rows(rows)
     device = results.cpu_name()
     if torch.cuda.is_available():
         device = f"{torch.cuda.get_device_name()} box: {device}"
-    if args.json:
-        results.write(args.json, section(half, device, rows))
+    written = []
+    if args.part in (None, "builds"):
+        rows = measure_builds(args.samples)
+        print_rows("cold JIT builds (empty cache, new process)", rows)
+        written.append(section(half, device, rows))
+    if args.part in (None, "modules"):
+        rows = measure_modules(args.all_modules)
+        print_rows("the library's CUDA modules, each alone", rows)
+        if rows:
+            written.append(modules_section(half, device, rows))
+    results.write(args.json, *written)
 
 
 if __name__ == "__main__":
