@@ -442,14 +442,24 @@ void MarlinGemmBits(const host::MarlinGemmParams& p, std::int64_t tile_begin, st
         const std::int32_t* first = p.b + block * row_words + panel * W::kWords;
         const float* pattern_sets[2] = {patterns, patterns + max_rows * row_patterns};
         // Each tile's slice a few blocks ahead is fetched as the tile goes, spread evenly so the
-        // prefetches never queue up (the hardware prefetchers alone fall behind here).
+        // prefetches never queue up (the hardware prefetchers alone fall behind here). With one
+        // row of a, into L2 only (prefetcht1 on x86; Highway's Prefetch has no level): that far
+        // ahead is more than L1 holds, and lines brought into L1 too slowed the short pass of
+        // one row, where the longer passes of more rows found them there and ran faster.
         const bool prefetch = block + count - 1 + kMarlinPrefetchBlocks < block_end;
+        const bool into_l2 = rows == 1;
         for (int t = 0; t < tiles; ++t) {
           const std::int32_t* words[2] = {first + t * W::kWords, first + row_words + t * W::kWords};
           if (prefetch) {
             for (int i = 0; i < count; ++i) {
               const auto* ahead = reinterpret_cast<const char*>(words[i] + kMarlinPrefetchBlocks * row_words);
-              for (int line = 0; line < W::kWords * 4; line += 64) hwy::Prefetch(ahead + line);
+              for (int line = 0; line < W::kWords * 4; line += 64) {
+                if (into_l2) {
+                  __builtin_prefetch(ahead + line, 0, 2);
+                } else {
+                  hwy::Prefetch(ahead + line);
+                }
+              }
             }
           }
           float* tile_sums = sums + t * kMarlinTileSums;
