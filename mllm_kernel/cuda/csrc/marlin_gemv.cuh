@@ -61,8 +61,8 @@ struct GemvStage {
   static constexpr int kSteps = gemv_stage_steps(kBits);
   static constexpr int kLaneVecs = kBits / 4;  // 16-byte vectors of a lane a step
   static constexpr int kRowWords = kSteps * 8;  // 32-bit words of a row of a in the stage
-  /// Three stages, two in flight while the warp computes one: a fourth (8 rows of a) was up to
-  /// 6% slower on the H100, up to 9% on the H200, and at no Llama-3-8B shape faster.
+  /// Three stages, two in flight while the warp computes one: a fourth (8 rows of a) was slower
+  /// on the H100 and the H200 and at no Llama-3-8B shape faster (docs/tuning/marlin.md).
   static constexpr int kStages = 3;
   int4 w[kSteps][32 * kLaneVecs];  // step u: lane l's vectors at [u][l * kLaneVecs + v]
   // Row r of a, word i at [r][i ^ 4 (r % 8)]: the swizzle spreads the 8 rows a fragment load
