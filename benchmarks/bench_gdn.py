@@ -158,6 +158,8 @@ CPU_NOTE = ("PyTorch: mllm_kernel.reference.gdn in float32 (token by token, vect
 def section(half: str, device: str, rows: list[dict], copy_gbps: float | None = None) -> dict:
     peer = "fla µs" if half == "cuda" else "PyTorch µs"
     notes = [CUDA_NOTE if half == "cuda" else CPU_NOTE]
+    if half == "cuda":
+        notes += harness.copy_note()
     if CI:
         notes.append("CI=true: reduced shapes and repetitions, a smoke test only.")
     columns = [("case", "case", "{}"), ("shape", "shape", "{}"), ("ours_us", "ours µs", "{:.1f}"),
