@@ -279,6 +279,20 @@ def test_marlin_gemv_act_order_spills_nothing(tmp_path, weights):
     assert report.count("Compiling entry function '_ZN") == 2 and report.count(" 0 bytes spill stores") == 2, report
 
 
+@pytest.mark.parametrize("operand", ["int8", "fp8"])
+def test_scaled_mm_gemv_block_shapes_spill_nothing(tmp_path, operand):
+    """The W8A8 decoding GEMV (bf16 out, as declared) builds one kernel a block shape and row
+    block, and none spills: three blocks an SM cap a thread at 80 registers, four-warp blocks at
+    four an SM at 128 with both activation blocks."""
+    import torch
+
+    from mllm_kernel.cuda.jit import scaled_mm_gemv
+
+    dtype = torch.int8 if operand == "int8" else torch.float8_e4m3fn
+    report = _ptxas_report(tmp_path, scaled_mm_gemv.MODULES[(dtype, torch.bfloat16)].spec("cuda"))
+    assert report.count("Compiling entry function '_ZN") == 4 and report.count(" 0 bytes spill stores") == 4, report
+
+
 @pytest.mark.parametrize("op, args, scalar_kernels", [("rmsnorm", ("bf16_t",), 2),
                                                       ("per_tensor_quant_fp8", ("bf16_t", "true"), 1),
                                                       ("per_tensor_quant_fp8", ("bf16_t", "false"), 3)])

@@ -181,6 +181,57 @@ def test_gemv_after_the_quantizer_in_a_cuda_graph(dtype):
         assert torch.equal(out, step(enable_pdl=False))
 
 
+@sm90
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.int8, torch.float8_e4m3fn], ids=["int8", "fp8"])
+@pytest.mark.parametrize("block", scaled_mm_gemv.BLOCK_SHAPES, ids=lambda b: f"{b[0]}w{b[1]}")
+def test_gemv_every_block_shape(dtype, block):
+    """Each block shape, forced, on the rows it exists for: N past a whole number of tiles, K
+    past a batch of steps in every block's warps, bias and none."""
+    rows = [1, 5, 8] if block == (8, 3) else [9, 16] if block == (4, 4) else [1, 16]
+    for m in rows:
+        seed = m + block[0] + block[1]
+        a, b = _operands(m, 1048, 2128, dtype, seed=seed)
+        sa, sb = _scales(m, True, None, seed=seed + 1), _scales(1048, True, None, seed=seed + 2)
+        bias = (torch.randn(1048, generator=torch.Generator().manual_seed(seed)) * 4).to(torch.bfloat16).cuda()
+        _poison_allocator(m, 1048, torch.bfloat16)
+        out = scaled_mm_gemv.scaled_mm_gemv(a, b, sa, sb, torch.bfloat16, bias if m % 2 else None, m, 1048, block=block)
+        ref = _reference(a, b, sa, sb, bias if m % 2 else None)
+        slack = None
+        if dtype != torch.int8:
+            slack = 2.0**-11 * (a.double().abs() @ b.double().abs()) * (sa.double().reshape(-1, 1) * sb.double().reshape(1, -1))
+        _check(out, ref, torch.bfloat16, slack)
+
+
+@sm90
+@pytest.mark.cuda
+@pytest.mark.parametrize("m,block", [(9, (8, 3)), (8, (4, 4)), (1, (4, 2)), (16, (8, 4))])
+def test_gemv_refuses_a_block_shape_it_lacks(m, block):
+    a, b = _operands(m, 64, 64, torch.int8)
+    sa, sb = torch.ones(m, device="cuda"), torch.ones(64, device="cuda")
+    with pytest.raises(ValueError, match=rf"scaled_mm_gemv: no block of {block[0]} warps, {block[1]} an SM, "
+                                         rf"for {m} rows of mat_a"):
+        scaled_mm_gemv.scaled_mm_gemv(a, b, sa, sb, torch.bfloat16, None, m, 64, block=block)
+
+
+def test_gemv_block_shape_fills_the_last_wave():
+    """132 SMs (an H100 or H200): three blocks an SM up to 8 rows only where the tiles fit one
+    wave of three and not one of two; four-warp blocks from 9 rows from two tiles an SM."""
+    shape = scaled_mm_gemv.block_shape
+    assert [shape(1, n, 132) for n in (2048, 4096, 4224, 4240, 6144, 6336, 6352, 14336)] == [
+        (8, 2), (8, 2), (8, 2), (8, 3), (8, 3), (8, 3), (8, 2), (8, 2)]
+    assert shape(8, 6144, 132) == (8, 3) and shape(9, 6144, 132) == (4, 4)
+    assert [shape(16, n, 132) for n in (2048, 4096, 4208, 4224, 6144, 14336)] == [
+        (8, 2), (8, 2), (8, 2), (4, 4), (4, 4), (4, 4)]
+    # Every pick is a shape the module builds for its rows.
+    for m in range(1, 17):
+        for n in range(2048, 30000, 16):
+            warps, per_sm = shape(m, n, 132)
+            assert (warps, per_sm) in scaled_mm_gemv.BLOCK_SHAPES
+            assert per_sm != 3 or m <= 8
+            assert warps != 4 or m > 8
+
+
 def test_gemv_applies_to_decoding_on_wide_layers():
     assert scaled_mm_gemv.applies(1, 4096, 4096) and scaled_mm_gemv.applies(16, 2048, 64)
     assert not scaled_mm_gemv.applies(17, 4096, 4096)  # CUTLASS's transposed tile from here

@@ -1,6 +1,7 @@
 // The W8A8 scaled GEMM for a few rows of activations (decoding), one module per operand and
 // output type:
-//   scaled_mm_gemv<AB, Out>(out, mat_a, mat_b, scales_a, scales_b, bias, has_bias, enable_pdl)
+//   scaled_mm_gemv<AB, Out>(out, mat_a, mat_b, scales_a, scales_b, bias, has_bias, warps, blocks_per_sm,
+//                           enable_pdl)
 // out [M, N] = (mat_a @ mat_b) * scales_a[m] * scales_b[n] (+ bias[n]) for M <= 16, with the
 // operands, scales and bias of scaled_mm_operands.cuh (AB int8_t or fp8_e4m3_t; fp8 needs sm_89+).
 //
@@ -13,12 +14,14 @@
 // 4t+16..4t+19 of the first MMA, bytes 8-15 those of the second: the same order for both
 // operands, so the sums are those of the true products (exact int32 for int8).
 //
-// A block of 8 warps takes one tile of 16 weight rows over all of K: warp w the 64-byte steps
-// w, w + 8, ..., kBatch steps (4 KB of weights a warp) loaded at once; the warps' sums meet in
-// shared memory, and the scales and bias apply to the total. Launched with PDL, a warp asks L2
-// for its first batch of weights before it waits for the previous kernel (docs/pdl.md: a hint
-// that is safe whatever that kernel writes), so the weights' first trip from memory overlaps the
-// previous kernel (the activations' quantizer, say).
+// A block of kWarps warps takes one tile of 16 weight rows over all of K: warp w the 64-byte steps
+// w, w + kWarps, ..., kBatch steps (4 KB of weights a warp) loaded at once; the warps' sums meet
+// in shared memory, and the scales and bias apply to the total. A layer is N / 16 such tiles over
+// all of K, so how they fill the SMs' waves is what the block shape (kWarps warps, kMinBlocks
+// resident an SM) trades: the caller picks it (scaled_mm_gemv.block_shape). Launched with PDL, a
+// warp asks L2 for its first batch of weights before it waits for the previous kernel
+// (docs/pdl.md: a hint that is safe whatever that kernel writes), so the weights' first trip from
+// memory overlaps the previous kernel (the activations' quantizer, say).
 #pragma once
 
 #include <mllm_kernel/async_copy.cuh>
@@ -44,8 +47,6 @@ using mllm_kernel::bf16_t;
 using mllm_kernel::fp16_t;
 using mllm_kernel::fp8_e4m3_t;
 
-constexpr int kGemvWarps = 8;
-constexpr int kGemvThreads = 32 * kGemvWarps;
 constexpr int kGemvTileRows = 16;  // weight rows (output columns) of a block
 constexpr int kGemvStepBytes = 64;  // K bytes of a warp's step: two k32 MMAs
 constexpr int kGemvBatch = 4;       // steps a warp loads at once
@@ -62,12 +63,13 @@ struct ScaledGemvParams {
   bool a_vector, b_vector, pdl;
 };
 
-/// kBlocks 8-row activation blocks (1 for M <= 8, 2 for M <= 16).
-template <typename AB, typename Out, int kBlocks>
-__global__ void __launch_bounds__(kGemvThreads, 2) scaled_mm_gemv_kernel(const __grid_constant__ ScaledGemvParams p) {
+/// kBlocks 8-row activation blocks (1 for M <= 8, 2 for M <= 16); kWarps warps a block, at least
+/// kMinBlocks of them resident an SM (which caps the registers a thread).
+template <typename AB, typename Out, int kBlocks, int kWarps, int kMinBlocks>
+__global__ void __launch_bounds__(32 * kWarps, kMinBlocks) scaled_mm_gemv_kernel(const __grid_constant__ ScaledGemvParams p) {
   using namespace mllm_kernel::device;
   using Acc = std::conditional_t<std::is_same_v<AB, std::int8_t>, int, float>;
-  __shared__ Acc partial[kGemvWarps][kBlocks][4][32];
+  __shared__ Acc partial[kWarps][kBlocks][4][32];
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
@@ -95,18 +97,18 @@ __global__ void __launch_bounds__(kGemvThreads, 2) scaled_mm_gemv_kernel(const _
   if (p.pdl) {
 #pragma unroll
     for (int u = 0; u < kGemvBatch; ++u) {
-      const std::int64_t s = warp + u * kGemvWarps;
+      const std::int64_t s = warp + u * kWarps;
       if (in_k(s)) prefetch_l2(w_lo + s * 4), prefetch_l2(w_hi + s * 4);
     }
     pdl_wait_and_release();
   }
 
   Acc acc[kBlocks][4] = {};
-  for (std::int64_t s0 = warp; s0 < steps; s0 += kGemvWarps * kGemvBatch) {
+  for (std::int64_t s0 = warp; s0 < steps; s0 += kWarps * kGemvBatch) {
     int4 lo[kGemvBatch], hi[kGemvBatch], x[kGemvBatch][kBlocks];
 #pragma unroll
     for (int u = 0; u < kGemvBatch; ++u) {
-      const std::int64_t s = s0 + u * kGemvWarps;
+      const std::int64_t s = s0 + u * kWarps;
       const bool ok = in_k(s);
       const std::int64_t at = s * 4;  // the step's offset from the lane's rows, in 16-byte chunks
       lo[u] = ok ? load_streaming(w_lo + at) : make_int4(0, 0, 0, 0);
@@ -134,25 +136,27 @@ __global__ void __launch_bounds__(kGemvThreads, 2) scaled_mm_gemv_kernel(const _
 #pragma unroll
     for (int e = 0; e < 4; ++e) partial[warp][mb][e][lane] = acc[mb][e];
   __syncthreads();
-  // Warp mb * 4 + e adds up accumulator e of block mb over the warps and stores it: C element
-  // (row g + 8 (e / 2), column 2t + e % 2) is out[m = 8 mb + 2t + e % 2, n = row0 + g + 8 (e / 2)].
-  if (warp >= kBlocks * 4) return;
-  const int mb = warp / 4, e = warp % 4;
-  Acc sum = 0;
+  // Item j = mb * 4 + e (a warp each, in turn) adds up accumulator e of block mb over the warps
+  // and stores it: C element (row g + 8 (e / 2), column 2t + e % 2) is
+  // out[m = 8 mb + 2t + e % 2, n = row0 + g + 8 (e / 2)].
+  for (int j = warp; j < kBlocks * 4; j += kWarps) {
+    const int mb = j / 4, e = j % 4;
+    Acc sum = 0;
 #pragma unroll
-  for (int w = 0; w < kGemvWarps; ++w) sum += partial[w][mb][e][lane];
-  const std::int64_t m = mb * 8 + 2 * t + e % 2, n = row0 + g + 8 * (e / 2);
-  if (m >= p.m || n >= p.n) return;
-  float value = static_cast<float>(sum) * p.scales_a[p.a_vector ? m : 0] * p.scales_b[p.b_vector ? n : 0];
-  if (p.bias != nullptr) value += cast<float>(static_cast<const Out*>(p.bias)[n]);
-  static_cast<Out*>(p.out)[m * p.ldo + n] = cast<Out>(value);
+    for (int w = 0; w < kWarps; ++w) sum += partial[w][mb][e][lane];
+    const std::int64_t m = mb * 8 + 2 * t + e % 2, n = row0 + g + 8 * (e / 2);
+    if (m >= p.m || n >= p.n) continue;
+    float value = static_cast<float>(sum) * p.scales_a[p.a_vector ? m : 0] * p.scales_b[p.b_vector ? n : 0];
+    if (p.bias != nullptr) value += cast<float>(static_cast<const Out*>(p.bias)[n]);
+    static_cast<Out*>(p.out)[m * p.ldo + n] = cast<Out>(value);
+  }
 }
 
 /// Runs the GEMV on checked operands (the same checks as every scaled GEMM module, and M <= 16).
 template <typename AB, typename Out>
 void scaled_mm_gemv(mllm_kernel::TensorView out, mllm_kernel::TensorView mat_a, mllm_kernel::TensorView mat_b,
                     mllm_kernel::TensorView scales_a, mllm_kernel::TensorView scales_b, mllm_kernel::TensorView bias,
-                    bool has_bias, bool enable_pdl) {
+                    bool has_bias, std::int64_t warps, std::int64_t blocks_per_sm, bool enable_pdl) {
   using namespace mllm_kernel::host;
   using namespace mllm_kernel::device::scaled_mm;
 
@@ -169,8 +173,21 @@ void scaled_mm_gemv(mllm_kernel::TensorView out, mllm_kernel::TensorView mat_a, 
   }
   RuntimeCheck(shape.m <= kGemvMaxRows, "at most ", kGemvMaxRows, " rows of mat_a, got ", shape.m);
   if (shape.m == 0) return;
-  const auto kernel = shape.m <= 8 ? scaled_mm_gemv_kernel<AB, Out, 1> : scaled_mm_gemv_kernel<AB, Out, 2>;
-  LaunchKernel(static_cast<unsigned>(div_ceil(shape.n, kGemvTileRows)), kGemvThreads, device.unwrap())
+  // The block shapes built (scaled_mm_gemv.BLOCK_SHAPES): three-block SMs up to 8 rows only, where
+  // 80 registers a thread hold one activation block; four-warp blocks from 9 rows only.
+  const bool few = shape.m <= 8;
+  void (*kernel)(ScaledGemvParams) = nullptr;
+  if (warps == 8 && blocks_per_sm == 2) {
+    kernel = few ? scaled_mm_gemv_kernel<AB, Out, 1, 8, 2> : scaled_mm_gemv_kernel<AB, Out, 2, 8, 2>;
+  } else if (warps == 8 && blocks_per_sm == 3 && few) {
+    kernel = scaled_mm_gemv_kernel<AB, Out, 1, 8, 3>;
+  } else if (warps == 4 && blocks_per_sm == 4 && !few) {
+    kernel = scaled_mm_gemv_kernel<AB, Out, 2, 4, 4>;
+  }
+  RuntimeCheck(kernel != nullptr, "no block of ", warps, " warps, ", blocks_per_sm, " an SM, for ", shape.m,
+               " rows of mat_a");
+  LaunchKernel(static_cast<unsigned>(div_ceil(shape.n, kGemvTileRows)), static_cast<unsigned>(32 * warps),
+               device.unwrap())
       .enable_pdl(enable_pdl)(kernel, p);
 }
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from mllm_kernel.cuda.jit.device_info import sm_count
 from mllm_kernel.jit_utils import jit_module, make_cpp_args
 
 OUT_DTYPES = (torch.float16, torch.bfloat16)
@@ -21,6 +22,27 @@ GEMV_MAX_ROWS = 16
 #: more an SM of an H100 (the smallest layer measured, 2048 x 4096: 5.9 us against CUTLASS's 7.2
 #: at M = 1); narrower layers keep CUTLASS.
 GEMV_MIN_N = 2048
+#: Output columns a block takes (one MMA tile of weight rows, over all of K).
+TILE_COLUMNS = 16
+#: The block shapes built, as (warps a block, blocks resident an SM): the default; three an SM
+#: (80 registers a thread) for up to 8 rows; blocks of four warps, four an SM, for 9-16 rows.
+BLOCK_SHAPES = ((8, 2), (8, 3), (4, 4))
+
+
+def block_shape(m: int, n: int, sm_count: int) -> tuple[int, int]:
+    """The GEMV's block for M rows and N output columns on ``sm_count`` SMs, as (warps, blocks an
+    SM). A block takes one 16-column tile over all of K, so the N / 16 tiles run in waves, and the
+    rule keeps the last wave from leaving SMs idle (measured on the Llama shapes:
+    docs/tuning/scaled_mm.md):
+
+    - up to 8 rows, 8 warps and two blocks an SM, or three where the tiles fill one wave of three
+      but not one of two;
+    - 9-16 rows, blocks of 4 warps, four an SM, from two tiles an SM; with fewer tiles they would
+      leave half the SMs' warp slots empty."""
+    tiles = -(-n // TILE_COLUMNS)
+    if m <= 8:
+        return (8, 3) if 2 * sm_count < tiles <= 3 * sm_count else (8, 2)
+    return (4, 4) if tiles >= 2 * sm_count else (8, 2)
 
 
 def applies(m: int, n: int, k: int) -> bool:
@@ -46,11 +68,13 @@ def modules(operand: torch.dtype) -> list:
 
 def scaled_mm_gemv(a: torch.Tensor, b: torch.Tensor, scales_a: torch.Tensor, scales_b: torch.Tensor,
                    out_dtype: torch.dtype, bias: torch.Tensor | None, m: int, n: int,
-                   enable_pdl: bool = True) -> torch.Tensor:
+                   enable_pdl: bool = True, block: tuple[int, int] | None = None) -> torch.Tensor:
     """Runs checked operands (1-D scales) into a new ``[M, N]`` tensor; M <= GEMV_MAX_ROWS.
     ``enable_pdl``: launched with programmatic dependent launch (sm_90+), the weights' first
-    batch is asked of L2 while the previous kernel finishes (docs/pdl.md)."""
+    batch is asked of L2 while the previous kernel finishes (docs/pdl.md). ``block``: one of
+    BLOCK_SHAPES that exists for M (default: ``block_shape``)."""
+    warps, per_sm = block or block_shape(m, n, sm_count(a.device.index))
     out = torch.empty((m, n), dtype=out_dtype, device=a.device)
-    MODULES[(a.dtype, out_dtype)].load().scaled_mm_gemv(out, a, b, scales_a, scales_b,
-                                                        out if bias is None else bias, bias is not None, enable_pdl)
+    MODULES[(a.dtype, out_dtype)].load().scaled_mm_gemv(out, a, b, scales_a, scales_b, out if bias is None else bias,
+                                                        bias is not None, warps, per_sm, enable_pdl)
     return out
