@@ -90,7 +90,9 @@ CASES = [(1, 8, 16), (3, 24, 48), (17, 4096, 4096), (64, 1000, 272), (100, 512, 
          (2048, 2048, 4096), (4100, 520, 128),
          # decoding shapes that take the GEMV: N not a multiple of its 16-column blocks, K not of
          # its 64-byte steps
-         (1, 4096, 4096), (16, 2056, 80), (9, 2048, 14352)]
+         (1, 4096, 4096), (16, 2056, 80), (9, 2048, 14352),
+         # and the block shapes block_shape picks for more tiles (three blocks an SM, four-warp blocks)
+         (8, 6144, 256), (16, 6144, 64)]
 
 
 @sm90
@@ -221,6 +223,7 @@ def test_gemv_block_shape_fills_the_last_wave():
     assert [shape(1, n, 132) for n in (2048, 4096, 4224, 4240, 6144, 6336, 6352, 14336)] == [
         (8, 2), (8, 2), (8, 2), (8, 3), (8, 3), (8, 3), (8, 2), (8, 2)]
     assert shape(8, 6144, 132) == (8, 3) and shape(9, 6144, 132) == (4, 4)
+    assert shape(1, 4225, 132) == (8, 3) and shape(16, 4209, 132) == (4, 4)  # a partial tile counts
     assert [shape(16, n, 132) for n in (2048, 4096, 4208, 4224, 6144, 14336)] == [
         (8, 2), (8, 2), (8, 2), (4, 4), (4, 4), (4, 4)]
     # Every pick is a shape the module builds for its rows.

@@ -15,7 +15,7 @@
 // operands, so the sums are those of the true products (exact int32 for int8).
 //
 // A block of kWarps warps takes one tile of 16 weight rows over all of K: warp w the 64-byte steps
-// w, w + kWarps, ..., kBatch steps (4 KB of weights a warp) loaded at once; the warps' sums meet
+// w, w + kWarps, ..., kGemvBatch steps (4 KB of weights a warp) loaded at once; the warps' sums meet
 // in shared memory, and the scales and bias apply to the total. A layer is N / 16 such tiles over
 // all of K, so how they fill the SMs' waves is what the block shape (kWarps warps, kMinBlocks
 // resident an SM) trades: the caller picks it (scaled_mm_gemv.block_shape). Launched with PDL, a

@@ -29,20 +29,20 @@ TILE_COLUMNS = 16
 BLOCK_SHAPES = ((8, 2), (8, 3), (4, 4))
 
 
-def block_shape(m: int, n: int, sm_count: int) -> tuple[int, int]:
-    """The GEMV's block for M rows and N output columns on ``sm_count`` SMs, as (warps, blocks an
-    SM). A block takes one 16-column tile over all of K, so the N / 16 tiles run in waves, and the
-    rule keeps the last wave from leaving SMs idle (measured on the Llama shapes:
-    docs/tuning/scaled_mm.md):
+def block_shape(m: int, n: int, sms: int) -> tuple[int, int]:
+    """The GEMV's block for M rows and N output columns on ``sms`` SMs, as (warps, blocks an SM).
+    A block takes one 16-column tile over all of K, so the N / 16 tiles run in waves; of the
+    shapes built, the rule picks the one whose waves ran fastest on the shapes measured (the
+    Llama layers: docs/tuning/scaled_mm.md):
 
-    - up to 8 rows, 8 warps and two blocks an SM, or three where the tiles fill one wave of three
-      but not one of two;
+    - up to 8 rows, 8 warps and two blocks an SM, or three where the tiles fit in one wave of
+      three but not in one of two;
     - 9-16 rows, blocks of 4 warps, four an SM, from two tiles an SM; with fewer tiles they would
       leave half the SMs' warp slots empty."""
     tiles = -(-n // TILE_COLUMNS)
     if m <= 8:
-        return (8, 3) if 2 * sm_count < tiles <= 3 * sm_count else (8, 2)
-    return (4, 4) if tiles >= 2 * sm_count else (8, 2)
+        return (8, 3) if 2 * sms < tiles <= 3 * sms else (8, 2)
+    return (4, 4) if tiles >= 2 * sms else (8, 2)
 
 
 def applies(m: int, n: int, k: int) -> bool:
