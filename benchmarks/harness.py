@@ -200,7 +200,8 @@ def copy_bandwidth_gbps(nbytes: int = 1 << 30) -> float:
     src = torch.randn(nbytes // 8, device="cuda")
     dst = torch.empty_like(src)
     _copy_measured["cudaMemcpy"] = time_calls(lambda: dst.copy_(src), [()], replays=REPLAYS).gbps(nbytes)
-    _copy_measured["an elementwise kernel"] = time_calls(lambda: torch.neg(src, out=dst), [()], replays=REPLAYS).gbps(nbytes)
+    _copy_measured["an elementwise kernel"] = time_calls(lambda: torch.neg(src, out=dst), [()],
+                                                          replays=REPLAYS).gbps(nbytes)
     del src, dst
     torch.cuda.empty_cache()
     return max(_copy_measured.values())
@@ -279,7 +280,8 @@ def cuda_section(op: str, family: str, title: str, rows: Sequence[Row], copy_gbp
                  notes: Sequence[str] = ()) -> dict:
     """The results section ``cuda/<op>`` of a comparison table."""
     env = f"PyTorch {torch.__version__}, CUDA {torch.version.cuda}"
-    notes = [env, *copy_note(), *notes] + (["CI=true: reduced shapes and repetitions, a smoke test only."] if CI else [])
+    notes = [env, *copy_note(), *notes]
+    notes += ["CI=true: reduced shapes and repetitions, a smoke test only."] if CI else []
     if GRAPH_CALLS != 8:
         notes.append(f"MLLM_BENCH_GRAPH_CALLS={GRAPH_CALLS}.")
     return results.section(f"cuda/{op}", family, title, device_name(), COLUMNS, [record(r) for r in rows],

@@ -49,11 +49,11 @@ command it was measured. How the kernels were tuned, and what was tried and reje
 launch on sm_90+, `docs/pdl.md`); *no-PDL* is the same op called with `enable_pdl=False`;
 *eager* is the PyTorch reference formula run eagerly and *compile* is `torch.compile` of that
 same formula. µs is per call; GB/s counts the bytes the op must move (inputs read once, outputs
-written once), so it compares with the device copy bandwidth given with each table (on
-CUDA the faster of `cudaMemcpy` and an elementwise kernel moving the same bytes where the table's
-notes give both, `cudaMemcpy` where they do not; `copy_` into a preallocated buffer on the CPU). *vs eager* and
-*vs compile* are their time over ours: above 1.00x we are faster. A `-` is a figure the run did
-not measure.
+written once), so it compares with the device copy bandwidth given with each table (on CUDA
+the faster of `cudaMemcpy` and an elementwise kernel moving the same bytes where the table's notes
+give both, `cudaMemcpy` where they do not; `copy_` into a preallocated buffer on the CPU). *vs
+eager* and *vs compile* are their time over ours: above 1.00x we are faster. A `-` is a figure the
+run did not measure.
 
 **Timing.** CUDA (`benchmarks/harness.py`): each case, ours and the references alike, is
 captured in a CUDA graph that calls it on input sets rotated so that the bytes touched exceed

@@ -61,7 +61,7 @@ def _check(out, ref, out_dtype, slack=None):
 
 
 def _run(fn, dtype, m, n, k, out_dtype, *, bias, a_vector=True, b_vector=True, seed=0, config=None,
-         backend=scaled_mm_sm90, gemv=False, **pads):
+         backend=scaled_mm_sm90, gemv=False, block=None, **pads):
     a, b = _operands(m, n, k, dtype, seed=seed, **pads)
     sa = _scales(m, a_vector, (m, 1) if seed % 2 else None, seed=seed + 1)
     sb = _scales(n, b_vector, (1, n) if seed % 2 else None, seed=seed + 2)
@@ -74,7 +74,7 @@ def _run(fn, dtype, m, n, k, out_dtype, *, bias, a_vector=True, b_vector=True, s
 
         _, _, _, sa1, sb1 = scaled_mm_operands("t", a, b, sa, sb, out_dtype, bias_t, dtype, OUT_DTYPES)
         if gemv:
-            out = scaled_mm_gemv.scaled_mm_gemv(a, b, sa1, sb1, out_dtype, bias_t, m, n)
+            out = scaled_mm_gemv.scaled_mm_gemv(a, b, sa1, sb1, out_dtype, bias_t, m, n, block=block)
         else:
             out = backend.scaled_mm(a, b, sa1, sb1, out_dtype, bias_t, m, n, k, config=config)
     assert out.shape == (m, n)
@@ -192,17 +192,7 @@ def test_gemv_every_block_shape(dtype, block):
     past a batch of steps in every block's warps, bias and none."""
     rows = [1, 5, 8] if block == (8, 3) else [9, 16] if block == (4, 4) else [1, 16]
     for m in rows:
-        seed = m + block[0] + block[1]
-        a, b = _operands(m, 1048, 2128, dtype, seed=seed)
-        sa, sb = _scales(m, True, None, seed=seed + 1), _scales(1048, True, None, seed=seed + 2)
-        bias = (torch.randn(1048, generator=torch.Generator().manual_seed(seed)) * 4).to(torch.bfloat16).cuda()
-        _poison_allocator(m, 1048, torch.bfloat16)
-        out = scaled_mm_gemv.scaled_mm_gemv(a, b, sa, sb, torch.bfloat16, bias if m % 2 else None, m, 1048, block=block)
-        ref = _reference(a, b, sa, sb, bias if m % 2 else None)
-        slack = None
-        if dtype != torch.int8:
-            slack = 2.0**-11 * (a.double().abs() @ b.double().abs()) * (sa.double().reshape(-1, 1) * sb.double().reshape(1, -1))
-        _check(out, ref, torch.bfloat16, slack)
+        _run(None, dtype, m, 1048, 2128, torch.bfloat16, bias=m % 2 == 1, seed=m + sum(block), gemv=True, block=block)
 
 
 @sm90
